@@ -1,0 +1,201 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Defaults, from DESIGN.md: one NAT network per cluster with a fixed subnet,
+// control plane at .10 and workers from .11.
+const (
+	DefaultName              = "hwk"
+	DefaultKubernetesVersion = "v1.35.4"
+	DefaultNodeSubnet        = "172.31.250.0/24"
+	DefaultPodSubnet         = "10.244.0.0/16"
+	DefaultServiceSubnet     = "10.96.0.0/12"
+	DefaultAPIServerPort     = 6443
+	DefaultWindowsVersion    = "2022"
+	DefaultCalicoVersion     = "v3.31.0"
+	// Windows' VXLAN (HNS) only accepts VNIs from 4096 and only UDP 4789.
+	DefaultVXLANVNI  = 4096
+	DefaultVXLANPort = 4789
+
+	controlPlaneHost = 10 // host part of the control plane's address
+)
+
+// resources is what a node gets when the config leaves it out. Windows gets
+// more memory because the OS alone idles at about 1.5Gi and its pause,
+// Calico and kube-proxy containers are HostProcess containers on top.
+type resources struct {
+	cpus         int
+	memory, disk string
+}
+
+func defaultResources(n Node) resources {
+	switch {
+	case n.OS == Windows:
+		return resources{cpus: 2, memory: "6Gi", disk: "64Gi"}
+	case n.Role == ControlPlane:
+		return resources{cpus: 2, memory: "4Gi", disk: "20Gi"}
+	default:
+		return resources{cpus: 2, memory: "2Gi", disk: "20Gi"}
+	}
+}
+
+// DefaultNodes is the topology when the config has no nodes: one Linux
+// control plane and one Windows worker.
+func DefaultNodes() []Node {
+	return []Node{
+		{Role: ControlPlane, OS: Linux},
+		{Role: Worker, OS: Windows},
+	}
+}
+
+// SetDefaults fills every field the config left empty. hostOS (a GOOS
+// value) picks the default driver. Values that are present are never
+// changed, so validation still sees and reports what the user wrote;
+// the only rewrite is adding the "v" that Kubernetes versions carry.
+func SetDefaults(c *Cluster, hostOS string) {
+	if c.APIVersion == "" {
+		c.APIVersion = APIVersion
+	}
+	if c.Kind == "" {
+		c.Kind = Kind
+	}
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.KubernetesVersion == "" {
+		c.KubernetesVersion = DefaultKubernetesVersion
+	}
+	c.KubernetesVersion = normalizeVersion(c.KubernetesVersion)
+
+	nw := &c.Networking
+	if nw.NodeSubnet == "" {
+		nw.NodeSubnet = DefaultNodeSubnet
+	}
+	if nw.PodSubnet == "" {
+		nw.PodSubnet = DefaultPodSubnet
+	}
+	if nw.ServiceSubnet == "" {
+		nw.ServiceSubnet = DefaultServiceSubnet
+	}
+	if nw.APIServerPort == 0 {
+		nw.APIServerPort = DefaultAPIServerPort
+	}
+
+	if len(c.Nodes) == 0 {
+		c.Nodes = DefaultNodes()
+	}
+	driver := DefaultDriver(hostOS)
+	counters := map[string]int{}
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		if n.OS == "" {
+			n.OS = Linux
+		}
+		if n.Role == "" {
+			n.Role = Worker
+		}
+		if n.Name == "" {
+			n.Name = defaultNodeName(c.Name, *n, counters)
+		}
+		if n.Driver == "" {
+			n.Driver = driver
+		}
+		r := defaultResources(*n)
+		if n.CPUs == 0 {
+			n.CPUs = r.cpus
+		}
+		if n.Memory == "" {
+			n.Memory = r.memory
+		}
+		if n.Disk == "" {
+			n.Disk = r.disk
+		}
+		if n.OS == Windows && n.WindowsVersion == "" {
+			n.WindowsVersion = DefaultWindowsVersion
+		}
+	}
+	defaultNodeIPs(c)
+
+	if c.Calico.Version == "" {
+		c.Calico.Version = DefaultCalicoVersion
+	}
+	if c.Calico.VXLANVNI == 0 {
+		c.Calico.VXLANVNI = DefaultVXLANVNI
+	}
+	if c.Calico.VXLANPort == 0 {
+		c.Calico.VXLANPort = DefaultVXLANPort
+	}
+}
+
+// defaultNodeName names nodes NAME-cp, NAME-linux-N and NAME-win-N, counting
+// each kind from 1 (NAME-cp-2 for a second control plane, which validation
+// then rejects).
+func defaultNodeName(cluster string, n Node, counters map[string]int) string {
+	kind := "linux"
+	switch {
+	case n.Role == ControlPlane:
+		kind = "cp"
+	case n.OS == Windows:
+		kind = "win"
+	}
+	counters[kind]++
+	if kind == "cp" && counters[kind] == 1 {
+		return cluster + "-cp"
+	}
+	return fmt.Sprintf("%s-%s-%d", cluster, kind, counters[kind])
+}
+
+// defaultNodeIPs gives nodes without an address one from the node subnet:
+// control plane .10, the rest from .11 upwards, skipping addresses that
+// nodes were given explicitly. A subnet that does not parse is left for
+// validation to report.
+func defaultNodeIPs(c *Cluster) {
+	prefix, err := netip.ParsePrefix(c.Networking.NodeSubnet)
+	if err != nil || !prefix.Addr().Is4() {
+		return
+	}
+	base := prefix.Masked().Addr()
+	taken := map[netip.Addr]bool{}
+	for _, n := range c.Nodes {
+		if a, err := netip.ParseAddr(n.IP); err == nil {
+			taken[a] = true
+		}
+	}
+	next := addN(base, controlPlaneHost+1)
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		if n.IP != "" {
+			continue
+		}
+		var a netip.Addr
+		if cp := addN(base, controlPlaneHost); n.Role == ControlPlane && !taken[cp] {
+			a = cp
+		} else {
+			for taken[next] {
+				next = next.Next()
+			}
+			a = next
+		}
+		taken[a] = true
+		n.IP = a.String()
+	}
+}
+
+func addN(a netip.Addr, n int) netip.Addr {
+	for range n {
+		a = a.Next()
+	}
+	return a
+}
+
+// normalizeVersion adds the leading "v" Kubernetes versions carry, so
+// "1.35.4" and "v1.35.4" mean the same.
+func normalizeVersion(v string) string {
+	if v != "" && v[0] >= '0' && v[0] <= '9' {
+		return "v" + v
+	}
+	return v
+}

@@ -1,0 +1,248 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads a config file and decodes it strictly: see Decode.
+func Load(path string) (*Cluster, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Decode(data)
+}
+
+// Decode decodes one YAML document strictly. apiVersion and kind are read
+// first and pick the schema; then every key is checked against that schema
+// before anything is decoded, so the result lists every unknown field and
+// every value of the wrong type at once, each with its field path and line.
+// Such problems come back as Errors.
+func Decode(data []byte) (*Cluster, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, Errors{{Path: "apiVersion", Message: "the file is empty; start it with apiVersion: " + APIVersion + " and kind: " + Kind}}
+		}
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		return nil, Errors{{Path: "---", Line: extra.Line, Message: "a second YAML document; a config file holds exactly one Cluster"}}
+	case !errors.Is(err, io.EOF):
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, Errors{{Path: "apiVersion", Line: root.Line, Message: "the file must be a mapping that starts with apiVersion: " + APIVersion + " and kind: " + Kind}}
+	}
+	if errs := checkTypeMeta(root); len(errs) > 0 {
+		// An unknown version means an unknown schema: checking fields
+		// against ours would only add noise.
+		return nil, errs
+	}
+
+	w := walker{pos: map[string]int{}}
+	w.walk(root, reflect.TypeFor[Cluster](), "")
+	if len(w.errs) > 0 {
+		return nil, w.errs
+	}
+	var c Cluster
+	if err := root.Decode(&c); err != nil {
+		// The walk should have caught everything the decoder rejects.
+		return nil, fmt.Errorf("decode config: %w", err)
+	}
+	c.setPositions(w.pos)
+	return &c, nil
+}
+
+func checkTypeMeta(root *yaml.Node) Errors {
+	var errs Errors
+	check := func(key, want string) {
+		k, v := lookup(root, key)
+		switch {
+		case v == nil:
+			errs = append(errs, FieldError{Path: key, Message: fmt.Sprintf("missing; add %s: %s", key, want)})
+		case v.Value != want:
+			errs = append(errs, FieldError{Path: key, Line: k.Line, Message: fmt.Sprintf("%q is not supported; use %s", v.Value, want)})
+		}
+	}
+	check("apiVersion", APIVersion)
+	check("kind", Kind)
+	return errs
+}
+
+func lookup(m *yaml.Node, key string) (k, v *yaml.Node) {
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i], m.Content[i+1]
+		}
+	}
+	return nil, nil
+}
+
+// walker checks a YAML tree against a Go type and remembers the line of
+// every field path it sees.
+type walker struct {
+	pos  map[string]int
+	errs Errors
+}
+
+func (w *walker) fail(path string, line int, format string, args ...any) {
+	w.errs = append(w.errs, FieldError{Path: path, Line: line, Message: fmt.Sprintf(format, args...)})
+}
+
+func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	switch t.Kind() {
+	case reflect.Struct:
+		if isNull {
+			return
+		}
+		if n.Kind != yaml.MappingNode {
+			w.fail(path, n.Line, "must be a mapping of fields, not %s", describe(n))
+			return
+		}
+		fields := yamlFields(t)
+		seen := map[string]int{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := joinPath(path, k.Value)
+			if first, dup := seen[k.Value]; dup {
+				w.fail(p, k.Line, "set twice (first on line %d); keep one", first)
+				continue
+			}
+			seen[k.Value] = k.Line
+			w.pos[p] = k.Line
+			f, ok := fields[k.Value]
+			if !ok {
+				w.fail(p, k.Line, "unknown field%s", suggest(k.Value, fields))
+				continue
+			}
+			w.walk(v, f, p)
+		}
+	case reflect.Slice:
+		if isNull {
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			w.fail(path, n.Line, "must be a list, not %s", describe(n))
+			return
+		}
+		for i, item := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			w.pos[p] = item.Line
+			w.walk(item, t.Elem(), p)
+		}
+	case reflect.Int:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+			w.fail(path, n.Line, "%s is not a whole number; use e.g. %s", describe(n), exampleInt(path))
+		}
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			w.fail(path, n.Line, "must be a single value, not %s", describe(n))
+		}
+	}
+}
+
+// exampleInt is the example an integer field's type error suggests.
+func exampleInt(path string) string {
+	switch {
+	case strings.HasSuffix(path, "cpus"):
+		return "2"
+	case strings.HasSuffix(path, "vxlanVNI"):
+		return fmt.Sprint(DefaultVXLANVNI)
+	case strings.HasSuffix(path, "vxlanPort"):
+		return fmt.Sprint(DefaultVXLANPort)
+	default:
+		return fmt.Sprint(DefaultAPIServerPort)
+	}
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return fmt.Sprintf("%q", n.Value)
+	}
+}
+
+func joinPath(parent, field string) string {
+	if parent == "" {
+		return field
+	}
+	return parent + "." + field
+}
+
+// yamlFields maps each YAML key of a struct type to its Go type.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+// suggest names the known field closest to a misspelled one, or lists
+// them all when none is close.
+func suggest(key string, fields map[string]reflect.Type) string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	best, bestDist := "", 3 // farther than 2 edits is no longer a typo
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(key), strings.ToLower(n)); d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
+	}
+	return "; known fields here: " + strings.Join(names, ", ")
+}
+
+// editDistance is the Levenshtein distance between two short strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

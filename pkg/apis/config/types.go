@@ -1,0 +1,107 @@
+// Package config is hwk's versioned cluster configuration, apiVersion
+// hwk.dev/v1alpha1, kind Cluster: the types, strict loading, flag overrides,
+// defaults and validation.
+//
+// A config goes through the same four steps wherever it is used, in this
+// order: Load (strict decoding of the file), ApplyOverrides (command-line
+// flags win over the file), SetDefaults (fill what is still empty), Validate
+// (report every problem at once).
+package config
+
+// APIVersion and Kind identify the only config version there is so far.
+const (
+	APIVersion = "hwk.dev/v1alpha1"
+	Kind       = "Cluster"
+)
+
+// Role is what a node does in the cluster.
+type Role string
+
+// The node roles.
+const (
+	ControlPlane Role = "control-plane"
+	Worker       Role = "worker"
+)
+
+// OS is a node's operating system.
+type OS string
+
+// The node operating systems.
+const (
+	Linux   OS = "linux"
+	Windows OS = "windows"
+)
+
+// Cluster is the whole cluster description.
+type Cluster struct {
+	APIVersion string `yaml:"apiVersion" json:"apiVersion"`
+	Kind       string `yaml:"kind" json:"kind"`
+
+	// Name is the cluster name: it prefixes node names and forms the
+	// kubeconfig context hwk-NAME.
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// KubernetesVersion is a full version such as v1.35.4.
+	KubernetesVersion string `yaml:"kubernetesVersion,omitempty" json:"kubernetesVersion,omitempty"`
+
+	Networking Networking `yaml:"networking,omitempty" json:"networking"`
+	Nodes      []Node     `yaml:"nodes,omitempty" json:"nodes,omitempty"`
+	Calico     Calico     `yaml:"calico,omitempty" json:"calico"`
+
+	// pos is the file line of each field path outside nodes (see Node.pos).
+	pos map[string]int
+}
+
+// Networking holds the three address ranges of the cluster and the API
+// server's port.
+type Networking struct {
+	// NodeSubnet is the NAT network hwk creates for the nodes; its first
+	// address is the host-side gateway, nodes get static addresses in it.
+	NodeSubnet    string `yaml:"nodeSubnet,omitempty" json:"nodeSubnet,omitempty"`
+	PodSubnet     string `yaml:"podSubnet,omitempty" json:"podSubnet,omitempty"`
+	ServiceSubnet string `yaml:"serviceSubnet,omitempty" json:"serviceSubnet,omitempty"`
+	// APIServerPort is the port the API server listens on, on the
+	// control-plane node.
+	APIServerPort int `yaml:"apiServerPort,omitempty" json:"apiServerPort,omitempty"`
+}
+
+// Node is one machine of the cluster.
+type Node struct {
+	Name   string `yaml:"name,omitempty" json:"name,omitempty"`
+	Role   Role   `yaml:"role,omitempty" json:"role,omitempty"`
+	OS     OS     `yaml:"os,omitempty" json:"os,omitempty"`
+	Driver string `yaml:"driver,omitempty" json:"driver,omitempty"`
+	// IP is the node's static address in networking.nodeSubnet.
+	IP   string `yaml:"ip,omitempty" json:"ip,omitempty"`
+	CPUs int    `yaml:"cpus,omitempty" json:"cpus,omitempty"`
+	// Memory and Disk are Kubernetes-style quantities (4Gi, 4096Mi).
+	Memory string `yaml:"memory,omitempty" json:"memory,omitempty"`
+	Disk   string `yaml:"disk,omitempty" json:"disk,omitempty"`
+	// Image names a cached node image; empty means the default image for
+	// the node's OS and the cluster's Kubernetes version.
+	Image string `yaml:"image,omitempty" json:"image,omitempty"`
+	// WindowsVersion is the Windows Server release of a Windows node.
+	WindowsVersion string `yaml:"windowsVersion,omitempty" json:"windowsVersion,omitempty"`
+
+	// pos is the file line of each of this node's fields, "" for the node
+	// itself. It travels with the node, so a line stays right when flags
+	// add or drop nodes.
+	pos map[string]int
+}
+
+// Calico configures the cluster network plugin. Windows nodes only support
+// VXLAN with a VNI of 4096 or more on UDP port 4789.
+type Calico struct {
+	Version   string `yaml:"version,omitempty" json:"version,omitempty"`
+	VXLANVNI  int    `yaml:"vxlanVNI,omitempty" json:"vxlanVNI,omitempty"`
+	VXLANPort int    `yaml:"vxlanPort,omitempty" json:"vxlanPort,omitempty"`
+}
+
+// HasWindows reports whether any node runs Windows.
+func (c *Cluster) HasWindows() bool {
+	for _, n := range c.Nodes {
+		if n.OS == Windows {
+			return true
+		}
+	}
+	return false
+}

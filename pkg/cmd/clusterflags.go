@@ -1,0 +1,92 @@
+package cmd
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// clusterFlags are the flags that shape a cluster config, shared by every
+// command that reads one (config validate now, up later), so they all
+// resolve a config the same way.
+type clusterFlags struct {
+	file              string
+	kubernetesVersion string
+	driver            string
+	windowsWorkers    int
+	linuxWorkers      int
+}
+
+func (f *clusterFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVar(&f.file, "config", "", "cluster config file (apiVersion: "+config.APIVersion+", kind: "+config.Kind+")")
+	fs.StringVar(&f.kubernetesVersion, "kubernetes-version", "", "Kubernetes version, e.g. "+config.DefaultKubernetesVersion)
+	fs.StringVar(&f.driver, "driver", "", "driver for every node: "+strings.Join(config.DriverNames(), ", "))
+	fs.IntVar(&f.windowsWorkers, "windows-workers", 0, "number of Windows workers (default from the config, else 1)")
+	fs.IntVar(&f.linuxWorkers, "linux-workers", 0, "number of Linux workers besides the control plane (default from the config, else 0)")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	_ = cmd.RegisterFlagCompletionFunc("driver", cobra.FixedCompletions(config.DriverNames(), cobra.ShellCompDirectiveNoFileComp))
+}
+
+// resolve loads the effective config: the file, then the flags that were
+// given (a flag left out never overrides the file), then defaults.
+func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster, error) {
+	o := config.Overrides{
+		KubernetesVersion: f.kubernetesVersion,
+		Driver:            f.driver,
+	}
+	if cmd.Flags().Changed("name") {
+		o.Name = g.name
+	}
+	if cmd.Flags().Changed("windows-workers") {
+		o.WindowsWorkers = &f.windowsWorkers
+	}
+	if cmd.Flags().Changed("linux-workers") {
+		o.LinuxWorkers = &f.linuxWorkers
+	}
+	c, err := config.Resolve(f.file, o, runtime.GOOS)
+	if err != nil {
+		if errs, ok := err.(config.Errors); ok {
+			return nil, &fileErrors{file: f.source(), errs: errs}
+		}
+		return nil, err
+	}
+	for _, w := range config.Warnings(c) {
+		g.logger.Warn(w)
+	}
+	return c, nil
+}
+
+func (f *clusterFlags) source() string {
+	if f.file == "" {
+		return "the config from flags and defaults"
+	}
+	return f.file
+}
+
+// fileErrors are a config's problems with the file they are in.
+type fileErrors struct {
+	file string
+	errs config.Errors
+}
+
+func (e *fileErrors) Error() string {
+	lines := make([]string, len(e.errs))
+	for i, fe := range e.errs {
+		lines[i] = e.format(fe)
+	}
+	return fmt.Sprintf("%s: %s", e.file, strings.Join(lines, "; "))
+}
+
+// format writes one problem as file:line: field: message when it has a
+// line, field: message otherwise.
+func (e *fileErrors) format(fe config.FieldError) string {
+	if fe.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s: %s", e.file, fe.Line, fe.Path, fe.Message)
+	}
+	return fmt.Sprintf("%s: %s", fe.Path, fe.Message)
+}

@@ -1,0 +1,47 @@
+package cmd
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+)
+
+// outputFlag is -o/--output for commands that print data.
+type outputFlag struct {
+	format  string
+	allowed []string
+}
+
+func (o *outputFlag) register(cmd *cobra.Command, def string, allowed ...string) {
+	o.allowed = allowed
+	cmd.Flags().StringVarP(&o.format, "output", "o", def, "output format: "+strings.Join(allowed, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(allowed, cobra.ShellCompDirectiveNoFileComp))
+}
+
+// print writes v as JSON or YAML, or calls text for the human format.
+func (o *outputFlag) print(w io.Writer, v any, text func()) error {
+	if !slices.Contains(o.allowed, o.format) {
+		return fmt.Errorf("--output %q is not supported; use %s", o.format, strings.Join(o.allowed, ", "))
+	}
+	switch o.format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		enc := yaml.NewEncoder(w)
+		enc.SetIndent(2)
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		return enc.Close()
+	default:
+		text()
+		return nil
+	}
+}

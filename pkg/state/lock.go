@@ -1,0 +1,114 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Lock is an exclusive lock held by this process. The operating system
+// drops it when the process dies, so a crashed command never leaves a
+// cluster locked.
+type Lock struct {
+	f *os.File
+}
+
+// LockedError says who holds a lock.
+type LockedError struct {
+	Name string // what the lock guards, e.g. `cluster "hwk"`
+	Path string
+	// PID and Command identify the holder; PID is 0 when the holder had
+	// not yet written itself into the lock file.
+	PID     int
+	Command string
+}
+
+func (e *LockedError) Error() string {
+	holder := "another hwk command"
+	if e.PID > 0 {
+		holder = fmt.Sprintf("another hwk command (pid %d: %s)", e.PID, e.Command)
+	}
+	return fmt.Sprintf("%s is in use by %s; wait for it to finish, or stop that process and retry", e.Name, holder)
+}
+
+// errWouldBlock is what tryLock returns when another process holds the lock.
+var errWouldBlock = errors.New("lock held")
+
+// AcquireLock takes the lock at path without waiting. If another process
+// holds it, the error is a *LockedError naming that process. name says
+// what the lock guards, for that error.
+func AcquireLock(path, name string) (*Lock, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	if err := tryLock(f); err != nil {
+		f.Close()
+		if errors.Is(err, errWouldBlock) {
+			pid, cmd := readHolder(path)
+			return nil, &LockedError{Name: name, Path: path, PID: pid, Command: cmd}
+		}
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	// Say who we are, for whoever loses the race. The lock is already ours,
+	// so nobody else writes here.
+	holder := fmt.Sprintf("%d\n%s\n", os.Getpid(), commandLine())
+	if err := f.Truncate(0); err == nil {
+		_, err = f.WriteAt([]byte(holder), 0)
+		if err == nil {
+			err = f.Sync()
+		}
+	}
+	if err != nil {
+		unlock(f)
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	return &Lock{f: f}, nil
+}
+
+// Release drops the lock. The file stays: removing it would let a process
+// that opened it a moment earlier lock a file nobody else can see.
+func (l *Lock) Release() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	l.f.Truncate(0)
+	err := unlock(l.f)
+	if cerr := l.f.Close(); err == nil {
+		err = cerr
+	}
+	l.f = nil
+	return err
+}
+
+// readHolder reads the holder's pid and command line. The holder writes
+// them right after taking the lock, so an empty file is retried briefly.
+func readHolder(path string) (int, string) {
+	for range 10 {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			pidText, cmd, _ := strings.Cut(string(data), "\n")
+			if pid, err := strconv.Atoi(pidText); err == nil {
+				return pid, strings.TrimSpace(cmd)
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0, ""
+}
+
+func commandLine() string {
+	if len(os.Args) == 0 {
+		return "hwk"
+	}
+	args := append([]string{filepath.Base(os.Args[0])}, os.Args[1:]...)
+	return strings.Join(args, " ")
+}
