@@ -158,20 +158,26 @@ func defaultNodeIPs(c *Cluster) {
 		return
 	}
 	base := prefix.Masked().Addr()
+	// .10 and up where the subnet has room for it, else right after the
+	// gateway (.1).
+	cpHost := controlPlaneHost
+	if prefix.Bits() > 28 {
+		cpHost = 2
+	}
 	taken := map[netip.Addr]bool{}
 	for _, n := range c.Nodes {
 		if a, err := netip.ParseAddr(n.IP); err == nil {
 			taken[a] = true
 		}
 	}
-	next := addN(base, controlPlaneHost+1)
+	next := addN(base, cpHost+1)
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
 		if n.IP != "" {
 			continue
 		}
 		var a netip.Addr
-		if cp := addN(base, controlPlaneHost); n.Role == ControlPlane && !taken[cp] {
+		if cp := addN(base, cpHost); n.Role == ControlPlane && !taken[cp] {
 			a = cp
 		} else {
 			for taken[next] {

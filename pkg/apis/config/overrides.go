@@ -16,8 +16,8 @@ type Overrides struct {
 }
 
 // ApplyOverrides applies flags to a loaded config. A config without nodes
-// first gets the default topology, so "--windows-workers 2" means the
-// default cluster with two Windows workers.
+// first gets the default topology when a flag is about nodes, so
+// "--windows-workers 2" means the default cluster with two Windows workers.
 func ApplyOverrides(c *Cluster, o Overrides) error {
 	var errs Errors
 	for _, f := range []struct {
@@ -38,7 +38,7 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 	if o.KubernetesVersion != "" {
 		c.KubernetesVersion = o.KubernetesVersion
 	}
-	if (o.WindowsWorkers != nil || o.LinuxWorkers != nil) && len(c.Nodes) == 0 {
+	if (o.WindowsWorkers != nil || o.LinuxWorkers != nil || o.Driver != "") && len(c.Nodes) == 0 {
 		c.Nodes = DefaultNodes()
 	}
 	if o.WindowsWorkers != nil {

@@ -141,6 +141,7 @@ func validateNetworking(c *Cluster, errs *Errors) subnetSet {
 
 	if s.node.IsValid() && s.node.Bits() > 29 {
 		errs.add("networking.nodeSubnet", "%s is too small for a gateway and nodes; use a /29 or larger, e.g. %s", s.node, DefaultNodeSubnet)
+		s.node = netip.Prefix{} // node addresses cannot be judged against it
 	}
 	if s.pod.IsValid() {
 		if s.pod.Bits() > nodeCIDRBits || 1<<(nodeCIDRBits-s.pod.Bits()) < len(c.Nodes) {
@@ -257,6 +258,9 @@ func validateNodeName(n Node, path string, errs *Errors) {
 // validateNodeIP checks a node address against the node subnet, whose
 // first address is the gateway on the host side.
 func validateNodeIP(ip string, subnet netip.Prefix, path string, errs *Errors) (netip.Addr, bool) {
+	if ip == "" && !subnet.IsValid() {
+		return netip.Addr{}, false // left empty because the subnet is wrong
+	}
 	a, err := netip.ParseAddr(ip)
 	if err != nil || !a.Is4() {
 		example := "172.31.250.11"

@@ -1,0 +1,162 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// stripPositions drops file lines, which a round trip through YAML moves.
+func stripPositions(c *Cluster) *Cluster {
+	out := *c
+	out.pos = nil
+	out.Nodes = make([]Node, len(c.Nodes))
+	for i, n := range c.Nodes {
+		n.pos = nil
+		out.Nodes[i] = n
+	}
+	return &out
+}
+
+func TestDefaultCluster(t *testing.T) {
+	for host, driver := range map[string]string{"linux": DriverLibvirt, "windows": DriverHyperV, "darwin": DriverVirtualBox} {
+		c, err := Resolve("", Overrides{}, host)
+		if err != nil {
+			t.Fatalf("%s: default config is invalid: %v", host, err)
+		}
+		want := &Cluster{
+			APIVersion: APIVersion, Kind: Kind, Name: "hwk", KubernetesVersion: "v1.35.4",
+			Networking: Networking{NodeSubnet: "172.31.250.0/24", PodSubnet: "10.244.0.0/16", ServiceSubnet: "10.96.0.0/12", APIServerPort: 6443},
+			Nodes: []Node{
+				{Name: "hwk-cp", Role: ControlPlane, OS: Linux, Driver: driver, IP: "172.31.250.10", CPUs: 2, Memory: "4Gi", Disk: "20Gi"},
+				{Name: "hwk-win-1", Role: Worker, OS: Windows, Driver: driver, IP: "172.31.250.11", CPUs: 2, Memory: "6Gi", Disk: "64Gi", WindowsVersion: "2022"},
+			},
+			Calico: Calico{Version: "v3.31.0", VXLANVNI: 4096, VXLANPort: 4789},
+		}
+		if !reflect.DeepEqual(c, want) {
+			t.Errorf("%s host:\n got %+v\nwant %+v", host, c, want)
+		}
+	}
+}
+
+// TestRoundTrip: the effective config, printed and loaded again, is the
+// same config, and defaulting it again changes nothing.
+func TestRoundTrip(t *testing.T) {
+	for _, path := range []string{"", "testdata/full.yaml"} {
+		c, err := Resolve(path, Overrides{}, "linux")
+		if err != nil {
+			t.Fatalf("%q: %v", path, err)
+		}
+		data, err := yaml.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Decode(data)
+		if err != nil {
+			t.Fatalf("%q: printed config does not load: %v\n%s", path, err, data)
+		}
+		SetDefaults(again, "windows") // a different host must not matter: drivers are set
+		if err := Validate(again); err != nil {
+			t.Fatalf("%q: printed config is invalid: %v", path, err)
+		}
+		if !reflect.DeepEqual(stripPositions(again), stripPositions(c)) {
+			t.Errorf("%q: round trip changed the config\nbefore %+v\nafter  %+v", path, c, again)
+		}
+	}
+}
+
+func TestFullConfigKeepsEveryValue(t *testing.T) {
+	loaded, err := Load("testdata/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := stripPositions(loaded)
+	SetDefaults(loaded, "linux")
+	if !reflect.DeepEqual(stripPositions(loaded), before) {
+		t.Errorf("defaults changed a fully set config\nbefore %+v\nafter  %+v", before, loaded)
+	}
+	if w := Warnings(loaded); len(w) != 1 || w[0] != "nodes[1].windowsVersion: Windows Server 2025 is experimental; 2022 is the tested default" {
+		t.Errorf("warnings = %q", w)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	text := header + `nodes:
+- role: control-plane
+- os: windows
+  name: win-a
+- os: windows
+  name: win-b
+- name: lin-a
+`
+	c, err := resolveText(t, text, Overrides{
+		Name:              "ci",
+		KubernetesVersion: "1.36.1",
+		Driver:            DriverVirtualBox,
+		WindowsWorkers:    intp(1),
+		LinuxWorkers:      intp(3),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, n := range c.Nodes {
+		if n.Driver != DriverVirtualBox {
+			t.Errorf("%s: driver %s, want the flag's", n.Name, n.Driver)
+		}
+		got = append(got, n.Name+"="+n.IP)
+	}
+	want := []string{"ci-cp=172.31.250.10", "win-a=172.31.250.11", "lin-a=172.31.250.12", "ci-linux-1=172.31.250.13", "ci-linux-2=172.31.250.14"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("nodes = %v, want %v", got, want)
+	}
+	if c.Name != "ci" || c.KubernetesVersion != "v1.36.1" {
+		t.Errorf("name %q version %q", c.Name, c.KubernetesVersion)
+	}
+
+	// Zero Windows workers leaves a Linux-only cluster, which may then
+	// use docker and any VXLAN settings.
+	c, err = resolveText(t, header+"calico:\n  vxlanVNI: 1\n  vxlanPort: 8472\n", Overrides{WindowsWorkers: intp(0), Driver: DriverDocker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 1 || c.Nodes[0].Role != ControlPlane || c.HasWindows() {
+		t.Errorf("nodes = %+v", c.Nodes)
+	}
+}
+
+func TestDefaultIPsSkipTakenAddresses(t *testing.T) {
+	text := header + `nodes:
+- ip: 172.31.250.11
+- role: control-plane
+- os: windows
+`
+	c, err := resolveText(t, text, Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []string{c.Nodes[0].IP, c.Nodes[1].IP, c.Nodes[2].IP}
+	want := []string{"172.31.250.11", "172.31.250.10", "172.31.250.12"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("IPs = %v, want %v", got, want)
+	}
+
+	// A /29 has no .10: addresses start after the gateway.
+	c, err = resolveText(t, header+"networking:\n  nodeSubnet: 10.9.9.0/29\n", Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Nodes[0].IP != "10.9.9.2" || c.Nodes[1].IP != "10.9.9.3" {
+		t.Errorf("IPs in a /29: %s %s", c.Nodes[0].IP, c.Nodes[1].IP)
+	}
+}
+
+func TestDriverTable(t *testing.T) {
+	if got := DriversFor(Windows); !reflect.DeepEqual(got, []string{"hyperv", "libvirt", "virtualbox"}) {
+		t.Errorf("windows drivers = %v", got)
+	}
+	if got := DriversFor(Linux); len(got) != 5 {
+		t.Errorf("linux drivers = %v", got)
+	}
+}
