@@ -246,6 +246,9 @@ func load(path string) (*clientcmdapi.Config, error) {
 	return cfg, nil
 }
 
+// lockWait is how long a kubeconfig lock held by someone else is waited for.
+var lockWait = 5 * time.Second
+
 // lockAll takes kubectl's own lock on each file (path + ".lock", created
 // exclusively), in sorted order as client-go does so that two writers
 // cannot deadlock, waiting a few seconds for a busy one.
@@ -264,7 +267,7 @@ func lockAll(paths []string) (func(), error) {
 			release()
 			return nil, fmt.Errorf("lock kubeconfig: %w", err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
+		deadline := time.Now().Add(lockWait)
 		for {
 			f, err := os.OpenFile(lock, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 			if err == nil {

@@ -1,0 +1,158 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Main(args, Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const threeMistakes = `apiVersion: hwk.dev/v1alpha1
+kind: Cluster
+name: demo
+nodes:
+- role: control-plane
+  memory: 3x
+- role: worker
+  os: windows
+  name: demo-windows-worker-1
+  driver: docker
+`
+
+func TestConfigValidateReportsEveryMistake(t *testing.T) {
+	path := writeConfig(t, threeMistakes)
+	code, stdout, stderr := run(t, "config", "validate", "--config", path)
+	if code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	if stdout != "" {
+		t.Errorf("printed a config for an invalid file:\n%s", stdout)
+	}
+	want := []string{
+		"ERROR: " + path + " has 3 problems:",
+		"  " + path + `:6: nodes[0].memory: "3x" is not a size; use e.g. 4Gi`,
+		"  " + path + `:9: nodes[1].name: "demo-windows-worker-1" is 21 characters; Windows computer names allow at most 15, set a shorter name (or a shorter cluster name)`,
+		"  " + path + ":10: nodes[1].driver: docker cannot host windows nodes; use hyperv, libvirt or virtualbox for windows nodes",
+	}
+	if got := strings.Split(strings.TrimRight(stderr, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("stderr:\n%s\nwant:\n%s", stderr, strings.Join(want, "\n"))
+	}
+}
+
+func TestConfigValidatePrintsEffectiveConfig(t *testing.T) {
+	path := writeConfig(t, "apiVersion: hwk.dev/v1alpha1\nkind: Cluster\nname: fromfile\n")
+	code, stdout, stderr := run(t, "config", "validate", "--config", path, "--windows-workers", "2", "--kubernetes-version", "1.34.2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var c config.Cluster
+	if err := yaml.Unmarshal([]byte(stdout), &c); err != nil {
+		t.Fatalf("output is not YAML: %v\n%s", err, stdout)
+	}
+	if c.Name != "fromfile" {
+		t.Errorf("name %q: the --name default must not override the file", c.Name)
+	}
+	if c.KubernetesVersion != "v1.34.2" || len(c.Nodes) != 3 || c.Nodes[2].Name != "fromfile-win-2" {
+		t.Errorf("flags not applied: %+v", c)
+	}
+
+	// The printed config is itself a valid config file.
+	code, _, stderr = run(t, "config", "validate", "--config", writeConfig(t, stdout))
+	if code != 0 {
+		t.Errorf("printed config does not validate: %s", stderr)
+	}
+
+	code, stdout, _ = run(t, "config", "validate", "--name", "flagname", "--config", path, "-o", "json")
+	if code != 0 {
+		t.Fatal("json output failed")
+	}
+	c = config.Cluster{}
+	if err := json.Unmarshal([]byte(stdout), &c); err != nil || c.Name != "flagname" {
+		t.Errorf("json output %v, name %q", err, c.Name)
+	}
+}
+
+func TestConfigValidateWithoutFileShowsDefaults(t *testing.T) {
+	code, stdout, _ := run(t, "config", "validate")
+	if code != 0 || !strings.Contains(stdout, "name: hwk-win-1") || !strings.Contains(stdout, "role: control-plane") {
+		t.Errorf("exit %d, output:\n%s", code, stdout)
+	}
+	code, stdout, stderr := run(t, "-q", "config", "validate")
+	if code != 0 || stdout != "" || stderr != "" {
+		t.Errorf("-q: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+func TestConfigValidateBadFlags(t *testing.T) {
+	code, _, stderr := run(t, "config", "validate", "--driver", "docker")
+	if code != 1 || !strings.Contains(stderr, "nodes[1].driver: docker cannot host windows nodes") {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+	code, _, stderr = run(t, "config", "validate", "--config", filepath.Join(t.TempDir(), "nope.yaml"))
+	if code != 1 || !strings.Contains(stderr, "nope.yaml") {
+		t.Errorf("missing file: exit %d, stderr %s", code, stderr)
+	}
+	code, _, stderr = run(t, "config", "validate", "--windows-workers", "many")
+	if code != 1 || !strings.Contains(stderr, "--windows-workers") {
+		t.Errorf("non-numeric count: exit %d, stderr %s", code, stderr)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := run(t, "version", "-o", "json")
+	if code != 0 {
+		t.Fatal("version failed")
+	}
+	var v map[string]string
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"version", "commit", "goVersion", "platform"} {
+		if v[k] == "" {
+			t.Errorf("version -o json has no %s: %s", k, stdout)
+		}
+	}
+	code, _, stderr := run(t, "version", "-o", "xml")
+	if code != 1 || !strings.Contains(stderr, `--output "xml" is not supported; use text, json`) {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+}
+
+func TestCompletionAndUnknownCommand(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		code, stdout, _ := run(t, "completion", shell)
+		if code != 0 || !strings.Contains(stdout, "hwk") {
+			t.Errorf("completion %s: exit %d", shell, code)
+		}
+	}
+	code, _, stderr := run(t, "frobnicate")
+	if code != 1 || !strings.Contains(stderr, `unknown command "frobnicate"`) {
+		t.Errorf("exit %d, stderr %s", code, stderr)
+	}
+	code, _, stderr = run(t, "-v", "-1", "version")
+	if code != 1 || !strings.Contains(stderr, "negative") {
+		t.Errorf("negative verbosity: exit %d, stderr %s", code, stderr)
+	}
+}
