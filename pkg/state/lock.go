@@ -59,14 +59,7 @@ func AcquireLock(path, name string) (*Lock, error) {
 	}
 	// Say who we are, for whoever loses the race. The lock is already ours,
 	// so nobody else writes here.
-	holder := fmt.Sprintf("%d\n%s\n", os.Getpid(), commandLine())
-	if err := f.Truncate(0); err == nil {
-		_, err = f.WriteAt([]byte(holder), 0)
-		if err == nil {
-			err = f.Sync()
-		}
-	}
-	if err != nil {
+	if err := writeHolder(f); err != nil {
 		unlock(f)
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", name, err)
@@ -87,6 +80,16 @@ func (l *Lock) Release() error {
 	}
 	l.f = nil
 	return err
+}
+
+func writeHolder(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(fmt.Appendf(nil, "%d\n%s\n", os.Getpid(), commandLine()), 0); err != nil {
+		return err
+	}
+	return f.Sync()
 }
 
 // readHolder reads the holder's pid and command line. The holder writes

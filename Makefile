@@ -1,0 +1,50 @@
+# hwk's build. `make test` is what CI runs (see .ci/run); it needs only Go.
+
+GO       ?= go
+BIN      ?= bin
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS  := -X github.com/hwk-dev/hwk/pkg/version.Version=$(VERSION) -X github.com/hwk-dev/hwk/pkg/version.Commit=$(COMMIT)
+STATICCHECK_VERSION := v0.7.0
+STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
+
+# Packages with Windows-only files, whose tests must at least compile for Windows.
+WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk
+
+.PHONY: all build test unit lint cross clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hwk ./cmd/hwk
+
+# Unit tests plus the integration tests that run on this machine.
+test:
+	$(GO) test -race -count=1 ./...
+
+# Unit tests only: no binary builds, no daemons.
+unit:
+	$(GO) test -short ./...
+
+lint: $(STATICCHECK)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	GOOS=windows $(GO) vet ./...
+	$(STATICCHECK) ./...
+	GOOS=windows $(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BIN)/tools/staticcheck $(STATICCHECK)
+
+cross:
+	GOOS=windows GOARCH=amd64 $(GO) build ./...
+	GOOS=windows GOARCH=amd64 $(GO) vet ./...
+	GOOS=darwin GOARCH=arm64 $(GO) build ./...
+	@for p in $(WINDOWS_TEST_PKGS); do \
+		echo "GOOS=windows go test -c $$p"; \
+		GOOS=windows GOARCH=amd64 $(GO) test -c -o /dev/null $$p || exit 1; \
+	done
+
+clean:
+	rm -rf $(BIN)
