@@ -90,16 +90,7 @@ func loadFile(t *testing.T, path string) *clientcmdapi.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cfg.Clusters {
-		c.LocationOfOrigin = ""
-	}
-	for _, u := range cfg.AuthInfos {
-		u.LocationOfOrigin = ""
-	}
-	for _, c := range cfg.Contexts {
-		c.LocationOfOrigin = ""
-	}
-	return cfg
+	return stripOrigins(cfg)
 }
 
 // withoutHwk is cfg less the given hwk context's entries and, if it was
@@ -262,6 +253,8 @@ func TestKubeconfigList(t *testing.T) {
 	}
 }
 
+// stripOrigins clears what loading records about where an entry came
+// from, so configs compare by content.
 func stripOrigins(cfg *clientcmdapi.Config) *clientcmdapi.Config {
 	for _, c := range cfg.Clusters {
 		c.LocationOfOrigin = ""
