@@ -19,7 +19,12 @@ func Load(path string) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return Decode(data)
+	c, err := Decode(data)
+	var errs Errors
+	if err != nil && !errors.As(err, &errs) {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, err
 }
 
 // Decode decodes one YAML document strictly. apiVersion and kind are read

@@ -32,11 +32,15 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 		return errs
 	}
 
+	// A value a flag replaced is no longer on its line of the file, so its
+	// problems must not point there.
 	if o.Name != "" {
 		c.Name = o.Name
+		delete(c.pos, "name")
 	}
 	if o.KubernetesVersion != "" {
 		c.KubernetesVersion = o.KubernetesVersion
+		delete(c.pos, "kubernetesVersion")
 	}
 	if (o.WindowsWorkers != nil || o.LinuxWorkers != nil || o.Driver != "") && len(c.Nodes) == 0 {
 		c.Nodes = DefaultNodes()
@@ -49,7 +53,12 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 	}
 	if o.Driver != "" {
 		for i := range c.Nodes {
-			c.Nodes[i].Driver = o.Driver
+			n := &c.Nodes[i]
+			n.Driver = o.Driver
+			if n.pos == nil {
+				n.pos = map[string]int{}
+			}
+			n.pos["driver"] = fromFlag
 		}
 	}
 	return nil

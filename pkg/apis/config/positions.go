@@ -5,6 +5,10 @@ import (
 	"strings"
 )
 
+// fromFlag marks a node field whose value a flag set: it has no line,
+// and must not fall back to the line of its node.
+const fromFlag = -1
+
 // setPositions hands the lines a walk found to the cluster and its nodes.
 func (c *Cluster) setPositions(pos map[string]int) {
 	c.pos = map[string]int{}
@@ -31,7 +35,7 @@ func (c *Cluster) line(path string) int {
 	if i, field, ok := splitNodePath(path); ok {
 		if i < len(c.Nodes) {
 			if l, ok := c.Nodes[i].pos[field]; ok {
-				return l
+				return max(l, 0)
 			}
 			return c.Nodes[i].pos[""]
 		}

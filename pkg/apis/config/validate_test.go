@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -221,5 +222,32 @@ func TestErrorLines(t *testing.T) {
 	errs = nil
 	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Path != "nodes[1].driver" || errs[0].Line != 0 {
 		t.Errorf("want one line-less nodes[1].driver problem, got %#v", err)
+	}
+}
+
+// TestFlagValuesHaveNoLine: a value a flag set is not on any line of the
+// file, so its problem must not point into the file.
+func TestFlagValuesHaveNoLine(t *testing.T) {
+	text := header + "kubernetesVersion: v1.35.4\nnodes:\n- role: control-plane\n  os: windows\n"
+	_, err := resolveText(t, text, Overrides{Driver: DriverDocker, KubernetesVersion: "v9.0.0"})
+	var errs Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("want Errors, got %v", err)
+	}
+	lines := map[string]int{}
+	for _, e := range errs {
+		lines[e.Path] = e.Line
+	}
+	want := map[string]int{"kubernetesVersion": 0, "nodes[0].os": 7, "nodes[0].driver": 0}
+	if !reflect.DeepEqual(lines, want) {
+		t.Errorf("lines = %v, want %v", lines, want)
+	}
+}
+
+func TestSyntaxErrorNamesFile(t *testing.T) {
+	_, err := resolveText(t, header+"nodes: [oops\n", Overrides{})
+	var errs Errors
+	if err == nil || errors.As(err, &errs) || !strings.Contains(err.Error(), "cluster.yaml: not valid YAML: yaml: line") {
+		t.Errorf("got %v", err)
 	}
 }
