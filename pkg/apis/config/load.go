@@ -219,7 +219,13 @@ func suggest(key string, fields map[string]reflect.Type) string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	best, bestDist := "", 3 // farther than 2 edits is no longer a typo
+	// Farther than this is a different word, not a typo: one edit for
+	// short keys, two for longer ones.
+	limit := 1
+	if len(key) > 4 {
+		limit = 2
+	}
+	best, bestDist := "", limit+1
 	for _, n := range names {
 		if d := editDistance(strings.ToLower(key), strings.ToLower(n)); d < bestDist {
 			best, bestDist = n, d
@@ -231,23 +237,29 @@ func suggest(key string, fields map[string]reflect.Type) string {
 	return "; known fields here: " + strings.Join(names, ", ")
 }
 
-// editDistance is the Levenshtein distance between two short strings.
+// editDistance counts the insertions, deletions, substitutions and swaps
+// of adjacent letters between two short strings (optimal string
+// alignment): "memroy" is one edit from "memory".
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
 			cost := 1
 			if a[i-1] == b[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }

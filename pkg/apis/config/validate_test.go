@@ -251,3 +251,18 @@ func TestSyntaxErrorNamesFile(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+func TestSuggestions(t *testing.T) {
+	fields := yamlFields(reflect.TypeFor[Node]())
+	for key, want := range map[string]string{
+		"memroy":          `; did you mean "memory"?`,
+		"cpu":             `; did you mean "cpus"?`,
+		"WindowsVersion":  `; did you mean "windowsVersion"?`,
+		"windows_version": `; did you mean "windowsVersion"?`,
+		"base":            "; known fields here: cpus, disk, driver, image, ip, memory, name, os, role, windowsVersion",
+	} {
+		if got := suggest(key, fields); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
