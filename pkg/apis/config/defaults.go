@@ -88,6 +88,10 @@ func SetDefaults(c *Cluster, hostOS string) {
 		c.Nodes = DefaultNodes()
 	}
 	driver := DefaultDriver(hostOS)
+	taken := map[string]bool{}
+	for _, n := range c.Nodes {
+		taken[n.Name] = true
+	}
 	counters := map[string]int{}
 	for i := range c.Nodes {
 		n := &c.Nodes[i]
@@ -98,7 +102,7 @@ func SetDefaults(c *Cluster, hostOS string) {
 			n.Role = Worker
 		}
 		if n.Name == "" {
-			n.Name = defaultNodeName(c.Name, *n, counters)
+			n.Name = defaultNodeName(c.Name, *n, counters, taken)
 		}
 		if n.Driver == "" {
 			n.Driver = driver
@@ -130,10 +134,10 @@ func SetDefaults(c *Cluster, hostOS string) {
 	}
 }
 
-// defaultNodeName names nodes NAME-cp, NAME-linux-N and NAME-win-N, counting
-// each kind from 1 (NAME-cp-2 for a second control plane, which validation
-// then rejects).
-func defaultNodeName(cluster string, n Node, counters map[string]int) string {
+// defaultNodeName names nodes NAME-cp, NAME-linux-N and NAME-win-N,
+// counting each kind from 1 and skipping names other nodes were given
+// (NAME-cp-2 for a second control plane, which validation then rejects).
+func defaultNodeName(cluster string, n Node, counters map[string]int, taken map[string]bool) string {
 	kind := "linux"
 	switch {
 	case n.Role == ControlPlane:
@@ -141,11 +145,17 @@ func defaultNodeName(cluster string, n Node, counters map[string]int) string {
 	case n.OS == Windows:
 		kind = "win"
 	}
-	counters[kind]++
-	if kind == "cp" && counters[kind] == 1 {
-		return cluster + "-cp"
+	for {
+		counters[kind]++
+		name := fmt.Sprintf("%s-%s-%d", cluster, kind, counters[kind])
+		if kind == "cp" && counters[kind] == 1 {
+			name = cluster + "-cp"
+		}
+		if !taken[name] {
+			taken[name] = true
+			return name
+		}
 	}
-	return fmt.Sprintf("%s-%s-%d", cluster, kind, counters[kind])
 }
 
 // defaultNodeIPs gives nodes without an address one from the node subnet:

@@ -160,3 +160,13 @@ func TestDriverTable(t *testing.T) {
 		t.Errorf("linux drivers = %v", got)
 	}
 }
+
+func TestDefaultNamesSkipGivenNames(t *testing.T) {
+	c, err := resolveText(t, header+"nodes:\n- role: control-plane\n- os: windows\n- os: windows\n  name: demo-win-1\n", Overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Nodes[1].Name + "," + c.Nodes[2].Name; got != "demo-win-2,demo-win-1" {
+		t.Errorf("names = %s", got)
+	}
+}
