@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -50,7 +51,8 @@ func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster,
 	}
 	c, err := config.Resolve(f.file, o, runtime.GOOS)
 	if err != nil {
-		if errs, ok := err.(config.Errors); ok {
+		var errs config.Errors
+		if errors.As(err, &errs) {
 			return nil, &fileErrors{file: f.source(), errs: errs}
 		}
 		return nil, err

@@ -153,11 +153,6 @@ func Get(p Paths, cluster string) (*clientcmdapi.Config, error) {
 	return nil, fmt.Errorf("no kubeconfig context %s in %v", name, p.files())
 }
 
-// Marshal renders a kubeconfig as YAML.
-func Marshal(cfg *clientcmdapi.Config) ([]byte, error) {
-	return clientcmd.Write(*cfg)
-}
-
 type file struct {
 	path   string
 	cfg    *clientcmdapi.Config

@@ -20,9 +20,6 @@ func NewStore(dirs Dirs) *Store {
 	return &Store{dirs: dirs}
 }
 
-// Dirs are the store's roots.
-func (s *Store) Dirs() Dirs { return s.dirs }
-
 // ClusterDir is where a cluster's files live. It may not exist.
 func (s *Store) ClusterDir(name string) string {
 	return filepath.Join(s.dirs.Data, "clusters", name)
