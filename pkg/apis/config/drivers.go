@@ -53,16 +53,32 @@ func DriversFor(os OS) []string {
 	return names
 }
 
-// DefaultDriver is the driver a node gets when neither the file nor a flag
-// names one: Hyper-V on Windows hosts (it ships with Windows 10/11 Pro and
-// is what WSL2 already runs on), libvirt on Linux, VirtualBox elsewhere.
-func DefaultDriver(hostOS string) string {
-	switch hostOS {
-	case "windows":
-		return DriverHyperV
-	case "linux":
-		return DriverLibvirt
-	default:
-		return DriverVirtualBox
+// driverPreference is the order drivers are tried in on each host OS when
+// none is named: the hypervisor that ships with the OS first (Hyper-V on
+// Windows 10/11 Pro, which WSL2 already runs on; libvirt/KVM on Linux), then
+// the portable ones.
+var driverPreference = map[string][]string{
+	"windows": {DriverHyperV, DriverVirtualBox, DriverWSL2, DriverDocker},
+	"linux":   {DriverLibvirt, DriverDocker, DriverVirtualBox},
+	"":        {DriverVirtualBox, DriverDocker},
+}
+
+// DriverPreference lists the drivers to try on hostOS (a GOOS value), best
+// first.
+func DriverPreference(hostOS string) []string {
+	if p, ok := driverPreference[hostOS]; ok {
+		return slices.Clone(p)
 	}
+	return slices.Clone(driverPreference[""])
+}
+
+// DriverGuests lists the node operating systems driver can host.
+func DriverGuests(driver string) []OS {
+	return slices.Clone(driverGuests[driver])
+}
+
+// DefaultDriver is the driver a node gets when neither the file nor a flag
+// names one: the first of DriverPreference(hostOS).
+func DefaultDriver(hostOS string) string {
+	return DriverPreference(hostOS)[0]
 }

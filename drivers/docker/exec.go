@@ -1,0 +1,80 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+// execTransport runs commands in a node container with docker exec.
+type execTransport struct {
+	d  *Driver
+	c  *client.Client
+	id string
+}
+
+// Run implements node.Transport.
+func (t *execTransport) Run(ctx context.Context, cmd node.Cmd) error {
+	ex, err := t.c.ExecCreate(ctx, t.id, client.ExecCreateOptions{
+		Cmd:          cmd.Args,
+		AttachStdin:  cmd.Stdin != nil,
+		AttachStdout: true,
+		AttachStderr: true,
+	})
+	if err != nil {
+		return t.d.wrap(t.c, fmt.Errorf("docker exec: %w", err))
+	}
+	att, err := t.c.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return t.d.wrap(t.c, fmt.Errorf("docker exec: attach: %w", err))
+	}
+	defer att.Close()
+
+	if cmd.Stdin != nil {
+		go func() {
+			// Errors here surface elsewhere: a failed read through the
+			// node handle's input check, a closed connection as the
+			// command's own exit.
+			_, _ = io.Copy(att.Conn, cmd.Stdin)
+			// Half-close: the command sees EOF and can finish while we
+			// still read its output.
+			_ = att.CloseWrite()
+		}()
+	}
+	out := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(orDiscard(cmd.Stdout), orDiscard(cmd.Stderr), att.Reader)
+		out <- err
+	}()
+	select {
+	case err = <-out:
+	case <-ctx.Done():
+		// Closing the connection does not stop the process in the node;
+		// the caller's context ending means it no longer cares for it.
+		att.Close()
+		return ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("docker exec: read output: %w", err)
+	}
+	code, err := waitExit(ctx, t.c, ex.ID)
+	if err != nil {
+		return t.d.wrap(t.c, fmt.Errorf("docker exec: %w", err))
+	}
+	if code != 0 {
+		return &node.ExitError{Code: code}
+	}
+	return nil
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}

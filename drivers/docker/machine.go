@@ -1,0 +1,486 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+//go:embed entrypoint.sh
+var entrypoint []byte
+
+const entrypointPath = "/usr/local/bin/hwk-entrypoint"
+
+// stopTimeout is how long systemd gets to shut a node down before SIGKILL.
+const stopTimeout = 30
+
+// unprivileged is the recipe measured in DESIGN.md for engines that refuse
+// --privileged (a daemon without CAP_SYS_RESOURCE): every capability the
+// engine has, no seccomp/AppArmor filter, writable /proc/sys, /dev/kmsg.
+func unprivileged(hc *container.HostConfig) {
+	hc.CapAdd = []string{"ALL"}
+	hc.CapDrop = []string{"SYS_RESOURCE"}
+	hc.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined"}
+	// Empty, not nil: the API's way of saying systempaths=unconfined.
+	hc.MaskedPaths = []string{}
+	hc.ReadonlyPaths = []string{}
+	hc.Devices = []container.DeviceMapping{{PathOnHost: "/dev/kmsg", PathInContainer: "/dev/kmsg", CgroupPermissions: "rwm"}}
+}
+
+// hostConfig is the node container's host side: a private cgroup
+// namespace (the node's own cgroup root), tmpfs /run and /tmp as systemd
+// wants, the host's modules read-only, and containerd's state on a volume
+// because overlayfs snapshots cannot sit on the container's overlay root.
+func hostConfig(spec drivers.MachineSpec, volume string, privileged bool) *container.HostConfig {
+	hc := &container.HostConfig{
+		CgroupnsMode: container.CgroupnsModePrivate,
+		Tmpfs:        map[string]string{"/run": "rw,exec", "/tmp": "rw,exec"},
+		Binds:        []string{"/lib/modules:/lib/modules:ro"},
+		Mounts: []mount.Mount{{
+			Type:   mount.TypeVolume,
+			Source: volume,
+			Target: "/var/lib/containerd",
+		}},
+		Resources: container.Resources{
+			NanoCPUs: int64(spec.CPUs) * 1e9,
+			Memory:   spec.MemoryBytes,
+		},
+		PortBindings: network.PortMap{},
+	}
+	if privileged {
+		hc.Privileged = true
+		hc.SecurityOpt = []string{"seccomp=unconfined", "apparmor=unconfined"}
+	} else {
+		unprivileged(hc)
+	}
+	for _, p := range spec.Ports {
+		port, _ := network.PortFrom(p, network.TCP)
+		// No host port: the engine picks a free one, which HostEndpoint
+		// reads back. Loopback only: the API server is not for the LAN.
+		hc.PortBindings[port] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+	}
+	return hc
+}
+
+func volumeName(node string) string { return node + "-containerd" }
+
+func labels(spec drivers.MachineSpec) map[string]string {
+	return map[string]string{
+		LabelCluster: spec.Cluster,
+		LabelNode:    spec.Name,
+		LabelRole:    string(spec.Role),
+		LabelOS:      string(spec.OS),
+	}
+}
+
+// Create implements drivers.Driver.
+func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
+	if spec.OS != config.Linux {
+		return fmt.Errorf("create node %s: the docker driver runs Linux nodes only, not %s; use hyperv, libvirt or virtualbox for Windows nodes", spec.Name, spec.OS)
+	}
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	m, err := d.Inspect(ctx, spec.Ref)
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", spec.Name, err)
+	}
+	if m.State != drivers.StateMissing {
+		if spec.Start && m.State != drivers.StateRunning {
+			return d.Start(ctx, spec.Ref)
+		}
+		return nil
+	}
+	img, err := c.ImageInspect(ctx, spec.Image)
+	if cerrdefs.IsNotFound(err) {
+		return &drivers.ImageMissingError{Driver: "the Docker engine", Image: spec.Image, Build: BuildCommand}
+	}
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("create node %s: inspect image %s: %w", spec.Name, spec.Image, err))
+	}
+	init := slices.Concat(img.Config.Entrypoint, img.Config.Cmd)
+	if len(init) == 0 {
+		init = []string{"/sbin/init"}
+	}
+
+	vol := volumeName(spec.Name)
+	if _, err := c.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels(spec)}); err != nil {
+		return d.wrap(c, fmt.Errorf("create node %s: create volume %s: %w", spec.Name, vol, err))
+	}
+	seed, err := seedArchive(spec.Seed)
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", spec.Name, err)
+	}
+	priv, err := d.canPrivilege(ctx, c, spec.Image)
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", spec.Name, err)
+	}
+	lbl := labels(spec)
+	lbl[LabelPrivileged] = strconv.FormatBool(priv)
+	stopTimeout := stopTimeout
+	exposed := network.PortSet{}
+	for _, p := range spec.Ports {
+		port, _ := network.PortFrom(p, network.TCP)
+		exposed[port] = struct{}{}
+	}
+	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Name: spec.Name,
+		Config: &container.Config{
+			Image:    spec.Image,
+			Hostname: spec.Name,
+			Labels:   lbl,
+			// systemd reads this to know it runs in a container.
+			Env:         []string{"container=docker"},
+			Entrypoint:  []string{entrypointPath},
+			Cmd:         init,
+			StopSignal:  "SIGRTMIN+3", // systemd's "halt"
+			StopTimeout: &stopTimeout,
+			Tty:         true, // systemd's console output goes to `docker logs`
+			// Engines before API 1.44 publish only exposed ports.
+			ExposedPorts: exposed,
+		},
+		HostConfig: hostConfig(spec, vol, priv),
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			NetworkName(spec.Cluster): {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: spec.IP}},
+		}},
+	})
+	if cerrdefs.IsConflict(err) {
+		return &drivers.NameInUseError{Name: spec.Name, Owner: fmt.Sprintf("docker container %q, which is not a node of cluster %s", spec.Name, spec.Cluster)}
+	}
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("create node %s: %w", spec.Name, err))
+	}
+	if _, err := c.CopyToContainer(ctx, res.ID, client.CopyToContainerOptions{DestinationPath: "/", Content: bytes.NewReader(seed)}); err != nil {
+		return d.wrap(c, fmt.Errorf("create node %s: write seed files: %w", spec.Name, err))
+	}
+	if spec.Start {
+		return d.Start(ctx, spec.Ref)
+	}
+	return nil
+}
+
+// canPrivilege learns, once per driver, whether the engine starts
+// privileged containers: a daemon without every capability (in a
+// container, a CI sandbox) refuses them at start, not at create, so the
+// only honest test is to start one.
+func (d *Driver) canPrivilege(ctx context.Context, c *client.Client, image string) (bool, error) {
+	d.mu.Lock()
+	known := d.privileged
+	d.mu.Unlock()
+	if known != nil {
+		return *known, nil
+	}
+	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/bin/true"}, Labels: map[string]string{"hwk.dev/probe": "privileged"}},
+		HostConfig: &container.HostConfig{Privileged: true, AutoRemove: false},
+	})
+	if err != nil {
+		return false, d.wrap(c, fmt.Errorf("probe for privileged containers: %w", err))
+	}
+	defer func() {
+		_, _ = c.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true})
+	}()
+	_, err = c.ContainerStart(ctx, res.ID, client.ContainerStartOptions{})
+	ok := err == nil
+	if err != nil && !strings.Contains(err.Error(), "operation not permitted") {
+		return false, d.wrap(c, fmt.Errorf("probe for privileged containers: %w", err))
+	}
+	d.mu.Lock()
+	d.privileged = &ok
+	d.mu.Unlock()
+	return ok, nil
+}
+
+// seedArchive is the tar the container gets before its first start: the
+// entrypoint, authorized keys and the seed's files.
+func seedArchive(s drivers.Seed) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	files := []drivers.File{{Path: entrypointPath, Mode: 0o755, Content: entrypoint}}
+	if len(s.SSHAuthorizedKeys) > 0 {
+		keys := strings.Join(s.SSHAuthorizedKeys, "\n") + "\n"
+		files = append(files, drivers.File{Path: "/root/.ssh/authorized_keys", Mode: 0o600, Content: []byte(keys)})
+	}
+	files = append(files, s.Files...)
+	dirs := map[string]bool{}
+	for _, f := range files {
+		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path {
+			return nil, fmt.Errorf("seed file %q: want a clean absolute path", f.Path)
+		}
+		// Parents first, so tar extraction makes them with sane modes.
+		var parents []string
+		for p := path.Dir(f.Path); p != "/" && !dirs[p]; p = path.Dir(p) {
+			parents = append(parents, p)
+			dirs[p] = true
+		}
+		slices.Reverse(parents)
+		for _, p := range parents {
+			mode := int64(0o755)
+			if p == "/root/.ssh" {
+				mode = 0o700
+			}
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p[1:] + "/", Mode: mode}); err != nil {
+				return nil, err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path[1:], Mode: int64(f.Mode.Perm()), Size: int64(len(f.Content))}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Content); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Start implements drivers.Driver.
+func (d *Driver) Start(ctx context.Context, m drivers.Ref) error {
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	id, err := d.find(ctx, c, m)
+	if err != nil {
+		return err
+	}
+	if _, err := c.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		return d.wrap(c, fmt.Errorf("start node %s: %w", m.Name, err))
+	}
+	return nil
+}
+
+// Stop implements drivers.Driver: systemd gets SIGRTMIN+3 and stopTimeout
+// seconds to halt, then the engine kills it.
+func (d *Driver) Stop(ctx context.Context, m drivers.Ref) error {
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	id, err := d.find(ctx, c, m)
+	if err != nil {
+		return err
+	}
+	t := stopTimeout
+	if _, err := c.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &t}); err != nil && !cerrdefs.IsNotModified(err) {
+		return d.wrap(c, fmt.Errorf("stop node %s: %w", m.Name, err))
+	}
+	return nil
+}
+
+// Delete implements drivers.Driver: the container, then every volume made
+// for the node, found by label so a half-made node goes too.
+func (d *Driver) Delete(ctx context.Context, m drivers.Ref) error {
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	ctrs, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: nodeFilter(m)})
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("delete node %s: %w", m.Name, err))
+	}
+	for _, ctr := range ctrs.Items {
+		_, err := c.ContainerRemove(ctx, ctr.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		if err != nil && !cerrdefs.IsNotFound(err) {
+			return d.wrap(c, fmt.Errorf("delete node %s: remove container: %w", m.Name, err))
+		}
+	}
+	vols, err := c.VolumeList(ctx, client.VolumeListOptions{Filters: nodeFilter(m)})
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("delete node %s: list volumes: %w", m.Name, err))
+	}
+	for _, v := range vols.Items {
+		if _, err := c.VolumeRemove(ctx, v.Name, client.VolumeRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return d.wrap(c, fmt.Errorf("delete node %s: remove volume %s: %w", m.Name, v.Name, err))
+		}
+	}
+	return nil
+}
+
+func nodeFilter(m drivers.Ref) client.Filters {
+	return client.Filters{}.Add("label", LabelCluster+"="+m.Cluster, LabelNode+"="+m.Name)
+}
+
+// find returns the ID of m's container.
+func (d *Driver) find(ctx context.Context, c *client.Client, m drivers.Ref) (string, error) {
+	ctrs, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: nodeFilter(m)})
+	if err != nil {
+		return "", d.wrap(c, fmt.Errorf("find node %s: %w", m.Name, err))
+	}
+	if len(ctrs.Items) == 0 {
+		return "", fmt.Errorf("node %s of cluster %s has no container: %w", m.Name, m.Cluster, ErrMissing)
+	}
+	return ctrs.Items[0].ID, nil
+}
+
+// ErrMissing is a node whose container does not exist.
+var ErrMissing = errors.New("missing")
+
+// Inspect implements drivers.Driver.
+func (d *Driver) Inspect(ctx context.Context, m drivers.Ref) (drivers.Machine, error) {
+	c, err := d.client()
+	if err != nil {
+		return drivers.Machine{}, err
+	}
+	id, err := d.find(ctx, c, m)
+	if errors.Is(err, ErrMissing) {
+		return drivers.Machine{Ref: m, State: drivers.StateMissing}, nil
+	}
+	if err != nil {
+		return drivers.Machine{}, err
+	}
+	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return drivers.Machine{Ref: m, State: drivers.StateMissing}, nil
+	}
+	if err != nil {
+		return drivers.Machine{}, d.wrap(c, fmt.Errorf("inspect node %s: %w", m.Name, err))
+	}
+	return machine(res.Container), nil
+}
+
+func machine(ctr container.InspectResponse) drivers.Machine {
+	l := ctr.Config.Labels
+	m := drivers.Machine{
+		Ref:  drivers.Ref{Cluster: l[LabelCluster], Name: l[LabelNode]},
+		Role: config.Role(l[LabelRole]),
+		OS:   config.OS(l[LabelOS]),
+	}
+	if ctr.State != nil {
+		m.Detail = string(ctr.State.Status)
+		switch ctr.State.Status {
+		case container.StateRunning:
+			m.State = drivers.StateRunning
+		case container.StateCreated, container.StateExited, container.StateDead:
+			m.State = drivers.StateStopped
+			if ctr.State.Status == container.StateExited {
+				m.Detail = fmt.Sprintf("exited (%d)", ctr.State.ExitCode)
+			}
+		default:
+			m.State = drivers.StateOther
+		}
+	}
+	if ctr.NetworkSettings != nil {
+		if ep := ctr.NetworkSettings.Networks[NetworkName(m.Cluster)]; ep != nil {
+			m.IP = ep.IPAddress
+			if !m.IP.IsValid() && ep.IPAMConfig != nil {
+				m.IP = ep.IPAMConfig.IPv4Address
+			}
+		}
+	}
+	return m
+}
+
+// List implements drivers.Driver.
+func (d *Driver) List(ctx context.Context, cluster string) ([]drivers.Machine, error) {
+	c, err := d.client()
+	if err != nil {
+		return nil, err
+	}
+	ctrs, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelCluster+"="+cluster)})
+	if err != nil {
+		return nil, d.wrap(c, fmt.Errorf("list nodes of %s: %w", cluster, err))
+	}
+	var out []drivers.Machine
+	for _, ctr := range ctrs.Items {
+		res, err := c.ContainerInspect(ctx, ctr.ID, client.ContainerInspectOptions{})
+		if cerrdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, d.wrap(c, fmt.Errorf("list nodes of %s: %w", cluster, err))
+		}
+		out = append(out, machine(res.Container))
+	}
+	slices.SortFunc(out, func(a, b drivers.Machine) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// HostEndpoint implements drivers.Driver: the loopback port the engine
+// published for port.
+func (d *Driver) HostEndpoint(ctx context.Context, m drivers.Ref, port uint16) (netip.AddrPort, error) {
+	c, err := d.client()
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	id, err := d.find(ctx, c, m)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return netip.AddrPort{}, d.wrap(c, fmt.Errorf("inspect node %s: %w", m.Name, err))
+	}
+	p, _ := network.PortFrom(port, network.TCP)
+	if res.Container.NetworkSettings != nil {
+		for _, b := range res.Container.NetworkSettings.Ports[p] {
+			hp, err := strconv.ParseUint(b.HostPort, 10, 16)
+			if err != nil || !b.HostIP.Is4() {
+				continue
+			}
+			return netip.AddrPortFrom(b.HostIP, uint16(hp)), nil
+		}
+	}
+	return netip.AddrPort{}, fmt.Errorf("node %s publishes no host port for %d/tcp (is it running?)", m.Name, port)
+}
+
+// Node implements drivers.Driver: a handle over docker exec.
+func (d *Driver) Node(ctx context.Context, m drivers.Ref) (*node.Node, error) {
+	c, err := d.client()
+	if err != nil {
+		return nil, err
+	}
+	id, err := d.find(ctx, c, m)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, d.wrap(c, fmt.Errorf("inspect node %s: %w", m.Name, err))
+	}
+	if res.Container.State == nil || !res.Container.State.Running {
+		return nil, fmt.Errorf("node %s is not running (%s)", m.Name, machine(res.Container).Detail)
+	}
+	return node.New(m.Name, config.OS(res.Container.Config.Labels[LabelOS]), &execTransport{d: d, c: c, id: id}), nil
+}
+
+// waitExit polls until the exec'd process is gone; the stream can end a
+// moment before the engine records the exit code.
+func waitExit(ctx context.Context, c *client.Client, execID string) (int, error) {
+	for {
+		r, err := c.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, err
+		}
+		if !r.Running {
+			return r.ExitCode, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/drivers"
+)
+
+// NetworkName is the docker network of cluster.
+func NetworkName(cluster string) string { return "hwk-" + cluster }
+
+// EnsureNetwork implements drivers.Driver: one user-defined bridge per
+// cluster, on the configured subnet, so node containers keep static
+// addresses across restarts.
+func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	name := NetworkName(n.Cluster)
+	subnet := n.Subnet.Masked()
+	list, err := c.NetworkList(ctx, client.NetworkListOptions{})
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("list docker networks: %w", err))
+	}
+	for _, nw := range list.Items {
+		if nw.Name == name {
+			return checkOwnNetwork(nw.Network, n.Cluster, subnet)
+		}
+	}
+	if by, rm := overlappingNetwork(list.Items, subnet); by != "" {
+		return &drivers.SubnetInUseError{Subnet: subnet, By: by, Remove: rm}
+	}
+	if d.localEngine(c) {
+		if by := overlappingInterface(subnet); by != "" {
+			return &drivers.SubnetInUseError{Subnet: subnet, By: by}
+		}
+	}
+	_, err = c.NetworkCreate(ctx, name, client.NetworkCreateOptions{
+		Driver: "bridge",
+		IPAM: &network.IPAM{Config: []network.IPAMConfig{{
+			Subnet:  subnet,
+			Gateway: n.Gateway(),
+		}}},
+		Labels: map[string]string{LabelCluster: n.Cluster},
+	})
+	if err != nil {
+		if cerrdefs.IsConflict(err) {
+			// Another hwk made it between our list and create: check it
+			// as if we had found it.
+			got, ierr := c.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+			if ierr == nil {
+				return checkOwnNetwork(got.Network.Network, n.Cluster, subnet)
+			}
+		}
+		return d.wrap(c, fmt.Errorf("create docker network %s: %w", name, err))
+	}
+	return nil
+}
+
+func checkOwnNetwork(nw network.Network, cluster string, subnet netip.Prefix) error {
+	if nw.Labels[LabelCluster] != cluster {
+		return &drivers.NameInUseError{Name: nw.Name, Owner: fmt.Sprintf("docker network %q, which hwk did not make for cluster %s", nw.Name, cluster)}
+	}
+	for _, cfg := range nw.IPAM.Config {
+		if cfg.Subnet.Masked() == subnet {
+			return nil
+		}
+	}
+	return fmt.Errorf("docker network %s exists with subnet %s, not %s\n  fix: delete the cluster (`hwk down --name %s`) and create it again",
+		nw.Name, subnetsOf(nw), subnet, cluster)
+}
+
+// overlappingNetwork finds a docker network whose subnet overlaps subnet.
+func overlappingNetwork(nets []network.Summary, subnet netip.Prefix) (by, remove string) {
+	for _, nw := range nets {
+		for _, cfg := range nw.IPAM.Config {
+			if cfg.Subnet.IsValid() && cfg.Subnet.Overlaps(subnet) {
+				return fmt.Sprintf("docker network %q (%s)", nw.Name, cfg.Subnet), "docker network rm " + nw.Name
+			}
+		}
+	}
+	return "", ""
+}
+
+// overlappingInterface finds a host interface with an address in subnet.
+// Docker checks its own networks only; a VPN or another hypervisor's
+// network on the same range would make node traffic vanish.
+func overlappingInterface(subnet netip.Prefix) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			p, err := netip.ParsePrefix(ipn.String())
+			if err == nil && p.Overlaps(subnet) {
+				return fmt.Sprintf("host interface %s (%s)", ifc.Name, p)
+			}
+		}
+	}
+	return ""
+}
+
+// localEngine reports whether the engine runs on this host, where its
+// interfaces are ours to inspect.
+func (d *Driver) localEngine(c *client.Client) bool {
+	h := c.DaemonHost()
+	return strings.HasPrefix(h, "unix://") || strings.HasPrefix(h, "npipe://")
+}
+
+func subnetsOf(nw network.Network) string {
+	var s []string
+	for _, cfg := range nw.IPAM.Config {
+		s = append(s, cfg.Subnet.String())
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// DeleteNetwork implements drivers.Driver. It removes the cluster's network
+// once no container uses it; a missing network is not an error.
+func (d *Driver) DeleteNetwork(ctx context.Context, cluster string) error {
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	name := NetworkName(cluster)
+	nw, err := c.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("inspect docker network %s: %w", name, err))
+	}
+	if nw.Network.Labels[LabelCluster] != cluster {
+		// Never remove a network hwk did not make.
+		return nil
+	}
+	if _, err := c.NetworkRemove(ctx, name, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		return d.wrap(c, fmt.Errorf("remove docker network %s: %w", name, err))
+	}
+	return nil
+}

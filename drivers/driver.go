@@ -1,0 +1,135 @@
+// Package drivers is the contract between hwk and the things that run its
+// nodes: containers (docker), VMs (Hyper-V, libvirt, VirtualBox) and WSL2
+// distros. A driver makes, starts, stops and deletes machines and the
+// cluster's network, and hands back a node handle; it knows nothing of
+// Kubernetes.
+package drivers
+
+import (
+	"context"
+	"io/fs"
+	"net/netip"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+// Driver is implemented by every driver. Methods that change things are
+// idempotent: creating what exists with the same spec, starting a running
+// machine, stopping a stopped one or deleting a missing one succeed.
+type Driver interface {
+	// Name is the driver's config name (config.DriverDocker, ...).
+	Name() string
+	// GuestOSes lists the node operating systems the driver can host.
+	GuestOSes() []config.OS
+	// Preflight checks that the host can use the driver now. On success it
+	// returns one line describing what it found (versions, mode); otherwise
+	// an *UnavailableError saying why and how to fix it.
+	Preflight(ctx context.Context) (string, error)
+
+	// EnsureNetwork creates the cluster's network, or checks that the one
+	// already there matches.
+	EnsureNetwork(ctx context.Context, n Network) error
+	// DeleteNetwork removes the cluster's network and anything the driver
+	// made for it alone.
+	DeleteNetwork(ctx context.Context, cluster string) error
+
+	// Create makes a machine for spec, stopped or running per spec.Start.
+	Create(ctx context.Context, spec MachineSpec) error
+	Start(ctx context.Context, m Ref) error
+	// Stop shuts the machine down, gracefully first.
+	Stop(ctx context.Context, m Ref) error
+	// Delete removes the machine and every disk, volume or seed made for
+	// it, including the leftovers of a Create that failed half-way.
+	Delete(ctx context.Context, m Ref) error
+	// Inspect reports a machine; a missing one is StateMissing, not an
+	// error.
+	Inspect(ctx context.Context, m Ref) (Machine, error)
+	// List reports every machine the driver holds for cluster.
+	List(ctx context.Context, cluster string) ([]Machine, error)
+	// HostEndpoint is the address on which the host reaches TCP port on
+	// the machine (a published port for containers, the node IP for VMs).
+	HostEndpoint(ctx context.Context, m Ref, port uint16) (netip.AddrPort, error)
+	// Node is a handle for running commands on a running machine.
+	Node(ctx context.Context, m Ref) (*node.Node, error)
+}
+
+// Ref names a machine: nodes are named within their cluster.
+type Ref struct {
+	Cluster string
+	Name    string
+}
+
+func (r Ref) String() string { return r.Name }
+
+// Network is a cluster's node network: a fixed subnet on which every node
+// has a static address, and from which the host and the internet are
+// reachable.
+type Network struct {
+	Cluster string
+	Subnet  netip.Prefix
+}
+
+// Gateway is the host side of the network: the subnet's first address.
+func (n Network) Gateway() netip.Addr {
+	return n.Subnet.Masked().Addr().Next()
+}
+
+// MachineSpec is everything a driver needs to make a node's machine.
+type MachineSpec struct {
+	Ref
+	Role config.Role
+	OS   config.OS
+	// Image is the node image, in the driver's own terms (an image
+	// reference for docker, a cached disk path for VM drivers).
+	Image       string
+	CPUs        int
+	MemoryBytes int64
+	DiskBytes   int64
+	IP          netip.Addr
+	// Ports are guest TCP ports the host must reach (the API server's);
+	// see Driver.HostEndpoint.
+	Ports []uint16
+	Seed  Seed
+	// Start boots the machine once it is made.
+	Start bool
+}
+
+// Seed is first-boot data: who may log in and files placed before the
+// node's init runs. Container drivers write it into the machine; VM drivers
+// put it on a cidata seed disk.
+type Seed struct {
+	SSHAuthorizedKeys []string
+	Files             []File
+}
+
+// File is one file a Seed places on the node.
+type File struct {
+	Path    string
+	Mode    fs.FileMode
+	Content []byte
+}
+
+// State is where a machine is in its life.
+type State string
+
+const (
+	StateMissing State = "missing"
+	StateStopped State = "stopped"
+	StateRunning State = "running"
+	// StateOther covers states a driver has but hwk does not act on
+	// (paused, saved, restarting).
+	StateOther State = "other"
+)
+
+// Machine is a machine as the driver sees it now.
+type Machine struct {
+	Ref
+	Role  config.Role
+	OS    config.OS
+	State State
+	// Detail is the driver's own word for the state when it says more
+	// than State ("paused", "exited (137)").
+	Detail string
+	IP     netip.Addr
+}

@@ -1,0 +1,132 @@
+package drivers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// Registry holds the drivers built into this hwk and chooses among them.
+type Registry struct {
+	byName map[string]Driver
+}
+
+// NewRegistry makes a registry of ds.
+func NewRegistry(ds ...Driver) *Registry {
+	r := &Registry{byName: map[string]Driver{}}
+	for _, d := range ds {
+		r.byName[d.Name()] = d
+	}
+	return r
+}
+
+// Names lists the registered drivers, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.byName))
+	for n := range r.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Get returns the driver called name.
+func (r *Registry) Get(name string) (Driver, error) {
+	if d, ok := r.byName[name]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("driver %q is not part of this hwk build; built-in drivers: %s", name, strings.Join(r.Names(), ", "))
+}
+
+// Availability is one driver's standing on this host.
+type Availability struct {
+	Name      string      `json:"name"`
+	GuestOSes []config.OS `json:"guestOSes"`
+	Available bool        `json:"available"`
+	// Detail is what preflight found when available, and why not otherwise.
+	Detail string `json:"detail"`
+	// Fix is how to make an unavailable driver usable.
+	Fix string `json:"fix,omitempty"`
+	// DefaultFor lists the node operating systems this driver is the
+	// default for on this host.
+	DefaultFor []config.OS `json:"defaultFor,omitempty"`
+}
+
+// Check runs every driver's preflight (concurrently: each may wait on a
+// daemon or a hypervisor) and reports them sorted by name, with the default
+// per node OS on hostOS marked.
+func (r *Registry) Check(ctx context.Context, hostOS string) []Availability {
+	names := r.Names()
+	out := make([]Availability, len(names))
+	var wg sync.WaitGroup
+	for i, n := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = check(ctx, r.byName[n])
+		}()
+	}
+	wg.Wait()
+	for _, os := range []config.OS{config.Linux, config.Windows} {
+		if name, ok := pick(out, hostOS, os); ok {
+			i := slices.IndexFunc(out, func(a Availability) bool { return a.Name == name })
+			out[i].DefaultFor = append(out[i].DefaultFor, os)
+		}
+	}
+	return out
+}
+
+func check(ctx context.Context, d Driver) Availability {
+	a := Availability{Name: d.Name(), GuestOSes: d.GuestOSes()}
+	detail, err := d.Preflight(ctx)
+	if err == nil {
+		a.Available, a.Detail = true, detail
+		return a
+	}
+	if ue, ok := err.(*UnavailableError); ok {
+		a.Detail, a.Fix = ue.Reason, ue.Fix
+	} else {
+		a.Detail = err.Error()
+	}
+	return a
+}
+
+// Default picks the driver for nodes of nodeOS on hostOS when the config
+// names none: the first available driver in config.DriverPreference(hostOS)
+// that can host nodeOS.
+func (r *Registry) Default(ctx context.Context, hostOS string, nodeOS config.OS) (Driver, error) {
+	av := r.Check(ctx, hostOS)
+	if name, ok := pick(av, hostOS, nodeOS); ok {
+		return r.byName[name], nil
+	}
+	var why []string
+	for _, a := range av {
+		switch {
+		case !slices.Contains(a.GuestOSes, nodeOS):
+			why = append(why, fmt.Sprintf("%s: cannot host %s nodes", a.Name, nodeOS))
+		case !a.Available:
+			w := fmt.Sprintf("%s: %s", a.Name, a.Detail)
+			if a.Fix != "" {
+				w += " (fix: " + a.Fix + ")"
+			}
+			why = append(why, w)
+		}
+	}
+	return nil, fmt.Errorf("no driver on this host can run %s nodes:\n  %s", nodeOS, strings.Join(why, "\n  "))
+}
+
+func pick(av []Availability, hostOS string, nodeOS config.OS) (string, bool) {
+	for _, name := range config.DriverPreference(hostOS) {
+		for _, a := range av {
+			if a.Name == name && a.Available && slices.Contains(a.GuestOSes, nodeOS) {
+				return name, true
+			}
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,289 @@
+// Package node is the handle through which hwk runs things on a node: a
+// command or a script with streams and an exit status, a stream copied to a
+// path. The handle speaks the node's shell dialect (POSIX sh on Linux,
+// PowerShell on Windows); a Transport (docker exec, SSH, wsl.exe) only moves
+// argv and bytes.
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strings"
+	"sync"
+	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// Shell is the command dialect a node speaks.
+type Shell int
+
+const (
+	// POSIX is /bin/sh on Linux nodes.
+	POSIX Shell = iota
+	// PowerShell is Windows PowerShell 5.1 on Windows nodes; it is on every
+	// Windows Server image, where pwsh is not.
+	PowerShell
+)
+
+func (s Shell) String() string {
+	if s == PowerShell {
+		return "powershell"
+	}
+	return "sh"
+}
+
+// ShellFor is the dialect of a node running os.
+func ShellFor(os config.OS) Shell {
+	if os == config.Windows {
+		return PowerShell
+	}
+	return POSIX
+}
+
+// Cmd is one program to run on a node. Nil streams mean no input and
+// discarded output.
+type Cmd struct {
+	Args   []string
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// Transport runs argv on a machine and reports how it ended. A command that
+// ran and exited non-zero is an *ExitError; any other error means the
+// transport itself failed.
+type Transport interface {
+	Run(ctx context.Context, cmd Cmd) error
+}
+
+// ExitError is a command that ran on a node and exited non-zero.
+type ExitError struct {
+	Node string
+	Args []string
+	Code int
+	// Stderr holds the end of what the command wrote to stderr, for the
+	// message; the caller's own Stderr writer still got all of it.
+	Stderr string
+}
+
+func (e *ExitError) Error() string {
+	msg := fmt.Sprintf("%s on node %s exited with status %d", summarize(e.Args), e.Node, e.Code)
+	if s := strings.TrimSpace(e.Stderr); s != "" {
+		msg += ": " + lastLines(s, 3)
+	}
+	return msg
+}
+
+// Node is a handle on one machine of a cluster.
+type Node struct {
+	name  string
+	os    config.OS
+	shell Shell
+	t     Transport
+}
+
+// New makes a handle for the node name running os, reached through t.
+func New(name string, os config.OS, t Transport) *Node {
+	return &Node{name: name, os: os, shell: ShellFor(os), t: t}
+}
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.name }
+
+// OS is the node's operating system.
+func (n *Node) OS() config.OS { return n.os }
+
+// Shell is the dialect RunScript speaks on this node.
+func (n *Node) Shell() Shell { return n.shell }
+
+// Run runs cmd on the node. A non-zero exit is an *ExitError carrying the
+// end of stderr, whether or not the caller also collects stderr.
+func (n *Node) Run(ctx context.Context, cmd Cmd) error {
+	if len(cmd.Args) == 0 {
+		return errors.New("run on node " + n.name + ": no command")
+	}
+	tail := &tailBuffer{max: 4096}
+	if cmd.Stderr == nil {
+		cmd.Stderr = tail
+	} else {
+		cmd.Stderr = io.MultiWriter(cmd.Stderr, tail)
+	}
+	var in *inputReader
+	if cmd.Stdin != nil {
+		in = &inputReader{r: cmd.Stdin}
+		cmd.Stdin = in
+	}
+	err := n.t.Run(ctx, cmd)
+	// A transport ends a command's input at EOF and at a read error alike,
+	// so a command fed a broken stream can exit 0 on half its input; the
+	// read error is recorded before that EOF, so it is seen here.
+	if rerr := in.Err(); rerr != nil {
+		return fmt.Errorf("run %s on node %s: read input: %w", summarize(cmd.Args), n.name, rerr)
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		ee.Node, ee.Args, ee.Stderr = n.name, cmd.Args, tail.String()
+		return ee
+	}
+	if err != nil {
+		return fmt.Errorf("run %s on node %s: %w", summarize(cmd.Args), n.name, err)
+	}
+	return nil
+}
+
+// Output runs args and returns what they wrote to stdout.
+func (n *Node) Output(ctx context.Context, args ...string) (string, error) {
+	var out bytes.Buffer
+	err := n.Run(ctx, Cmd{Args: args, Stdout: &out})
+	return out.String(), err
+}
+
+// RunScript runs script in the node's shell (see Shell). The script's stdin
+// is cmd's Stdin, so a script can consume a stream.
+func (n *Node) RunScript(ctx context.Context, script string, streams Cmd) error {
+	streams.Args = ScriptArgs(n.shell, script)
+	return n.Run(ctx, streams)
+}
+
+// ScriptArgs is the argv that runs script in shell. PowerShell gets the
+// script base64-encoded as UTF-16LE (-EncodedCommand), so no quoting layer
+// between us and it (SSH, cmd.exe) can mangle it.
+func ScriptArgs(shell Shell, script string) []string {
+	if shell == PowerShell {
+		u := utf16.Encode([]rune(script))
+		b := make([]byte, 2*len(u))
+		for i, c := range u {
+			b[2*i], b[2*i+1] = byte(c), byte(c>>8)
+		}
+		return []string{"powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive",
+			"-ExecutionPolicy", "Bypass", "-EncodedCommand", base64.StdEncoding.EncodeToString(b)}
+	}
+	return []string{"/bin/sh", "-c", script}
+}
+
+// CopyTo writes everything read from r to path on the node with mode
+// (ignored on Windows), replacing any file there. The data goes to a
+// temporary file beside path first, so a failed copy never leaves a
+// truncated file under the real name.
+func (n *Node) CopyTo(ctx context.Context, r io.Reader, path string, mode fs.FileMode) error {
+	var script string
+	if n.shell == PowerShell {
+		script = fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+$dst = %s
+$tmp = "$dst.hwk-tmp"
+New-Item -ItemType Directory -Force -Path (Split-Path -Parent $dst) | Out-Null
+$in = [Console]::OpenStandardInput()
+$out = [IO.File]::Create($tmp)
+try { $in.CopyTo($out) } finally { $out.Close() }
+Move-Item -Force -LiteralPath $tmp -Destination $dst
+`, Quote(PowerShell, path))
+	} else {
+		script = fmt.Sprintf(`set -e
+dst=%s
+tmp="$dst.hwk-tmp.$$"
+mkdir -p "$(dirname "$dst")"
+trap 'rm -f "$tmp"' EXIT
+cat > "$tmp"
+chmod %04o "$tmp"
+mv -f "$tmp" "$dst"
+trap - EXIT
+`, Quote(POSIX, path), mode.Perm())
+	}
+	if err := n.RunScript(ctx, script, Cmd{Stdin: r}); err != nil {
+		return fmt.Errorf("copy to %s: %w", path, err)
+	}
+	return nil
+}
+
+// Quote renders args as one command line for shell, each argument a single
+// literal word. SSH carries a command line, not argv, so this is how argv
+// survives the trip.
+func Quote(shell Shell, args ...string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		if shell == PowerShell {
+			q[i] = "'" + strings.ReplaceAll(a, "'", "''") + "'"
+		} else {
+			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	if shell == PowerShell && len(q) > 0 {
+		// A quoted first word is a string to PowerShell; & makes it a command.
+		return "& " + strings.Join(q, " ")
+	}
+	return strings.Join(q, " ")
+}
+
+// summarize names a command for messages without dumping a whole script.
+func summarize(args []string) string {
+	if len(args) == 0 {
+		return "command"
+	}
+	s := strings.Join(args, " ")
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 80 {
+		s = s[:77] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// inputReader remembers the first read error of a command's input.
+type inputReader struct {
+	r   io.Reader
+	mu  sync.Mutex
+	err error
+}
+
+func (i *inputReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if err != nil && err != io.EOF {
+		i.mu.Lock()
+		if i.err == nil {
+			i.err = err
+		}
+		i.mu.Unlock()
+	}
+	return n, err
+}
+
+// Err is the read error, if any; nil on a nil reader.
+func (i *inputReader) Err() error {
+	if i == nil {
+		return nil
+	}
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.err
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
