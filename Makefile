@@ -9,7 +9,7 @@ STATICCHECK_VERSION := v0.7.0
 STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
 
 # Packages with Windows-only files, whose tests must at least compile for Windows.
-WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk
+WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/...
 
 .PHONY: all build test unit lint cross clean
 

@@ -52,13 +52,22 @@ func (e *SubnetInUseError) Error() string {
 	return msg
 }
 
-// NameInUseError is a machine name already taken by something that is not
-// this cluster's node.
+// NameInUseError is a machine or network name already taken by something
+// that is not this cluster's.
 type NameInUseError struct {
-	Name  string
+	Name    string
+	Cluster string
+	// Owner is what holds the name: `docker container "hwk-cp"`.
 	Owner string
+	// Remove is the command that frees the name.
+	Remove string
 }
 
 func (e *NameInUseError) Error() string {
-	return fmt.Sprintf("the name %s is already used by %s\n  fix: rename the node in the cluster config, or remove %s", e.Name, e.Owner, e.Owner)
+	msg := fmt.Sprintf("%s is already used by %s, which is not part of cluster %s\n  fix: rename the node in the cluster config (or pick another cluster name)",
+		e.Name, e.Owner, e.Cluster)
+	if e.Remove != "" {
+		msg += fmt.Sprintf(", or remove it with `%s`", e.Remove)
+	}
+	return msg
 }

@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -88,7 +89,8 @@ func check(ctx context.Context, d Driver) Availability {
 		a.Available, a.Detail = true, detail
 		return a
 	}
-	if ue, ok := err.(*UnavailableError); ok {
+	var ue *UnavailableError
+	if errors.As(err, &ue) {
 		a.Detail, a.Fix = ue.Reason, ue.Fix
 	} else {
 		a.Detail = err.Error()

@@ -6,7 +6,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -137,11 +136,4 @@ func (d *Driver) wrap(c *client.Client, err error) error {
 		Reason: fmt.Sprintf("cannot reach a Docker engine at %s", host),
 		Fix:    fix,
 	}
-}
-
-// isUnavailable reports whether err is already the driver's own
-// UnavailableError.
-func isUnavailable(err error) bool {
-	var ue *drivers.UnavailableError
-	return errors.As(err, &ue)
 }

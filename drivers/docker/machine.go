@@ -165,7 +165,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		}},
 	})
 	if cerrdefs.IsConflict(err) {
-		return &drivers.NameInUseError{Name: spec.Name, Owner: fmt.Sprintf("docker container %q, which is not a node of cluster %s", spec.Name, spec.Cluster)}
+		return &drivers.NameInUseError{Name: spec.Name, Cluster: spec.Cluster, Owner: fmt.Sprintf("docker container %q", spec.Name), Remove: "docker rm -f " + spec.Name}
 	}
 	if err != nil {
 		return d.wrap(c, fmt.Errorf("create node %s: %w", spec.Name, err))

@@ -68,7 +68,7 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 
 func checkOwnNetwork(nw network.Network, cluster string, subnet netip.Prefix) error {
 	if nw.Labels[LabelCluster] != cluster {
-		return &drivers.NameInUseError{Name: nw.Name, Owner: fmt.Sprintf("docker network %q, which hwk did not make for cluster %s", nw.Name, cluster)}
+		return &drivers.NameInUseError{Name: nw.Name, Cluster: cluster, Owner: fmt.Sprintf("docker network %q", nw.Name), Remove: "docker network rm " + nw.Name}
 	}
 	for _, cfg := range nw.IPAM.Config {
 		if cfg.Subnet.Masked() == subnet {

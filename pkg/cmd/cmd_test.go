@@ -10,6 +10,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/driverstest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -154,5 +156,42 @@ func TestCompletionAndUnknownCommand(t *testing.T) {
 	code, _, stderr = run(t, "-v", "-1", "version")
 	if code != 1 || !strings.Contains(stderr, "negative") {
 		t.Errorf("negative verbosity: exit %d, stderr %s", code, stderr)
+	}
+}
+
+func TestGetDrivers(t *testing.T) {
+	reg := func() *drivers.Registry {
+		return drivers.NewRegistry(driverstest.Up(config.DriverDocker), driverstest.Down(config.DriverLibvirt))
+	}
+	var out, errOut bytes.Buffer
+	root := newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, reg)
+	root.SetArgs([]string{"get", "drivers"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, want := range []string{
+		"NAME     NODE OS        AVAILABLE  DEFAULT FOR",
+		"docker   linux          yes",
+		"libvirt  linux,windows  no         -            libvirt is not installed",
+		"fix: install libvirt",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+
+	out.Reset()
+	root = newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, reg)
+	root.SetArgs([]string{"get", "drivers", "-o", "json"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	var av []drivers.Availability
+	if err := json.Unmarshal(out.Bytes(), &av); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(av) != 2 || !av[0].Available || av[1].Available || av[1].Fix != "install libvirt" {
+		t.Errorf("json: %+v", av)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/all"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/ui"
 )
@@ -32,11 +34,17 @@ type globals struct {
 	quiet     bool
 	name      string
 	logger    *slog.Logger
+	// registry makes the driver registry; tests replace it.
+	registry func() *drivers.Registry
 }
 
 // NewRootCommand builds the hwk command tree.
 func NewRootCommand(s Streams) *cobra.Command {
-	g := &globals{logger: ui.NewLogger(s.ErrOut, 0)}
+	return newRootCommand(s, all.Registry)
+}
+
+func newRootCommand(s Streams, registry func() *drivers.Registry) *cobra.Command {
+	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), registry: registry}
 	root := &cobra.Command{
 		Use:   "hwk",
 		Short: "Hybrid Linux + Windows Kubernetes clusters on one workstation",
@@ -65,6 +73,7 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 	root.AddCommand(
 		newVersionCommand(s),
 		newConfigCommand(g, s),
+		newGetCommand(g, s),
 	)
 	return root
 }

@@ -182,7 +182,7 @@ $in = [Console]::OpenStandardInput()
 $out = [IO.File]::Create($tmp)
 try { $in.CopyTo($out) } finally { $out.Close() }
 Move-Item -Force -LiteralPath $tmp -Destination $dst
-`, Quote(PowerShell, path))
+`, quoteWord(PowerShell, path))
 	} else {
 		script = fmt.Sprintf(`set -e
 dst=%s
@@ -193,7 +193,7 @@ cat > "$tmp"
 chmod %04o "$tmp"
 mv -f "$tmp" "$dst"
 trap - EXIT
-`, Quote(POSIX, path), mode.Perm())
+`, quoteWord(POSIX, path), mode.Perm())
 	}
 	if err := n.RunScript(ctx, script, Cmd{Stdin: r}); err != nil {
 		return fmt.Errorf("copy to %s: %w", path, err)
@@ -207,17 +207,21 @@ trap - EXIT
 func Quote(shell Shell, args ...string) string {
 	q := make([]string, len(args))
 	for i, a := range args {
-		if shell == PowerShell {
-			q[i] = "'" + strings.ReplaceAll(a, "'", "''") + "'"
-		} else {
-			q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		}
+		q[i] = quoteWord(shell, a)
 	}
 	if shell == PowerShell && len(q) > 0 {
 		// A quoted first word is a string to PowerShell; & makes it a command.
 		return "& " + strings.Join(q, " ")
 	}
 	return strings.Join(q, " ")
+}
+
+// quoteWord makes s one literal string in shell's syntax.
+func quoteWord(shell Shell, s string) string {
+	if shell == PowerShell {
+		return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // summarize names a command for messages without dumping a whole script.

@@ -118,9 +118,11 @@ func (s *SSH) Run(ctx context.Context, cmd Cmd) error {
 	select {
 	case err = <-done:
 	case <-ctx.Done():
+		// Ask for a kill (servers that do not implement signals ignore
+		// it), then close the channel; Wait is not awaited, as it would
+		// last until the remote command ends on its own.
 		_ = sess.Signal(ssh.SIGKILL)
 		sess.Close()
-		<-done
 		return ctx.Err()
 	}
 	var ee *ssh.ExitError

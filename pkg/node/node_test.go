@@ -1,0 +1,136 @@
+package node
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// recorder is a transport that records what it was asked to run and
+// answers with a fixed exit.
+type recorder struct {
+	args  []string
+	stdin string
+	code  int
+}
+
+func (r *recorder) Run(_ context.Context, c Cmd) error {
+	r.args = c.Args
+	if c.Stdin != nil {
+		b, err := io.ReadAll(c.Stdin)
+		r.stdin = string(b)
+		if err != nil {
+			return nil // the node handle must notice on its own
+		}
+	}
+	if c.Stderr != nil {
+		_, _ = io.WriteString(c.Stderr, "line1\nline2\nline3\nlast words\n")
+	}
+	if r.code != 0 {
+		return &ExitError{Code: r.code}
+	}
+	return nil
+}
+
+func TestQuotePOSIXRoundTrip(t *testing.T) {
+	args := []string{"printf", "%s|", "it's", `"dq"`, "$HOME", "a b", "", ";rm -rf /", "`x`"}
+	out, err := exec.Command("/bin/sh", "-c", Quote(POSIX, args...)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(args[2:], "|") + "|"; string(out) != want {
+		t.Errorf("sh saw %q, want %q", out, want)
+	}
+}
+
+func TestQuotePowerShell(t *testing.T) {
+	got := Quote(PowerShell, `C:\Program Files\containerd\ctr.exe`, "it's", "$env:PATH")
+	want := `& 'C:\Program Files\containerd\ctr.exe' 'it''s' '$env:PATH'`
+	if got != want {
+		t.Errorf("got %s\nwant %s", got, want)
+	}
+}
+
+func TestScriptArgs(t *testing.T) {
+	if got := ScriptArgs(POSIX, "echo hi"); strings.Join(got, " ") != "/bin/sh -c echo hi" {
+		t.Errorf("posix: %q", got)
+	}
+	script := "Write-Output 'héllo ✓'\n"
+	args := ScriptArgs(PowerShell, script)
+	if args[0] != "powershell.exe" || args[len(args)-2] != "-EncodedCommand" {
+		t.Fatalf("powershell: %q", args)
+	}
+	raw, err := base64.StdEncoding.DecodeString(args[len(args)-1])
+	if err != nil || len(raw)%2 != 0 {
+		t.Fatalf("encoding: %v", err)
+	}
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+	}
+	if got := string(utf16.Decode(u)); got != script {
+		t.Errorf("decoded %q, want %q", got, script)
+	}
+}
+
+func TestShellFollowsOS(t *testing.T) {
+	if New("w", config.Windows, &recorder{}).Shell() != PowerShell || New("l", config.Linux, &recorder{}).Shell() != POSIX {
+		t.Error("wrong shell for OS")
+	}
+}
+
+func TestExitErrorCarriesStderrTail(t *testing.T) {
+	n := New("hwk-cp", config.Linux, &recorder{code: 2})
+	err := n.Run(context.Background(), Cmd{Args: []string{"kubeadm", "init", "--config", "/kind/kubeadm.conf"}})
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 {
+		t.Fatalf("err = %v", err)
+	}
+	want := `"kubeadm init --config /kind/kubeadm.conf" on node hwk-cp exited with status 2: line2
+line3
+last words`
+	if err.Error() != want {
+		t.Errorf("got\n%s\nwant\n%s", err, want)
+	}
+}
+
+func TestCopyToWindowsUsesPowerShellAndStdin(t *testing.T) {
+	r := &recorder{}
+	n := New("hwk-win-1", config.Windows, r)
+	if err := n.CopyTo(context.Background(), strings.NewReader("payload"), `C:\k\it's.txt`, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r.args[0] != "powershell.exe" || r.stdin != "payload" {
+		t.Fatalf("args %q stdin %q", r.args, r.stdin)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(r.args[len(r.args)-1])
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+	}
+	script := string(utf16.Decode(u))
+	for _, want := range []string{`$dst = 'C:\k\it''s.txt'`, "OpenStandardInput", "Move-Item -Force"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("script lacks %q:\n%s", want, script)
+		}
+	}
+}
+
+func TestBrokenInputFailsTheCommand(t *testing.T) {
+	n := New("hwk-cp", config.Linux, &recorder{})
+	err := n.CopyTo(context.Background(), io.MultiReader(strings.NewReader("half"), failing{}), "/x", 0o600)
+	if err == nil || !strings.Contains(err.Error(), "read input: disk on fire") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+type failing struct{}
+
+func (failing) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
