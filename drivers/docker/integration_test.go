@@ -30,6 +30,9 @@ import (
 // HWK_REQUIRE_DOCKER=1 (set by .ci/run), where a missing engine fails them.
 func requireDocker(t *testing.T) (*Driver, *client.Client) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test; -short skips it")
+	}
 	d := New()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -29,6 +29,9 @@ import (
 // HWK_REQUIRE_SSHD=1 (set by .ci/run).
 func startSSHD(t *testing.T) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test; -short skips it")
+	}
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
 		sshd = "/usr/sbin/sshd"
