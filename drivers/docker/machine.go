@@ -60,6 +60,8 @@ func hostConfig(spec drivers.MachineSpec, volume string, privileged bool) *conta
 			Source: volume,
 			Target: "/var/lib/containerd",
 		}},
+		// No disk limit: overlay2 enforces none except on XFS with pquota,
+		// so spec.DiskBytes is not applied.
 		Resources: container.Resources{
 			NanoCPUs: int64(spec.CPUs) * 1e9,
 			Memory:   spec.MemoryBytes,
@@ -258,11 +260,7 @@ func seedArchive(s drivers.Seed) ([]byte, error) {
 
 // Start implements drivers.Driver.
 func (d *Driver) Start(ctx context.Context, m drivers.Ref) error {
-	c, err := d.client()
-	if err != nil {
-		return err
-	}
-	id, err := d.find(ctx, c, m)
+	c, id, err := d.container(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -275,11 +273,7 @@ func (d *Driver) Start(ctx context.Context, m drivers.Ref) error {
 // Stop implements drivers.Driver: systemd gets SIGRTMIN+3 and stopTimeout
 // seconds to halt, then the engine kills it.
 func (d *Driver) Stop(ctx context.Context, m drivers.Ref) error {
-	c, err := d.client()
-	if err != nil {
-		return err
-	}
-	id, err := d.find(ctx, c, m)
+	c, id, err := d.container(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -321,6 +315,16 @@ func (d *Driver) Delete(ctx context.Context, m drivers.Ref) error {
 
 func nodeFilter(m drivers.Ref) client.Filters {
 	return client.Filters{}.Add("label", LabelCluster+"="+m.Cluster, LabelNode+"="+m.Name)
+}
+
+// container returns the client and the ID of m's container.
+func (d *Driver) container(ctx context.Context, m drivers.Ref) (*client.Client, string, error) {
+	c, err := d.client()
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := d.find(ctx, c, m)
+	return c, id, err
 }
 
 // find returns the ID of m's container.
@@ -421,11 +425,7 @@ func (d *Driver) List(ctx context.Context, cluster string) ([]drivers.Machine, e
 // HostEndpoint implements drivers.Driver: the loopback port the engine
 // published for port.
 func (d *Driver) HostEndpoint(ctx context.Context, m drivers.Ref, port uint16) (netip.AddrPort, error) {
-	c, err := d.client()
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	id, err := d.find(ctx, c, m)
+	c, id, err := d.container(ctx, m)
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
@@ -448,11 +448,7 @@ func (d *Driver) HostEndpoint(ctx context.Context, m drivers.Ref, port uint16) (
 
 // Node implements drivers.Driver: a handle over docker exec.
 func (d *Driver) Node(ctx context.Context, m drivers.Ref) (*node.Node, error) {
-	c, err := d.client()
-	if err != nil {
-		return nil, err
-	}
-	id, err := d.find(ctx, c, m)
+	c, id, err := d.container(ctx, m)
 	if err != nil {
 		return nil, err
 	}
