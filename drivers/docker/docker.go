@@ -84,10 +84,6 @@ func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	v, err := c.ServerVersion(ctx, client.ServerVersionOptions{})
-	if err != nil {
-		return "", d.wrap(c, err)
-	}
 	info, err := c.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return "", d.wrap(c, err)
@@ -103,7 +99,7 @@ func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	if cg == "" {
 		cg = "1"
 	}
-	return fmt.Sprintf("Docker Engine %s (API %s), %s/%s, cgroup v%s", v.Version, c.ClientVersion(), info.Info.OSType, info.Info.Architecture, cg), nil
+	return fmt.Sprintf("Docker Engine %s (API %s), %s/%s, cgroup v%s", info.Info.ServerVersion, c.ClientVersion(), info.Info.OSType, info.Info.Architecture, cg), nil
 }
 
 // wrap turns the client's connection failures into UnavailableError with

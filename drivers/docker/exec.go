@@ -48,7 +48,7 @@ func (t *execTransport) Run(ctx context.Context, cmd node.Cmd) error {
 	}
 	out := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(orDiscard(cmd.Stdout), orDiscard(cmd.Stderr), att.Reader)
+		_, err := stdcopy.StdCopy(cmd.Stdout, cmd.Stderr, att.Reader)
 		out <- err
 	}()
 	select {
@@ -70,11 +70,4 @@ func (t *execTransport) Run(ctx context.Context, cmd node.Cmd) error {
 		return &node.ExitError{Code: code}
 	}
 	return nil
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }

@@ -342,27 +342,33 @@ func (d *Driver) find(ctx context.Context, c *client.Client, m drivers.Ref) (str
 // ErrMissing is a node whose container does not exist.
 var ErrMissing = errors.New("missing")
 
+// inspect finds m's container and inspects it. A container removed
+// between the two calls is ErrMissing, as if it had never been found.
+func (d *Driver) inspect(ctx context.Context, m drivers.Ref) (*client.Client, container.InspectResponse, error) {
+	c, id, err := d.container(ctx, m)
+	if err != nil {
+		return nil, container.InspectResponse{}, err
+	}
+	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if cerrdefs.IsNotFound(err) {
+		return nil, container.InspectResponse{}, fmt.Errorf("node %s of cluster %s has no container: %w", m.Name, m.Cluster, ErrMissing)
+	}
+	if err != nil {
+		return nil, container.InspectResponse{}, d.wrap(c, fmt.Errorf("inspect node %s: %w", m.Name, err))
+	}
+	return c, res.Container, nil
+}
+
 // Inspect implements drivers.Driver.
 func (d *Driver) Inspect(ctx context.Context, m drivers.Ref) (drivers.Machine, error) {
-	c, err := d.client()
-	if err != nil {
-		return drivers.Machine{}, err
-	}
-	id, err := d.find(ctx, c, m)
+	_, ctr, err := d.inspect(ctx, m)
 	if errors.Is(err, ErrMissing) {
 		return drivers.Machine{Ref: m, State: drivers.StateMissing}, nil
 	}
 	if err != nil {
 		return drivers.Machine{}, err
 	}
-	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if cerrdefs.IsNotFound(err) {
-		return drivers.Machine{Ref: m, State: drivers.StateMissing}, nil
-	}
-	if err != nil {
-		return drivers.Machine{}, d.wrap(c, fmt.Errorf("inspect node %s: %w", m.Name, err))
-	}
-	return machine(res.Container), nil
+	return machine(ctr), nil
 }
 
 func machine(ctr container.InspectResponse) drivers.Machine {
@@ -425,17 +431,13 @@ func (d *Driver) List(ctx context.Context, cluster string) ([]drivers.Machine, e
 // HostEndpoint implements drivers.Driver: the loopback port the engine
 // published for port.
 func (d *Driver) HostEndpoint(ctx context.Context, m drivers.Ref, port uint16) (netip.AddrPort, error) {
-	c, id, err := d.container(ctx, m)
+	_, ctr, err := d.inspect(ctx, m)
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		return netip.AddrPort{}, d.wrap(c, fmt.Errorf("inspect node %s: %w", m.Name, err))
-	}
 	p, _ := network.PortFrom(port, network.TCP)
-	if res.Container.NetworkSettings != nil {
-		for _, b := range res.Container.NetworkSettings.Ports[p] {
+	if ctr.NetworkSettings != nil {
+		for _, b := range ctr.NetworkSettings.Ports[p] {
 			hp, err := strconv.ParseUint(b.HostPort, 10, 16)
 			if err != nil || !b.HostIP.Is4() {
 				continue
@@ -448,18 +450,14 @@ func (d *Driver) HostEndpoint(ctx context.Context, m drivers.Ref, port uint16) (
 
 // Node implements drivers.Driver: a handle over docker exec.
 func (d *Driver) Node(ctx context.Context, m drivers.Ref) (*node.Node, error) {
-	c, id, err := d.container(ctx, m)
+	c, ctr, err := d.inspect(ctx, m)
 	if err != nil {
 		return nil, err
 	}
-	res, err := c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		return nil, d.wrap(c, fmt.Errorf("inspect node %s: %w", m.Name, err))
+	if ctr.State == nil || !ctr.State.Running {
+		return nil, fmt.Errorf("node %s is not running (%s)", m.Name, machine(ctr).Detail)
 	}
-	if res.Container.State == nil || !res.Container.State.Running {
-		return nil, fmt.Errorf("node %s is not running (%s)", m.Name, machine(res.Container).Detail)
-	}
-	return node.New(m.Name, config.OS(res.Container.Config.Labels[LabelOS]), &execTransport{d: d, c: c, id: id}), nil
+	return node.New(m.Name, config.OS(ctr.Config.Labels[LabelOS]), &execTransport{d: d, c: c, id: ctr.ID}), nil
 }
 
 // waitExit polls until the exec'd process is gone; the stream can end a

@@ -57,7 +57,8 @@ type Cmd struct {
 
 // Transport runs argv on a machine and reports how it ended. A command that
 // ran and exited non-zero is an *ExitError; any other error means the
-// transport itself failed.
+// transport itself failed. The node handle always passes non-nil Stdout and
+// Stderr.
 type Transport interface {
 	Run(ctx context.Context, cmd Cmd) error
 }
@@ -107,6 +108,9 @@ func (n *Node) Shell() Shell { return n.shell }
 func (n *Node) Run(ctx context.Context, cmd Cmd) error {
 	if len(cmd.Args) == 0 {
 		return errors.New("run on node " + n.name + ": no command")
+	}
+	if cmd.Stdout == nil {
+		cmd.Stdout = io.Discard
 	}
 	tail := &tailBuffer{max: 4096}
 	if cmd.Stderr == nil {

@@ -97,7 +97,7 @@ func (s *SSH) Run(ctx context.Context, cmd Cmd) error {
 		return fmt.Errorf("ssh %s: open session: %w", s.cfg.Addr, err)
 	}
 	defer sess.Close()
-	sess.Stdout, sess.Stderr = orDiscard(cmd.Stdout), orDiscard(cmd.Stderr)
+	sess.Stdout, sess.Stderr = cmd.Stdout, cmd.Stderr
 	if cmd.Stdin != nil {
 		// Not sess.Stdin: Wait would then also wait for the caller's reader
 		// to reach EOF, even after the command has exited.
@@ -158,11 +158,4 @@ func (s *SSH) Close() error {
 	err := s.client.Close()
 	s.client = nil
 	return err
-}
-
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }
