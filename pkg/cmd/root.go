@@ -74,6 +74,7 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 		newVersionCommand(s),
 		newConfigCommand(g, s),
 		newGetCommand(g, s),
+		newNodeImageCommand(g, s),
 	)
 	return root
 }

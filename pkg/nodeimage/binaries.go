@@ -1,0 +1,386 @@
+package nodeimage
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hwk-dev/hwk/images"
+	linux "github.com/hwk-dev/hwk/node-images/linux"
+	"github.com/hwk-dev/hwk/pkg/download"
+)
+
+// binaries builds or downloads every component's binaries, each component
+// cached on its own key.
+func (b *builder) binaries(ctx context.Context) error {
+	for i := range b.recipe.Components {
+		c := &b.recipe.Components[i]
+		need := b.needed(c)
+		if len(need) == 0 {
+			continue
+		}
+		dir := filepath.Join(b.opts.CacheDir, "build", fmt.Sprintf("%s-%s-%s", c.Name, b.version(c), b.keys["component/"+c.Name][:12]))
+		verb := "Build"
+		if b.opts.Source == Release {
+			verb = "Download"
+		}
+		name := fmt.Sprintf("%s %s %s", verb, c.Name, b.version(c))
+		if done(dir) {
+			name += " (cached)"
+		}
+		err := b.step(name, func() error {
+			if !done(dir) {
+				if err := os.RemoveAll(dir); err != nil {
+					return err
+				}
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return err
+				}
+				var err error
+				if b.opts.Source == FromSource {
+					err = b.buildComponent(ctx, c, dir)
+				} else {
+					err = b.downloadComponent(ctx, c, need, dir)
+				}
+				if err != nil {
+					return fmt.Errorf("%s %s: %w", strings.ToLower(verb), c.Name, err)
+				}
+				if err := markDone(dir); err != nil {
+					return err
+				}
+			}
+			for _, bin := range need {
+				p := filepath.Join(dir, bin)
+				if _, err := os.Stat(p); err != nil {
+					return fmt.Errorf("%s %s did not produce %s: %w", strings.ToLower(verb), c.Name, bin, err)
+				}
+				b.bins[c.Name+"/"+bin] = p
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// needed lists the binaries this build takes from c: from source, all of
+// them (images are made from them too); from releases, only those
+// installed on the node, since images are pulled whole.
+func (b *builder) needed(c *component) []string {
+	if b.opts.Source == FromSource {
+		return c.binaries()
+	}
+	var out []string
+	for bin := range c.Install {
+		out = append(out, bin)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// done reports whether dir holds a finished step's output: the marker is
+// written last, so an interrupted build is redone, never trusted.
+func done(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, ".done"))
+	return err == nil
+}
+
+func markDone(dir string) error {
+	return os.WriteFile(filepath.Join(dir, ".done"), nil, 0o644)
+}
+
+// moduleFiles returns the wrapper module (go.mod, go.sum) for c.
+func (b *builder) moduleFiles(c *component) (mod, sum string, err error) {
+	name, err := expand(c.Source.Module, vars{Version: b.version(c)})
+	if err != nil {
+		return "", "", err
+	}
+	m, err := fs.ReadFile(linux.Recipe, "modules/"+name+".mod")
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("no wrapper module %s for --source source; versions with one: %s (or use --source release)", name, strings.Join(b.wrapperVersions(c), ", "))
+	}
+	if err != nil {
+		return "", "", err
+	}
+	s, err := fs.ReadFile(linux.Recipe, "modules/"+name+".sum")
+	if err != nil {
+		return "", "", fmt.Errorf("wrapper module %s has no go.sum: %w", name, err)
+	}
+	return string(m), string(s), nil
+}
+
+func (b *builder) wrapperVersions(c *component) []string {
+	prefix := c.Name + "-"
+	var out []string
+	entries, _ := fs.ReadDir(linux.Recipe, "modules")
+	for _, e := range entries {
+		if v, ok := strings.CutSuffix(e.Name(), ".mod"); ok && strings.HasPrefix(v, prefix) {
+			out = append(out, strings.TrimPrefix(v, prefix))
+		}
+	}
+	return out
+}
+
+// buildComponent builds c's binaries into dir with the Go toolchain (or,
+// for a C source, the host's C compiler).
+func (b *builder) buildComponent(ctx context.Context, c *component, dir string) error {
+	v := vars{Name: c.Name, Version: b.version(c)}
+	if c.Source.C != "" {
+		return b.buildC(ctx, c, v, dir)
+	}
+	mod, sum, err := b.moduleFiles(c)
+	if err != nil {
+		return err
+	}
+	// The wrapper lives in a directory of its own (not dir, which holds
+	// only outputs) and is rewritten on every build.
+	src := filepath.Join(b.opts.CacheDir, "build", "modules", c.Name+"-"+v.Version)
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(mod), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.sum"), []byte(sum), 0o644); err != nil {
+		return err
+	}
+	ldflags := []string{"-s", "-w"}
+	for _, f := range c.Source.LDFlags {
+		x, err := expand(f, v)
+		if err != nil {
+			return err
+		}
+		ldflags = append(ldflags, x)
+	}
+	tags := slices.Clone(c.Source.Tags)
+	if c.Source.Static {
+		ldflags = append(ldflags, "-extldflags", "-static")
+		tags = append(tags, "netgo", "osusergo")
+	}
+	args := []string{"build", "-trimpath", "-ldflags", strings.Join(ldflags, " ")}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	args = append(args, "-o", dir+string(filepath.Separator))
+	args = append(args, c.Source.Packages...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = src
+	cgo := "0"
+	if c.Source.CGO {
+		cgo = "1"
+	}
+	// The module proxy and build cache come from the user's Go environment
+	// (so both are shared across builds); what is built does not.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo, "GOOS=linux", "GOARCH=amd64",
+		"GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off")
+	if err := b.run(cmd); err != nil {
+		return err
+	}
+	for from, to := range c.Source.Rename {
+		if err := os.Rename(filepath.Join(dir, from), filepath.Join(dir, to)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) buildC(ctx context.Context, c *component, v vars, dir string) error {
+	src, err := fs.ReadFile(images.Recipe, c.Source.C)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, path.Base(c.Source.C))
+	if err := os.WriteFile(tmp, src, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	out := filepath.Join(dir, c.binaries()[0])
+	cmd := exec.CommandContext(ctx, "cc", "-Os", "-s", "-static", "-Wall",
+		fmt.Sprintf(`-D%s_VERSION="%s"`, strings.ToUpper(c.Name), v.Version), "-o", out, tmp)
+	if err := b.run(cmd); err != nil {
+		return fmt.Errorf("%w (a C compiler with static libc is needed: Debian gcc, libc6-dev)", err)
+	}
+	return nil
+}
+
+// run runs cmd with its output in the build log; a failure carries the
+// output's last lines, which say why.
+func (b *builder) run(cmd *exec.Cmd) error {
+	tail := &tailWriter{max: 30}
+	w := io.MultiWriter(b.opts.Log, tail)
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args[:min(len(cmd.Args), 2)], " "), err, tail)
+	}
+	return nil
+}
+
+// downloadComponent fetches c's release artifacts and puts the binaries
+// this build needs into dir.
+func (b *builder) downloadComponent(ctx context.Context, c *component, need []string, dir string) error {
+	dl := &download.Client{HTTP: b.opts.HTTP, CacheDir: filepath.Join(b.opts.CacheDir, "downloads")}
+	got := map[string]bool{}
+	for _, a := range c.Release {
+		names := a.Names
+		if len(names) == 0 {
+			names = []string{""}
+		}
+		for _, n := range names {
+			if n != "" && !slices.Contains(need, n) {
+				continue
+			}
+			v := vars{Name: n, Version: b.version(c)}
+			url, err := expand(a.URL, v)
+			if err != nil {
+				return err
+			}
+			v.URL = url
+			sums, err := expand(a.Sums, v)
+			if err != nil {
+				return err
+			}
+			file, _, err := dl.FetchVerified(ctx, url, sums, path.Base(url))
+			if err != nil {
+				return err
+			}
+			switch {
+			case len(a.Extract) > 0:
+				if err := extract(file, a.Extract, dir, got); err != nil {
+					return fmt.Errorf("%s: %w", url, err)
+				}
+			default:
+				bin := n
+				if a.As != "" {
+					bin = a.As
+				}
+				if err := copyFile(file, filepath.Join(dir, bin), 0o755); err != nil {
+					return err
+				}
+				got[bin] = true
+			}
+		}
+	}
+	for _, n := range need {
+		if !got[n] {
+			return fmt.Errorf("no release artifact in the recipe provides %s", n)
+		}
+	}
+	return nil
+}
+
+// extract copies the members of a .tar.gz named in members (by base name)
+// to dir under their binary names.
+func extract(archive string, members map[string]string, dir string, got map[string]bool) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return err
+	}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		bin, ok := members[path.Base(h.Name)]
+		if !ok || h.Typeflag != tar.TypeReg {
+			continue
+		}
+		if err := writeFile(filepath.Join(dir, bin), tr, 0o755); err != nil {
+			return err
+		}
+		got[bin] = true
+	}
+	for member, bin := range members {
+		if !got[bin] {
+			return fmt.Errorf("archive has no %s", member)
+		}
+	}
+	return nil
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return writeFile(dst, f, mode)
+}
+
+func writeFile(dst string, r io.Reader, mode os.FileMode) error {
+	tmp := dst + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// fileSHA256 hashes a file for the manifest.
+func fileSHA256(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// tailWriter keeps the last lines written to it.
+type tailWriter struct {
+	max   int
+	lines []string
+	part  string
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	s := t.part + string(p)
+	parts := strings.Split(s, "\n")
+	t.part = parts[len(parts)-1]
+	t.lines = append(t.lines, parts[:len(parts)-1]...)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[len(t.lines)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	lines := t.lines
+	if t.part != "" {
+		lines = append(slices.Clone(lines), t.part)
+	}
+	return strings.Join(lines, "\n")
+}

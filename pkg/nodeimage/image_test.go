@@ -1,0 +1,204 @@
+package nodeimage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/docker"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/diskimage"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// The tests in this file build the real node image from source (about half
+// an hour cold on two cores, seconds when cached) and boot it. They run
+// when HWK_NODE_IMAGE_TEST=1 (make node-image-test, which CI runs), as
+// root with a Docker engine, QEMU and the Go module proxy.
+func buildImage(t *testing.T) *nodeimage.Manifest {
+	t.Helper()
+	if os.Getenv("HWK_NODE_IMAGE_TEST") != "1" {
+		t.Skip("builds and boots the real node image; set HWK_NODE_IMAGE_TEST=1 (make node-image-test)")
+	}
+	var steps []string
+	m, err := nodeimage.Build(context.Background(), nodeimage.Options{
+		KubernetesVersion: config.DefaultKubernetesVersion,
+		Source:            nodeimage.FromSource,
+		Formats:           nodeimage.Formats,
+		CacheDir:          state.DefaultDirs().Cache,
+		Step: func(name string, fn func() error) error {
+			steps = append(steps, name)
+			return fn()
+		},
+		Log:    testWriter{t},
+		Docker: func() (client.APIClient, error) { return client.New(client.FromEnv) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("built %s: %v", m.Name, steps)
+	return m
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if os.Getenv("HWK_TEST_VERBOSE") == "1" {
+		w.t.Log(strings.TrimRight(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// TestSecondBuildIsCached builds twice: the second build must find every
+// format in the cache and run no stage.
+func TestSecondBuildIsCached(t *testing.T) {
+	first := buildImage(t)
+	start := time.Now()
+	var steps []string
+	m, err := nodeimage.Build(context.Background(), nodeimage.Options{
+		KubernetesVersion: first.KubernetesVersion, Source: first.Source, Formats: nodeimage.Formats,
+		CacheDir: state.DefaultDirs().Cache,
+		Step:     func(name string, fn func() error) error { steps = append(steps, name); return fn() },
+		Docker:   func() (client.APIClient, error) { return client.New(client.FromEnv) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Key != first.Key || len(steps) != 1 || !strings.HasPrefix(steps[0], "Cached node image") {
+		t.Fatalf("second build ran %v (key %s vs %s); want only the cache lookup", steps, m.Key, first.Key)
+	}
+	t.Logf("second build with unchanged inputs: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// TestDockerFormatBoots starts the docker-format image in the docker
+// driver and checks the node is what kubeadm needs: containerd up with
+// every image kubeadm will ask for already in its k8s.io namespace.
+func TestDockerFormatBoots(t *testing.T) {
+	m := buildImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	d := docker.New()
+	if _, err := d.Preflight(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cluster := fmt.Sprintf("ni%d", time.Now().UnixNano()%1e6)
+	ref := drivers.Ref{Cluster: cluster, Name: cluster + "-node"}
+	t.Cleanup(func() {
+		_ = d.Delete(context.Background(), ref)
+		_ = d.DeleteNetwork(context.Background(), cluster)
+	})
+	ensureNetwork(ctx, t, d, cluster)
+	if err := d.Create(ctx, drivers.MachineSpec{Ref: ref, Role: config.ControlPlane, OS: config.Linux,
+		Image: m.Artifacts[nodeimage.FormatDocker].DockerImage, CPUs: 2, MemoryBytes: 2 << 30, Start: true}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := d.Node(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state string
+	for start := time.Now(); time.Since(start) < 2*time.Minute; time.Sleep(time.Second) {
+		state, _ = n.Output(ctx, "systemctl", "is-active", "containerd")
+		if strings.TrimSpace(state) == "active" {
+			break
+		}
+	}
+	if strings.TrimSpace(state) != "active" {
+		out, _ := n.Output(ctx, "journalctl", "-u", "containerd", "--no-pager", "-n", "30")
+		t.Fatalf("containerd is %q after 2 minutes:\n%s", state, out)
+	}
+	listed, err := n.Output(ctx, "ctr", "-n", "k8s.io", "images", "ls", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := strings.Fields(listed)
+	for _, im := range m.Images {
+		if !slices.Contains(have, im.Ref) {
+			t.Errorf("ctr -n k8s.io images ls has no %s; it lists %v", im.Ref, have)
+		}
+	}
+	wanted, err := n.Output(ctx, "kubeadm", "config", "images", "list", "--kubernetes-version", m.KubernetesVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range strings.Fields(wanted) {
+		if !slices.Contains(have, ref) {
+			t.Errorf("kubeadm wants %s, which is not preloaded", ref)
+		}
+	}
+	// The CRI view (what the kubelet sees) lists them too.
+	cri, err := n.Output(ctx, "crictl", "images", "-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(strings.Fields(cri)); got < len(m.Images) {
+		t.Errorf("crictl lists %d images, want %d", got, len(m.Images))
+	}
+	for _, args := range [][]string{{"runc", "--version"}, {"kubelet", "--version"}, {"containerd", "--version"}} {
+		out, err := n.Output(ctx, args...)
+		if err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+		t.Logf("%s", strings.TrimSpace(out))
+	}
+	t.Logf("preloaded in the node: %d images; kubeadm wants: %s", len(have), strings.Join(strings.Fields(wanted), " "))
+}
+
+// TestDiskFormats checks qemu-img reads every disk format and that the
+// qcow2 boots under QEMU (TCG; slow, hence the generous timeout) until
+// systemd reaches multi-user.
+func TestDiskFormats(t *testing.T) {
+	m := buildImage(t)
+	ctx := context.Background()
+	for _, f := range []nodeimage.Format{nodeimage.FormatQCOW2, nodeimage.FormatVHDX, nodeimage.FormatVDI} {
+		a := m.Artifacts[f]
+		format, size, err := diskimage.Info(ctx, filepath.Join(m.Dir, a.Path))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if format != string(f) || size != nodeimage.DefaultDiskSize {
+			t.Errorf("%s: qemu-img says format %s, virtual size %d", f, format, size)
+		}
+	}
+	console, err := os.Create(filepath.Join(t.TempDir(), "console.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer console.Close()
+	start := time.Now()
+	if err := diskimage.BootCheck(ctx, filepath.Join(m.Dir, m.Artifacts[nodeimage.FormatQCOW2].Path), 15*time.Minute,
+		"Reached target multi-user.target", console); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("qcow2 reached multi-user.target under TCG in %s", time.Since(start).Round(time.Second))
+}
+
+// ensureNetwork makes the test cluster's network on a /24 nothing else
+// on this host uses.
+func ensureNetwork(ctx context.Context, t *testing.T, d *docker.Driver, cluster string) {
+	t.Helper()
+	for i := range 50 {
+		subnet := netip.MustParsePrefix(fmt.Sprintf("172.30.%d.0/24", 100+(time.Now().Nanosecond()/1000+i)%150))
+		err := d.EnsureNetwork(ctx, drivers.Network{Cluster: cluster, Subnet: subnet})
+		var inUse *drivers.SubnetInUseError
+		if errors.As(err, &inUse) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("no free /24 in 172.30.100.0-249.0 for the test network")
+}

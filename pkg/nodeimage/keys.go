@@ -1,0 +1,114 @@
+package nodeimage
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os/exec"
+	"slices"
+	"strings"
+
+	"github.com/hwk-dev/hwk/images"
+	linux "github.com/hwk-dev/hwk/node-images/linux"
+)
+
+// hashJSON is the SHA-256 of v's JSON form: keys of things made from
+// several inputs.
+func hashJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // only plain data is hashed
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// hashFS hashes every file of a recipe tree, path and content.
+func hashFS(fsys fs.FS) (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := fs.ReadFile(fsys, path)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", path, len(data))
+		h.Write(data)
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// computeKeys derives every cache key from the inputs alone, without
+// building anything, so that a build with unchanged inputs is a lookup.
+func (b *builder) computeKeys() error {
+	b.keys = map[string]string{}
+	nodeRecipe, err := hashFS(linux.Recipe)
+	if err != nil {
+		return fmt.Errorf("hash recipe: %w", err)
+	}
+	imageRecipe, err := hashFS(images.Recipe)
+	if err != nil {
+		return fmt.Errorf("hash recipe: %w", err)
+	}
+	for _, c := range b.recipe.Components {
+		v := b.version(&c)
+		in := map[string]any{"name": c.Name, "version": v, "source": b.opts.Source}
+		if b.opts.Source == FromSource {
+			in["build"] = c.Source
+			in["go"] = b.goVer
+			if c.Source.Module != "" {
+				mod, sum, err := b.moduleFiles(&c)
+				if err != nil {
+					return err
+				}
+				in["mod"], in["sum"] = mod, sum
+			}
+			if c.Source.C != "" {
+				src, err := fs.ReadFile(images.Recipe, c.Source.C)
+				if err != nil {
+					return fmt.Errorf("recipe: %w", err)
+				}
+				in["c"] = string(src)
+			}
+		} else {
+			in["release"] = c.Release
+		}
+		b.keys["component/"+c.Name] = hashJSON(in)
+	}
+	var comps []string
+	for k, v := range b.keys {
+		comps = append(comps, k+"="+v)
+	}
+	slices.Sort(comps)
+	b.keys["images"] = hashJSON([]any{imageRecipe, comps})
+	b.keys["node"] = hashJSON([]any{nodeRecipe, imageRecipe, comps, b.opts.Source, b.opts.KubernetesVersion})
+	return nil
+}
+
+// name is the image's directory name in the cache.
+func (b *builder) name() string {
+	return fmt.Sprintf("linux-%s-%s-%s", b.opts.KubernetesVersion, b.opts.Source, b.keys["node"][:12])
+}
+
+// version is the component's version for this build: Kubernetes' comes
+// from the options, every other one is pinned in the recipe.
+func (b *builder) version(c *component) string {
+	if c.Name == "kubernetes" {
+		return b.opts.KubernetesVersion
+	}
+	return c.Version
+}
+
+func goVersion(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("--source source builds with Go, which was not found or failed (%v); install Go 1.26 or use --source release", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}

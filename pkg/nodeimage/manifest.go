@@ -1,0 +1,127 @@
+package nodeimage
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// Manifest records what one cached node image is made of and where its
+// artifacts are. It is written last, so a directory without one is an
+// unfinished build.
+type Manifest struct {
+	Name              string `json:"name"`
+	OS                string `json:"os"`
+	KubernetesVersion string `json:"kubernetesVersion"`
+	Source            Source `json:"source"`
+	// Key is the SHA-256 of every input: recipe files, versions, source,
+	// and (for source builds) the Go version.
+	Key   string    `json:"key"`
+	Built time.Time `json:"built"`
+	// Components maps each component (and debian, go) to its version.
+	Components map[string]string `json:"components"`
+	// Binaries maps "component/binary" to the file that went into the image.
+	Binaries map[string]Artifact `json:"binaries"`
+	// Images are the container images preloaded into the node's containerd.
+	Images    []Image             `json:"images"`
+	Artifacts map[Format]Artifact `json:"artifacts"`
+	Stages    []Stage             `json:"stages"`
+	// Dir is where the manifest was read from (not stored).
+	Dir string `json:"-"`
+}
+
+// Artifact is one file (or, for the docker format, one engine image).
+type Artifact struct {
+	// Path is relative to the manifest's directory.
+	Path   string `json:"path,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Size   int64  `json:"size"`
+	// DockerImage is the engine's reference and ID for the docker format.
+	DockerImage string `json:"dockerImage,omitempty"`
+	DockerID    string `json:"dockerID,omitempty"`
+}
+
+// Image is a container image preloaded into the node.
+type Image struct {
+	Ref string `json:"ref"`
+	// Digest is the image's manifest digest as containerd stores it.
+	Digest string `json:"digest"`
+	Size   int64  `json:"size"`
+}
+
+// Stage is one build stage and how long it took.
+type Stage struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Cached  bool    `json:"cached,omitempty"`
+}
+
+const manifestFile = "manifest.json"
+
+func readManifest(dir string) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, manifestFile), err)
+	}
+	m.Dir = dir
+	return &m, nil
+}
+
+func (m *Manifest) write() error {
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return err
+	}
+	return state.WriteFileAtomic(filepath.Join(m.Dir, manifestFile), append(data, '\n'), 0o644)
+}
+
+// Size is the total size of the image's file artifacts.
+func (m *Manifest) Size() int64 {
+	var n int64
+	for _, a := range m.Artifacts {
+		if a.Path != "" {
+			n += a.Size
+		}
+	}
+	return n
+}
+
+// List returns the node images in the cache, newest first. Directories
+// without a manifest (builds that never finished) are skipped.
+func List(cacheDir string) ([]*Manifest, error) {
+	root := filepath.Join(cacheDir, "node-images")
+	entries, err := os.ReadDir(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list node images: %w", err)
+	}
+	var out []*Manifest
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		m, err := readManifest(filepath.Join(root, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Built.After(out[j].Built) })
+	return out, nil
+}

@@ -1,0 +1,467 @@
+package nodeimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+func testBuilder(t *testing.T, source Source) *builder {
+	t.Helper()
+	r, err := loadRecipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{KubernetesVersion: "v1.35.4", Source: source, Formats: []Format{FormatTar}, CacheDir: t.TempDir()}
+	if err := opts.validate(); err != nil {
+		t.Fatal(err)
+	}
+	b := &builder{opts: opts, recipe: r, bins: map[string]string{}, goVer: "go1.26.8"}
+	if err := b.computeKeys(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRecipeLoads(t *testing.T) {
+	r, err := loadRecipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"kubernetes", "containerd", "runc", "cni-plugins", "crictl", "etcd", "coredns", "pause", "calico"} {
+		if r.component(name) == nil {
+			t.Errorf("recipe has no component %s", name)
+		}
+	}
+	// Every component installed on the node can come from both sources.
+	for _, c := range r.Components {
+		if len(c.Install) > 0 && len(c.Release) == 0 {
+			t.Errorf("component %s is installed on the node but has no release artifacts", c.Name)
+		}
+		if c.Source.Module == "" && c.Source.C == "" {
+			t.Errorf("component %s has no source build", c.Name)
+		}
+	}
+	if len(r.Images) != 10 {
+		t.Errorf("recipe preloads %d images, want 10 (7 from kubeadm, 3 Calico)", len(r.Images))
+	}
+}
+
+func TestRecipeCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		edit  func(r *recipe)
+		error string
+	}{
+		{"unknown component", func(r *recipe) { r.Images[0].Component = "nope" }, `names unknown component "nope"`},
+		{"unbuilt binary", func(r *recipe) { r.Images[0].Files[0].From = "kubernetes/kube-nothing" }, "takes kubernetes/kube-nothing, which no component builds"},
+		{"bad base", func(r *recipe) { r.Images[0].Base = "alpine" }, `base "alpine" is not scratch or userland`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := loadRecipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(r)
+			err = r.check()
+			if err == nil || !strings.Contains(err.Error(), tc.error) {
+				t.Fatalf("check() = %v, want error containing %q", err, tc.error)
+			}
+		})
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		opts  Options
+		error string
+	}{
+		{Options{KubernetesVersion: "1.35", Source: Release, Formats: []Format{FormatTar}, CacheDir: "x"}, `"1.35" is not a Kubernetes release`},
+		{Options{KubernetesVersion: "v1.35.4", Source: "git", Formats: []Format{FormatTar}, CacheDir: "x"}, `--source "git" is not known`},
+		{Options{KubernetesVersion: "v1.35.4", Source: Release, CacheDir: "x"}, "--formats is empty"},
+		{Options{KubernetesVersion: "v1.35.4", Source: Release, Formats: []Format{"iso"}, CacheDir: "x"}, `"iso" is not a format; use docker, tar, qcow2, vhdx, vdi`},
+	} {
+		err := tc.opts.validate()
+		if err == nil || !strings.Contains(err.Error(), tc.error) {
+			t.Errorf("validate(%+v) = %v, want %q", tc.opts, err, tc.error)
+		}
+	}
+}
+
+func TestKeysFollowInputs(t *testing.T) {
+	a := testBuilder(t, FromSource)
+	b := testBuilder(t, FromSource)
+	if a.keys["node"] != b.keys["node"] {
+		t.Fatal("same inputs gave different keys")
+	}
+	c := testBuilder(t, Release)
+	if c.keys["node"] == a.keys["node"] || c.keys["component/containerd"] == a.keys["component/containerd"] {
+		t.Error("source and release builds share a key")
+	}
+	d := testBuilder(t, FromSource)
+	d.goVer = "go1.27.0"
+	if err := d.computeKeys(); err != nil {
+		t.Fatal(err)
+	}
+	if d.keys["component/runc"] == a.keys["component/runc"] || d.keys["node"] == a.keys["node"] {
+		t.Error("a new Go version did not change the source build's keys")
+	}
+	if !strings.HasPrefix(a.name(), "linux-v1.35.4-source-") {
+		t.Errorf("name %q", a.name())
+	}
+}
+
+func TestUnknownKubernetesWrapper(t *testing.T) {
+	r, err := loadRecipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{KubernetesVersion: "v1.35.99", Source: FromSource, Formats: []Format{FormatTar}, CacheDir: t.TempDir()}
+	b := &builder{opts: opts, recipe: r, goVer: "go1.26.8"}
+	err = b.computeKeys()
+	if err == nil || !strings.Contains(err.Error(), "no wrapper module kubernetes-v1.35.99") || !strings.Contains(err.Error(), "v1.35.4") {
+		t.Fatalf("computeKeys = %v, want an error naming the versions that have wrappers", err)
+	}
+}
+
+func TestVersionMatches(t *testing.T) {
+	for _, tc := range []struct {
+		tag, version string
+		want         bool
+	}{
+		{"3.6.6-0", "v3.6.6", true},
+		{"v1.13.1", "v1.13.1", true},
+		{"3.10.1", "3.10.1", true},
+		{"3.6.7-0", "v3.6.6", false},
+		{"3.6.66-0", "v3.6.6", false},
+		{"v1.35.4", "v1.35.3", false},
+	} {
+		if got := versionMatches(tc.tag, tc.version); got != tc.want {
+			t.Errorf("versionMatches(%q, %q) = %v", tc.tag, tc.version, got)
+		}
+	}
+}
+
+// fakeKubeadm is a script that prints an image list the way kubeadm does.
+func fakeKubeadm(t *testing.T, images ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeadm")
+	script := "#!/bin/sh\ncat <<'EOF'\n" + strings.Join(images, "\n") + "\nEOF\n"
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var kubeadmList = []string{
+	"registry.k8s.io/kube-apiserver:v1.35.4",
+	"registry.k8s.io/kube-controller-manager:v1.35.4",
+	"registry.k8s.io/kube-scheduler:v1.35.4",
+	"registry.k8s.io/kube-proxy:v1.35.4",
+	"registry.k8s.io/coredns/coredns:v1.13.1",
+	"registry.k8s.io/pause:3.10.1",
+	"registry.k8s.io/etcd:3.6.6-0",
+}
+
+func TestImageRefs(t *testing.T) {
+	b := testBuilder(t, FromSource)
+	b.bins["kubernetes/kubeadm"] = fakeKubeadm(t, kubeadmList...)
+	refs, err := b.imageRefs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(append([]string{}, kubeadmList[:4]...), "registry.k8s.io/etcd:3.6.6-0", "registry.k8s.io/coredns/coredns:v1.13.1", "registry.k8s.io/pause:3.10.1",
+		"quay.io/calico/cni:v3.31.0", "quay.io/calico/node:v3.31.0", "quay.io/calico/kube-controllers:v3.31.0")
+	if strings.Join(refs, " ") != strings.Join(want, " ") {
+		t.Errorf("refs\n got %v\nwant %v", refs, want)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		list  []string
+		error string
+	}{
+		{"newer etcd", replace(kubeadmList, "registry.k8s.io/etcd:3.6.6-0", "registry.k8s.io/etcd:3.6.7-0"), "wants registry.k8s.io/etcd:3.6.7-0, but the recipe pins etcd v3.6.6"},
+		{"extra image", append(append([]string{}, kubeadmList...), "registry.k8s.io/kube-dns:1.0"), "uses registry.k8s.io/kube-dns:1.0, which images/linux.yaml does not preload"},
+		{"missing image", kubeadmList[1:], "preloads registry.k8s.io/kube-apiserver, but kubeadm v1.35.4 does not use it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b.bins["kubernetes/kubeadm"] = fakeKubeadm(t, tc.list...)
+			_, err := b.imageRefs(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.error) {
+				t.Fatalf("imageRefs = %v, want %q", err, tc.error)
+			}
+		})
+	}
+}
+
+func replace(list []string, old, new string) []string {
+	out := append([]string{}, list...)
+	for i := range out {
+		if out[i] == old {
+			out[i] = new
+		}
+	}
+	return out
+}
+
+// releaseServer serves fake release artifacts and their checksum files.
+type releaseServer struct {
+	*httptest.Server
+	files map[string][]byte
+	hits  map[string]int
+}
+
+func newReleaseServer(t *testing.T) *releaseServer {
+	s := &releaseServer{files: map[string][]byte{}, hits: map[string]int{}}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits[r.URL.Path]++
+		data, ok := s.files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(data)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func sha256Hex(data []byte) string {
+	s := sha256.Sum256(data)
+	return hex.EncodeToString(s[:])
+}
+
+func tgz(t *testing.T, files map[string]string) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for n, c := range files {
+		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o755, Size: int64(len(c)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(c))
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+// TestDownloadComponents fetches each kind of release layout the recipe
+// uses (one file per binary, a tarball, a renamed binary listed in a
+// multi-entry checksum file) with the recipe's own URL templates pointed
+// at a local server.
+func TestDownloadComponents(t *testing.T) {
+	srv := newReleaseServer(t)
+	b := testBuilder(t, Release)
+	b.opts.HTTP = srv.Client()
+	local := func(u string) string {
+		p, err := url.Parse(strings.ReplaceAll(strings.ReplaceAll(u, "{{.", "%7B%7B."), "}}", "%7D%7D"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Scheme, p.Host = "http", strings.TrimPrefix(srv.URL, "http://")
+		s, _ := url.PathUnescape(p.String())
+		return s
+	}
+	for i := range b.recipe.Components {
+		c := &b.recipe.Components[i]
+		for j := range c.Release {
+			c.Release[j].URL = local(c.Release[j].URL)
+			if strings.HasPrefix(c.Release[j].Sums, "http") {
+				c.Release[j].Sums = local(c.Release[j].Sums)
+			}
+		}
+	}
+	// kubeadm, kubelet, kubectl: one file each with a bare .sha256.
+	for _, n := range []string{"kubeadm", "kubelet", "kubectl"} {
+		p := "/release/v1.35.4/bin/linux/amd64/" + n
+		srv.files[p] = []byte("#!/bin/sh\necho " + n)
+		srv.files[p+".sha256"] = []byte(sha256Hex(srv.files[p]))
+	}
+	// containerd: a tarball with bin/ members and a "hex  name" file.
+	ctd := tgz(t, map[string]string{"bin/containerd": "c", "bin/containerd-shim-runc-v2": "s", "bin/ctr": "ctr"})
+	srv.files["/containerd/containerd/releases/download/v2.3.1/containerd-2.3.1-linux-amd64.tar.gz"] = ctd
+	srv.files["/containerd/containerd/releases/download/v2.3.1/containerd-2.3.1-linux-amd64.tar.gz.sha256sum"] =
+		[]byte(sha256Hex(ctd) + "  containerd-2.3.1-linux-amd64.tar.gz\n")
+	// runc: runc.amd64 listed among others in runc.sha256sum.
+	runc := []byte("runc-binary")
+	srv.files["/opencontainers/runc/releases/download/v1.4.2/runc.amd64"] = runc
+	srv.files["/opencontainers/runc/releases/download/v1.4.2/runc.sha256sum"] = []byte(
+		sha256Hex([]byte("x")) + "  runc.arm64\n" + sha256Hex(runc) + " *runc.amd64\n")
+
+	ctx := context.Background()
+	for _, name := range []string{"kubernetes", "containerd", "runc"} {
+		c := b.recipe.component(name)
+		dir := t.TempDir()
+		if err := b.downloadComponent(ctx, c, b.needed(c), dir); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, bin := range b.needed(c) {
+			if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+	}
+	if srv.hits["/release/v1.35.4/bin/linux/amd64/kube-apiserver"] != 0 {
+		t.Error("a release build downloaded kube-apiserver, which only its image needs")
+	}
+
+	// A tampered artifact fails and names what was wrong.
+	srv.files["/opencontainers/runc/releases/download/v1.4.2/runc.amd64"] = []byte("tampered")
+	b.opts.CacheDir = t.TempDir()
+	err := b.downloadComponent(ctx, b.recipe.component("runc"), []string{"runc"}, t.TempDir())
+	if err == nil || !strings.Contains(err.Error(), "mismatch") {
+		t.Fatalf("tampered runc: %v, want a checksum mismatch", err)
+	}
+}
+
+// TestPullImage pulls from a real (in-process) registry and checks the
+// archive holds the very image that was pushed.
+func TestPullImage(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	ref := host + "/calico/node:v3.31.0"
+	img, err := random.Image(1024, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	b := testBuilder(t, Release)
+	file := filepath.Join(t.TempDir(), "node.tar")
+	if err := b.pullImage(context.Background(), ref, file); err != nil {
+		t.Fatal(err)
+	}
+	got, err := archiveInfo(file, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := img.Digest()
+	if got.Digest != want.String() {
+		t.Errorf("pulled digest %s, pushed %s", got.Digest, want)
+	}
+	if err := b.pullImage(context.Background(), host+"/calico/node:v9", filepath.Join(t.TempDir(), "x.tar")); err == nil {
+		t.Error("pulling a missing tag succeeded")
+	}
+}
+
+// TestPackImage makes a scratch image from "binaries" and checks its
+// files, modes, owners and config.
+func TestPackImage(t *testing.T) {
+	b := testBuilder(t, FromSource)
+	dir := t.TempDir()
+	for _, bin := range []string{"kube-controllers", "check-status", "wrapper"} {
+		p := filepath.Join(dir, bin)
+		os.WriteFile(p, []byte("bin:"+bin), 0o755)
+		b.bins["calico/"+bin] = p
+	}
+	var spec *imageSpec
+	for i := range b.recipe.Images {
+		if b.recipe.Images[i].Name == "quay.io/calico/kube-controllers" {
+			spec = &b.recipe.Images[i]
+		}
+	}
+	file := filepath.Join(t.TempDir(), "kc.tar")
+	ref := "quay.io/calico/kube-controllers:v3.31.0"
+	if err := b.packImage(context.Background(), spec, ref, file); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag(ref)
+	img, err := tarball.ImageFromPath(file, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := img.ConfigFile()
+	if cfg.Config.User != "999" || strings.Join(cfg.Config.Entrypoint, " ") != "/usr/bin/wrapper /usr/bin/kube-controllers" || cfg.OS != "linux" {
+		t.Errorf("config %+v", cfg.Config)
+	}
+	layers, _ := img.Layers()
+	if len(layers) != 1 {
+		t.Fatalf("%d layers, want 1 (scratch base)", len(layers))
+	}
+	rc, _ := layers[0].Uncompressed()
+	defer rc.Close()
+	tr := tar.NewReader(rc)
+	seen := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		seen[h.Name] = fmt.Sprintf("%o %d %s", h.Mode, h.Uid, data)
+	}
+	for p, want := range map[string]string{
+		"usr/bin/check-status": "755 0 bin:check-status",
+		"usr/bin/wrapper":      "755 0 bin:wrapper",
+		"status/status.json":   "644 999 ",
+		"profiles/cpu.pprof":   "644 999 ",
+	} {
+		if seen[p] != want {
+			t.Errorf("%s: %q, want %q", p, seen[p], want)
+		}
+	}
+	// Same inputs, same image: what a cache key promises.
+	file2 := filepath.Join(t.TempDir(), "kc.tar")
+	if err := b.packImage(context.Background(), spec, ref, file2); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := archiveInfo(file, ref)
+	c, _ := archiveInfo(file2, ref)
+	if a.Digest != c.Digest {
+		t.Errorf("packing twice gave %s and %s", a.Digest, c.Digest)
+	}
+}
+
+func TestListSkipsUnfinished(t *testing.T) {
+	cache := t.TempDir()
+	for i, n := range []string{"linux-a", "linux-b"} {
+		m := &Manifest{Dir: filepath.Join(cache, "node-images", n), Name: n, Built: time.Date(2026, 1, i+1, 0, 0, 0, 0, time.UTC),
+			Artifacts: map[Format]Artifact{FormatTar: {Path: "rootfs.tar.gz", Size: 10}}}
+		os.MkdirAll(m.Dir, 0o755)
+		if err := m.write(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.MkdirAll(filepath.Join(cache, "node-images", "linux-unfinished"), 0o755)
+	list, err := List(cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != "linux-b" || list[1].Size() != 10 {
+		t.Fatalf("List = %+v", list)
+	}
+	if l, err := List(filepath.Join(cache, "none")); err != nil || l != nil {
+		t.Errorf("List of an empty cache = %v, %v", l, err)
+	}
+}

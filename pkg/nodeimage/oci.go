@@ -1,0 +1,333 @@
+package nodeimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// builtImage is a container image archive ready to preload.
+type builtImage struct {
+	Image
+	Path string // docker-archive tarball
+}
+
+// epoch stamps every file and config of images hwk makes, so the same
+// inputs give the same digests.
+var epoch = time.Unix(0, 0).UTC()
+
+// buildImages makes or pulls every image the node carries, under the names
+// and tags kubeadm (and the pinned Calico manifest) use.
+func (b *builder) buildImages(ctx context.Context) error {
+	refs, err := b.imageRefs(ctx)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(b.opts.CacheDir, "images")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := range b.recipe.Images {
+		spec := &b.recipe.Images[i]
+		ref := refs[i]
+		file := filepath.Join(dir, fmt.Sprintf("%s-%s.tar", fileName(ref), hashJSON([]string{b.keys["images"], ref})[:12]))
+		verb := "Pack"
+		if b.opts.Source == Release {
+			verb = "Pull"
+		}
+		label := fmt.Sprintf("%s %s", verb, ref)
+		_, statErr := os.Stat(file)
+		if statErr == nil {
+			label += " (cached)"
+		}
+		err := b.step(label, func() error {
+			if statErr != nil {
+				var err error
+				if b.opts.Source == FromSource {
+					err = b.packImage(ctx, spec, ref, file)
+				} else {
+					err = b.pullImage(ctx, ref, file)
+				}
+				if err != nil {
+					return fmt.Errorf("image %s: %w", ref, err)
+				}
+			}
+			im, err := archiveInfo(file, ref)
+			if err != nil {
+				return fmt.Errorf("image %s: %w", ref, err)
+			}
+			b.images = append(b.images, im)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// imageRefs resolves each recipe image to its reference: Kubernetes'
+// images as this build's kubeadm lists them, the others as pinned. It
+// fails when kubeadm wants an image the recipe does not make, or a
+// version other than the one the recipe pins.
+func (b *builder) imageRefs(ctx context.Context) ([]string, error) {
+	out, err := exec.CommandContext(ctx, b.bins["kubernetes/kubeadm"], "config", "images", "list",
+		"--kubernetes-version", b.opts.KubernetesVersion).Output()
+	if err != nil {
+		return nil, fmt.Errorf("kubeadm config images list: %w", err)
+	}
+	wanted := map[string]string{} // repository → tag
+	for _, line := range strings.Fields(string(out)) {
+		repo, tag, ok := strings.Cut(line, ":")
+		if !ok {
+			return nil, fmt.Errorf("kubeadm config images list printed %q, not an image reference", line)
+		}
+		wanted[repo] = tag
+	}
+	refs := make([]string, len(b.recipe.Images))
+	for i, spec := range b.recipe.Images {
+		tag := spec.Tag
+		if tag == "kubeadm" {
+			t, ok := wanted[spec.Name]
+			if !ok {
+				return nil, fmt.Errorf("the recipe preloads %s, but kubeadm %s does not use it", spec.Name, b.opts.KubernetesVersion)
+			}
+			delete(wanted, spec.Name)
+			tag = t
+		}
+		c := b.recipe.component(spec.Component)
+		if !versionMatches(tag, b.version(c)) {
+			return nil, fmt.Errorf("kubeadm %s wants %s:%s, but the recipe pins %s %s; update node-images/linux/components.yaml",
+				b.opts.KubernetesVersion, spec.Name, tag, c.Name, b.version(c))
+		}
+		refs[i] = spec.Name + ":" + tag
+	}
+	for repo, tag := range wanted {
+		return nil, fmt.Errorf("kubeadm %s uses %s:%s, which images/linux.yaml does not preload", b.opts.KubernetesVersion, repo, tag)
+	}
+	return refs, nil
+}
+
+// versionMatches reports whether an image tag is the component version:
+// "3.6.6-0" (etcd's image revision) is version v3.6.6.
+func versionMatches(tag, version string) bool {
+	t, v := strings.TrimPrefix(tag, "v"), strings.TrimPrefix(version, "v")
+	return t == v || strings.HasPrefix(t, v+"-")
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+func fileName(ref string) string { return unsafeName.ReplaceAllString(ref, "_") }
+
+// packImage makes a minimal image from built binaries: scratch or the
+// userland base, plus one layer of files.
+func (b *builder) packImage(ctx context.Context, spec *imageSpec, ref, file string) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return err
+	}
+	img := empty.Image
+	if spec.Base == "userland" {
+		base, err := b.userland(ctx)
+		if err != nil {
+			return err
+		}
+		l, err := tarball.LayerFromFile(base)
+		if err != nil {
+			return err
+		}
+		if img, err = mutate.AppendLayers(img, l); err != nil {
+			return err
+		}
+	}
+	files, err := b.layerFiles(ctx, spec)
+	if err != nil {
+		return err
+	}
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(files)), nil
+	})
+	if err != nil {
+		return err
+	}
+	if img, err = mutate.AppendLayers(img, l); err != nil {
+		return err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS = "amd64", "linux"
+	cfg.Created = v1.Time{Time: epoch}
+	cfg.Config.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, spec.Env...)
+	cfg.Config.Entrypoint = spec.Entrypoint
+	cfg.Config.Cmd = spec.Cmd
+	cfg.Config.User = spec.User
+	cfg.Config.Labels = map[string]string{"dev.hwk.built-from": "source"}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		return err
+	}
+	return writeArchive(file, tag, img)
+}
+
+// layerFiles is the image's own layer as an uncompressed tar.
+func (b *builder) layerFiles(ctx context.Context, spec *imageSpec) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	dirs := map[string]bool{}
+	mkdirs := func(p string, uid int) error {
+		var parts []string
+		for d := path.Dir(p); d != "." && d != "/"; d = path.Dir(d) {
+			parts = append([]string{d}, parts...)
+		}
+		for _, d := range parts {
+			if dirs[d] {
+				continue
+			}
+			dirs[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, Uid: uid, Gid: uid, ModTime: epoch}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	add := func(p string, data []byte, mode int64, uid int) error {
+		if err := mkdirs(p, uid); err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: p, Mode: mode, Size: int64(len(data)), Uid: uid, Gid: uid, ModTime: epoch}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	for _, f := range spec.Files {
+		data, err := os.ReadFile(b.bins[f.From])
+		if err != nil {
+			return nil, err
+		}
+		if err := add(f.To, data, 0o755, 0); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range spec.Tree {
+		root, err := b.moduleDir(ctx, spec.Component, t.Module)
+		if err != nil {
+			return nil, err
+		}
+		src := filepath.Join(root, filepath.FromSlash(t.From))
+		err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			rel, err := filepath.Rel(src, p)
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			// Module zips keep no file modes; the scripts must run.
+			return add(path.Join(t.To, filepath.ToSlash(rel)), data, 0o755, 0)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("copy %s from %s: %w", t.From, t.Module, err)
+		}
+	}
+	for _, e := range spec.Empty {
+		if err := add(e.Path, nil, 0o644, e.UID); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// moduleDir finds a module's directory in the module cache, as resolved
+// by the component's wrapper module.
+func (b *builder) moduleDir(ctx context.Context, component, module string) (string, error) {
+	c := b.recipe.component(component)
+	src := filepath.Join(b.opts.CacheDir, "build", "modules", c.Name+"-"+b.version(c))
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("find module %s: %w", module, err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("module %s is not in the module cache", module)
+	}
+	return dir, nil
+}
+
+// pullImage fetches ref's linux/amd64 image from its registry.
+func (b *builder) pullImage(ctx context.Context, ref, file string) error {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return err
+	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithPlatform(v1.Platform{OS: "linux", Architecture: "amd64"})}
+	if b.opts.HTTP != nil {
+		opts = append(opts, remote.WithTransport(b.opts.HTTP.Transport))
+	}
+	img, err := remote.Image(tag, opts...)
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	return writeArchive(file, tag, img)
+}
+
+// writeArchive writes img as a docker-archive tarball (what ctr import
+// reads), atomically.
+func writeArchive(file string, tag name.Tag, img v1.Image) error {
+	tmp := file + ".tmp"
+	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, file)
+}
+
+// archiveInfo reads an archive's digest back for the manifest.
+func archiveInfo(file, ref string) (builtImage, error) {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return builtImage{}, err
+	}
+	img, err := tarball.ImageFromPath(file, &tag)
+	if err != nil {
+		return builtImage{}, err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return builtImage{}, err
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return builtImage{}, err
+	}
+	return builtImage{Image: Image{Ref: ref, Digest: d.String(), Size: st.Size()}, Path: file}, nil
+}
