@@ -7,9 +7,12 @@ set -eu
 systemctl enable containerd.service kubelet.service hwk-seed.service \
 	systemd-networkd.service ssh.service >/dev/null
 systemctl set-default multi-user.target >/dev/null
-# A node has no use for these, and in a container they only fail.
-systemctl mask getty@tty1.service apt-daily.timer apt-daily-upgrade.timer \
-	e2scrub_reap.service >/dev/null 2>&1 || true
+# A node has no use for these, and in a container they only fail. No
+# logins on the consoles either (root has no password; nodes are reached
+# over SSH or the driver): a getty on the serial console would also stop
+# systemd printing boot status there, which is how hwk watches a VM boot.
+systemctl mask getty@tty1.service serial-getty@.service apt-daily.timer \
+	apt-daily-upgrade.timer e2scrub_reap.service >/dev/null 2>&1 || true
 
 # Every node must get its own identity at first boot.
 rm -f /etc/ssh/ssh_host_*

@@ -99,8 +99,14 @@ func TestDockerFormatBoots(t *testing.T) {
 		_ = d.DeleteNetwork(context.Background(), cluster)
 	})
 	ensureNetwork(ctx, t, d, cluster)
+	// The seed a node container gets: hwk-seed applies it at boot.
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHdrIHRlc3Qga2V5IGZvciB0aGUgc2VlZCB0ZXN0IQ hwk-test"
+	seed := drivers.Seed{Files: []drivers.File{
+		{Path: "/var/lib/hwk/seed/hostname", Mode: 0o644, Content: []byte("seeded-node\n")},
+		{Path: "/var/lib/hwk/seed/authorized_keys", Mode: 0o600, Content: []byte(key + "\n")},
+	}}
 	if err := d.Create(ctx, drivers.MachineSpec{Ref: ref, Role: config.ControlPlane, OS: config.Linux,
-		Image: m.Artifacts[nodeimage.FormatDocker].DockerImage, CPUs: 2, MemoryBytes: 2 << 30, Start: true}); err != nil {
+		Image: m.Artifacts[nodeimage.FormatDocker].DockerImage, CPUs: 2, MemoryBytes: 2 << 30, Seed: seed, Start: true}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := d.Node(ctx, ref)
@@ -117,6 +123,19 @@ func TestDockerFormatBoots(t *testing.T) {
 	if strings.TrimSpace(state) != "active" {
 		out, _ := n.Output(ctx, "journalctl", "-u", "containerd", "--no-pager", "-n", "30")
 		t.Fatalf("containerd is %q after 2 minutes:\n%s", state, out)
+	}
+	if out, _ := n.Output(ctx, "systemctl", "is-active", "hwk-seed"); strings.TrimSpace(out) != "active" {
+		log, _ := n.Output(ctx, "journalctl", "-u", "hwk-seed", "--no-pager")
+		t.Errorf("hwk-seed is %q:\n%s", strings.TrimSpace(out), log)
+	}
+	if out, _ := n.Output(ctx, "hostname"); strings.TrimSpace(out) != "seeded-node" {
+		t.Errorf("hostname %q, want the seed's seeded-node", strings.TrimSpace(out))
+	}
+	if out, _ := n.Output(ctx, "cat", "/root/.ssh/authorized_keys"); strings.TrimSpace(out) != key {
+		t.Errorf("authorized_keys %q, want the seed's key", out)
+	}
+	if out, _ := n.Output(ctx, "sh", "-c", "ls /etc/ssh/ssh_host_*_key | wc -l"); strings.TrimSpace(out) == "0" {
+		t.Error("no SSH host keys were made at first boot")
 	}
 	listed, err := n.Output(ctx, "ctr", "-n", "k8s.io", "images", "ls", "-q")
 	if err != nil {
