@@ -39,7 +39,10 @@ func buildImage(t *testing.T) *nodeimage.Manifest {
 		CacheDir:          state.DefaultDirs().Cache,
 		Step: func(name string, fn func() error) error {
 			steps = append(steps, name)
-			return fn()
+			start := time.Now()
+			err := fn()
+			t.Logf("%s: %s", name, time.Since(start).Round(100*time.Millisecond))
+			return err
 		},
 		Log:    testWriter{t},
 		Docker: func() (client.APIClient, error) { return client.New(client.FromEnv) },
@@ -47,7 +50,12 @@ func buildImage(t *testing.T) *nodeimage.Manifest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("built %s: %v", m.Name, steps)
+	for _, st := range m.Stages {
+		t.Logf("stage %s: %.1fs", st.Name, st.Seconds)
+	}
+	for _, f := range nodeimage.Formats {
+		t.Logf("%s: %d bytes", f, m.Artifacts[f].Size)
+	}
 	return m
 }
 
