@@ -60,7 +60,6 @@ type Image struct {
 type Stage struct {
 	Name    string  `json:"name"`
 	Seconds float64 `json:"seconds"`
-	Cached  bool    `json:"cached,omitempty"`
 }
 
 const manifestFile = "manifest.json"
