@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"text/template"
@@ -21,6 +22,9 @@ import (
 
 // needRoot explains why a build that must make a rootfs cannot go on.
 func needRoot() error {
+	if runtime.GOOS != "linux" {
+		return fmt.Errorf("making the node rootfs needs a Linux host (debootstrap, chroot); on %s, run the build inside a Linux VM or WSL2", runtime.GOOS)
+	}
 	if os.Geteuid() == 0 {
 		return nil
 	}
