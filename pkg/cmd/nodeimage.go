@@ -65,6 +65,10 @@ nothing changed takes seconds. Building needs root (debootstrap, chroot).`,
 				}
 			}
 			opts.CacheDir = state.DefaultDirs().Cache
+			// Bad flags are reported before anything is written.
+			if err := opts.Validate(); err != nil {
+				return err
+			}
 			status := ui.NewStatus(s.ErrOut, g.quiet)
 			opts.Step = status.Step
 			log, closeLog, err := buildLog(opts.CacheDir)

@@ -70,6 +70,9 @@ type Options struct {
 
 var kubernetesVersion = regexp.MustCompile(`^v1\.(\d+)\.\d+$`)
 
+// Validate checks the options a user gives, before anything is touched.
+func (o *Options) Validate() error { return o.validate() }
+
 func (o *Options) validate() error {
 	if !kubernetesVersion.MatchString(o.KubernetesVersion) {
 		return fmt.Errorf("--kubernetes-version %q is not a Kubernetes release; use a full version such as v1.35.4", o.KubernetesVersion)
