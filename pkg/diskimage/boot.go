@@ -57,8 +57,9 @@ func isFile(path string) bool {
 // most CI containers, and runs the disk in snapshot mode so it is left
 // unchanged. It returns nil once want appears; an error quoting the
 // console's last lines if timeout passes or QEMU exits first. QEMU is
-// killed before BootCheck returns.
-func BootCheck(ctx context.Context, disk string, timeout time.Duration, want string, console io.Writer) error {
+// killed before BootCheck returns. Each of extra (raw images, such as a
+// cidata seed disk) is attached read-only after the boot disk.
+func BootCheck(ctx context.Context, disk string, timeout time.Duration, want string, console io.Writer, extra ...string) error {
 	if want == "" {
 		return errors.New("boot check: nothing to wait for")
 	}
@@ -102,6 +103,9 @@ func BootCheck(ctx context.Context, disk string, timeout time.Duration, want str
 		// A guest that panics and reboots ends the check at once instead
 		// of booting again until the timeout.
 		"-no-reboot",
+	}
+	for _, e := range extra {
+		args = append(args, "-drive", "if=virtio,format=raw,readonly=on,file="+e)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -198,17 +199,45 @@ func TestDiskFormats(t *testing.T) {
 			t.Errorf("%s: qemu-img says format %s, virtual size %d", f, format, size)
 		}
 	}
-	console, err := os.Create(filepath.Join(t.TempDir(), "console.log"))
+	// A cidata seed disk, as VM drivers will attach one: FAT labelled
+	// CIDATA, made with mtools (no mounts).
+	seedDir := t.TempDir()
+	seed := filepath.Join(seedDir, "cidata.img")
+	files := map[string]string{
+		"hostname":        "hwk-vm-test\n",
+		"network":         "ADDRESS=172.31.250.10/24\nGATEWAY=172.31.250.1\nDNS=172.31.250.1\n",
+		"authorized_keys": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHdrIHRlc3Qga2V5IGZvciB0aGUgc2VlZCB0ZXN0IQ hwk-test\n",
+	}
+	if out, err := exec.Command("mkfs.fat", "-C", "-n", "CIDATA", seed, "2048").CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.fat: %v\n%s", err, out)
+	}
+	for name, content := range files {
+		p := filepath.Join(seedDir, name)
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("mcopy", "-i", seed, p, "::"+name).CombinedOutput(); err != nil {
+			t.Fatalf("mcopy: %v\n%s", err, out)
+		}
+	}
+	var console strings.Builder
+	start := time.Now()
+	err := diskimage.BootCheck(ctx, filepath.Join(m.Dir, m.Artifacts[nodeimage.FormatQCOW2].Path), 15*time.Minute,
+		"Reached target multi-user.target", &console, seed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer console.Close()
-	start := time.Now()
-	if err := diskimage.BootCheck(ctx, filepath.Join(m.Dir, m.Artifacts[nodeimage.FormatQCOW2].Path), 15*time.Minute,
-		"Reached target multi-user.target", console); err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("qcow2 reached multi-user.target under TCG in %s", time.Since(start).Round(time.Second))
+	// hwk-seed found the seed disk and applied it before the network came up.
+	for _, want := range []string{"hwk-seed: seed found at /run/hwk-seed", "hwk-seed: hostname hwk-vm-test",
+		"hwk-seed: address 172.31.250.10/24 gateway 172.31.250.1", "hwk-seed: authorized_keys installed"} {
+		if !strings.Contains(console.String(), want) {
+			t.Errorf("the console never shows %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("console:\n%s", console.String())
+	}
 }
 
 // ensureNetwork makes the test cluster's network on a /24 nothing else

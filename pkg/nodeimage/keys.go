@@ -86,7 +86,7 @@ func (b *builder) computeKeys() error {
 		comps = append(comps, k+"="+v)
 	}
 	slices.Sort(comps)
-	b.keys["images"] = hashJSON([]any{imageRecipe, comps})
+	b.keys["images"] = hashJSON([]any{imageRecipe, comps, packFormat})
 	b.keys["node"] = hashJSON([]any{nodeRecipe, imageRecipe, comps, b.opts.Source, b.opts.KubernetesVersion})
 	return nil
 }

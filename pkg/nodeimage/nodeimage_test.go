@@ -465,3 +465,40 @@ func TestListSkipsUnfinished(t *testing.T) {
 		t.Errorf("List of an empty cache = %v, %v", l, err)
 	}
 }
+
+// TestPackStoresABinaryOnce: calico-ipam is the calico binary under a
+// second name; the layer holds it once and links the other path.
+func TestPackStoresABinaryOnce(t *testing.T) {
+	b := testBuilder(t, FromSource)
+	dir := t.TempDir()
+	for _, bin := range []string{"calico", "install"} {
+		p := filepath.Join(dir, bin)
+		os.WriteFile(p, []byte("bin:"+bin), 0o755)
+		b.bins["calico/"+bin] = p
+	}
+	var spec *imageSpec
+	for i := range b.recipe.Images {
+		if b.recipe.Images[i].Name == "quay.io/calico/cni" {
+			spec = &b.recipe.Images[i]
+		}
+	}
+	data, err := b.layerFiles(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(bytes.NewReader(data))
+	got := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.Name] = fmt.Sprintf("%c %s %d", h.Typeflag, h.Linkname, h.Size)
+	}
+	if got["opt/cni/bin/calico"] != "0  10" || got["opt/cni/bin/calico-ipam"] != "1 opt/cni/bin/calico 0" {
+		t.Errorf("layer entries %v", got)
+	}
+}

@@ -29,6 +29,11 @@ type builtImage struct {
 	Path string // docker-archive tarball
 }
 
+// packFormat is part of every image's cache key: bump it whenever
+// packImage or layerFiles change what they write, so cached archives made
+// by older code are not reused.
+const packFormat = 2
+
 // epoch stamps every file and config of images hwk makes, so the same
 // inputs give the same digests.
 var epoch = time.Unix(0, 0).UTC()
@@ -219,7 +224,19 @@ func (b *builder) layerFiles(ctx context.Context, spec *imageSpec) ([]byte, erro
 		_, err := tw.Write(data)
 		return err
 	}
+	first := map[string]string{} // binary → its first path in the image
 	for _, f := range spec.Files {
+		// A binary at two paths (calico and calico-ipam) is stored once.
+		if p, ok := first[f.From]; ok {
+			if err := mkdirs(f.To, 0); err != nil {
+				return nil, err
+			}
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: f.To, Linkname: p, Mode: 0o755, ModTime: epoch}); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		first[f.From] = f.To
 		data, err := os.ReadFile(b.bins[f.From])
 		if err != nil {
 			return nil, err
