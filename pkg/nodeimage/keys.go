@@ -87,7 +87,7 @@ func (b *builder) computeKeys() error {
 	}
 	slices.Sort(comps)
 	b.keys["images"] = hashJSON([]any{imageRecipe, comps, packFormat})
-	b.keys["node"] = hashJSON([]any{nodeRecipe, imageRecipe, comps, b.opts.Source, b.opts.KubernetesVersion})
+	b.keys["node"] = hashJSON([]any{nodeRecipe, b.keys["images"], b.opts.Source, b.opts.KubernetesVersion})
 	return nil
 }
 
