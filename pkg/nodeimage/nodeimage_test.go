@@ -376,18 +376,7 @@ func TestPullImage(t *testing.T) {
 // files, modes, owners and config.
 func TestPackImage(t *testing.T) {
 	b := testBuilder(t, FromSource)
-	dir := t.TempDir()
-	for _, bin := range []string{"kube-controllers", "check-status", "wrapper"} {
-		p := filepath.Join(dir, bin)
-		os.WriteFile(p, []byte("bin:"+bin), 0o755)
-		b.bins["calico/"+bin] = p
-	}
-	var spec *imageSpec
-	for i := range b.recipe.Images {
-		if b.recipe.Images[i].Name == "quay.io/calico/kube-controllers" {
-			spec = &b.recipe.Images[i]
-		}
-	}
+	spec := fakeCalico(t, b, "quay.io/calico/kube-controllers", "kube-controllers", "check-status", "wrapper")
 	file := filepath.Join(t.TempDir(), "kc.tar")
 	ref := "quay.io/calico/kube-controllers:v3.31.0"
 	if err := b.packImage(context.Background(), spec, ref, file); err != nil {
@@ -470,18 +459,7 @@ func TestListSkipsUnfinished(t *testing.T) {
 // second name; the layer holds it once and links the other path.
 func TestPackStoresABinaryOnce(t *testing.T) {
 	b := testBuilder(t, FromSource)
-	dir := t.TempDir()
-	for _, bin := range []string{"calico", "install"} {
-		p := filepath.Join(dir, bin)
-		os.WriteFile(p, []byte("bin:"+bin), 0o755)
-		b.bins["calico/"+bin] = p
-	}
-	var spec *imageSpec
-	for i := range b.recipe.Images {
-		if b.recipe.Images[i].Name == "quay.io/calico/cni" {
-			spec = &b.recipe.Images[i]
-		}
-	}
+	spec := fakeCalico(t, b, "quay.io/calico/cni", "calico", "install")
 	data, err := b.layerFiles(context.Background(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -501,4 +479,25 @@ func TestPackStoresABinaryOnce(t *testing.T) {
 	if got["opt/cni/bin/calico"] != "0  10" || got["opt/cni/bin/calico-ipam"] != "1 opt/cni/bin/calico 0" {
 		t.Errorf("layer entries %v", got)
 	}
+}
+
+// fakeCalico gives b stand-in calico binaries (their content is their
+// name) and returns the recipe's spec for image name.
+func fakeCalico(t *testing.T, b *builder, name string, bins ...string) *imageSpec {
+	t.Helper()
+	dir := t.TempDir()
+	for _, bin := range bins {
+		p := filepath.Join(dir, bin)
+		if err := os.WriteFile(p, []byte("bin:"+bin), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b.bins["calico/"+bin] = p
+	}
+	for i := range b.recipe.Images {
+		if b.recipe.Images[i].Name == name {
+			return &b.recipe.Images[i]
+		}
+	}
+	t.Fatalf("the recipe has no image %s", name)
+	return nil
 }
