@@ -397,19 +397,9 @@ func TestPackImage(t *testing.T) {
 	}
 	rc, _ := layers[0].Uncompressed()
 	defer rc.Close()
-	tr := tar.NewReader(rc)
-	seen := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := io.ReadAll(tr)
-		seen[h.Name] = fmt.Sprintf("%o %d %s", h.Mode, h.Uid, data)
-	}
+	seen := tarEntries(t, rc, func(h *tar.Header, data []byte) string {
+		return fmt.Sprintf("%o %d %s", h.Mode, h.Uid, data)
+	})
 	for p, want := range map[string]string{
 		"usr/bin/check-status": "755 0 bin:check-status",
 		"usr/bin/wrapper":      "755 0 bin:wrapper",
@@ -464,18 +454,9 @@ func TestPackStoresABinaryOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tar.NewReader(bytes.NewReader(data))
-	got := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[h.Name] = fmt.Sprintf("%c %s %d", h.Typeflag, h.Linkname, h.Size)
-	}
+	got := tarEntries(t, bytes.NewReader(data), func(h *tar.Header, _ []byte) string {
+		return fmt.Sprintf("%c %s %d", h.Typeflag, h.Linkname, h.Size)
+	})
 	if got["opt/cni/bin/calico"] != "0  10" || got["opt/cni/bin/calico-ipam"] != "1 opt/cni/bin/calico 0" {
 		t.Errorf("layer entries %v", got)
 	}
@@ -500,4 +481,25 @@ func fakeCalico(t *testing.T, b *builder, name string, bins ...string) *imageSpe
 	}
 	t.Fatalf("the recipe has no image %s", name)
 	return nil
+}
+
+// tarEntries describes each entry of a tar stream with describe.
+func tarEntries(t *testing.T, r io.Reader, describe func(*tar.Header, []byte) string) map[string]string {
+	t.Helper()
+	tr := tar.NewReader(r)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[h.Name] = describe(h, data)
+	}
 }
