@@ -144,13 +144,14 @@ func Build(ctx context.Context, opts Options) (*Manifest, error) {
 	}
 	b.dir = filepath.Join(opts.CacheDir, "node-images", b.name())
 
-	if m, missing := b.cached(ctx); len(missing) == 0 {
+	m, missing := b.cached(ctx)
+	if len(missing) == 0 {
 		return m, opts.Step(fmt.Sprintf("Cached node image %s", m.Name), func() error { return nil })
 	}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("node image cache: %w", err)
 	}
-	m := b.loadManifest() // formats already made are kept
+	m = b.loadManifest() // formats already made are kept
 
 	for _, s := range []struct {
 		name string
@@ -163,7 +164,7 @@ func Build(ctx context.Context, opts Options) (*Manifest, error) {
 			return nil, err
 		}
 	}
-	if err := b.makeFormats(ctx, m); err != nil {
+	if err := b.makeFormats(ctx, m, missing); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -74,8 +74,7 @@ func (b *builder) present(ctx context.Context, m *Manifest, f Format, a Artifact
 
 // makeFormats builds the rootfs once and makes every missing format from
 // it, then writes the manifest.
-func (b *builder) makeFormats(ctx context.Context, m *Manifest) error {
-	_, missing := b.cached(ctx)
+func (b *builder) makeFormats(ctx context.Context, m *Manifest, missing []Format) error {
 	if err := needRoot(); err != nil {
 		return err
 	}
@@ -140,12 +139,7 @@ func (b *builder) dockerFormat(ctx context.Context, root string, m *Manifest) er
 	if err != nil {
 		return err
 	}
-	args := []string{"--numeric-owner", "--xattrs", "--xattrs-include=*", "--sort=name",
-		"--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*"}
-	for _, p := range b.recipe.Debian.KernelPaths {
-		args = append(args, "--exclude=./"+p+"/*")
-	}
-	cmd := exec.CommandContext(ctx, "tar", append(args, "-C", root, "-cf", "-", ".")...)
+	cmd := exec.CommandContext(ctx, "tar", tarArgs(root, "-", b.recipe.Debian.KernelPaths)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

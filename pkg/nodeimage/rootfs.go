@@ -91,16 +91,22 @@ func (b *builder) runScript(ctx context.Context, script []byte, args ...string) 
 // filesystem needs (owners by number, xattrs and capabilities, hard
 // links). Kernel-only paths are left out when asked.
 func (b *builder) tarDir(ctx context.Context, root, file string, exclude []string, gz bool) error {
+	args := tarArgs(root, file, exclude)
+	if gz {
+		args = append([]string{"-z"}, args...)
+	}
+	return b.run(exec.CommandContext(ctx, "tar", args...))
+}
+
+// tarArgs are GNU tar's arguments to pack root into file ("-" for
+// stdout), leaving out the pseudo-filesystems and the exclude paths.
+func tarArgs(root, file string, exclude []string) []string {
 	args := []string{"--numeric-owner", "--xattrs", "--xattrs-include=*", "--sort=name",
 		"--exclude=./dev/*", "--exclude=./proc/*", "--exclude=./sys/*"}
 	for _, p := range exclude {
 		args = append(args, "--exclude=./"+p+"/*")
 	}
-	if gz {
-		args = append(args, "-z")
-	}
-	args = append(args, "-C", root, "-cf", file, ".")
-	return b.run(exec.CommandContext(ctx, "tar", args...))
+	return append(args, "-C", root, "-cf", file, ".")
 }
 
 // makeRootfs lays out the node's root filesystem in dir: the Debian base,
