@@ -51,11 +51,30 @@ func DefaultNodes() []Node {
 	}
 }
 
-// SetDefaults fills every field the config left empty. hostOS (a GOOS
-// value) picks the default driver. Values that are present are never
+// Host is what defaults depend on: the host's OS, and the drivers that
+// work on it right now.
+type Host struct {
+	// OS is a GOOS value.
+	OS string
+	// Drivers is the driver to give nodes of each OS that name none,
+	// usually the driver registry's pick among those that work here. An OS
+	// missing from it gets DefaultDriver(OS).
+	Drivers map[OS]string
+}
+
+// driver is the driver a node of os gets when nothing names one.
+func (h Host) driver(os OS) string {
+	if d := h.Drivers[os]; d != "" {
+		return d
+	}
+	return DefaultDriver(h.OS)
+}
+
+// SetDefaults fills every field the config left empty. The host picks the
+// default driver. Values that are present are never
 // changed, so validation still sees and reports what the user wrote;
 // the only rewrite is adding the "v" that Kubernetes versions carry.
-func SetDefaults(c *Cluster, hostOS string) {
+func SetDefaults(c *Cluster, host Host) {
 	if c.APIVersion == "" {
 		c.APIVersion = APIVersion
 	}
@@ -87,7 +106,6 @@ func SetDefaults(c *Cluster, hostOS string) {
 	if len(c.Nodes) == 0 {
 		c.Nodes = DefaultNodes()
 	}
-	driver := DefaultDriver(hostOS)
 	taken := map[string]bool{}
 	for _, n := range c.Nodes {
 		taken[n.Name] = true
@@ -105,7 +123,7 @@ func SetDefaults(c *Cluster, hostOS string) {
 			n.Name = defaultNodeName(c.Name, *n, counters, taken)
 		}
 		if n.Driver == "" {
-			n.Driver = driver
+			n.Driver = host.driver(n.OS)
 		}
 		r := defaultResources(*n)
 		if n.CPUs == 0 {

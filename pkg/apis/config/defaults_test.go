@@ -21,7 +21,7 @@ func stripPositions(c *Cluster) *Cluster {
 
 func TestDefaultCluster(t *testing.T) {
 	for host, driver := range map[string]string{"linux": DriverLibvirt, "windows": DriverHyperV, "darwin": DriverVirtualBox} {
-		c, err := Resolve("", Overrides{}, host)
+		c, err := Resolve("", Overrides{}, Host{OS: host})
 		if err != nil {
 			t.Fatalf("%s: default config is invalid: %v", host, err)
 		}
@@ -44,7 +44,7 @@ func TestDefaultCluster(t *testing.T) {
 // same config, and defaulting it again changes nothing.
 func TestRoundTrip(t *testing.T) {
 	for _, path := range []string{"", "testdata/full.yaml"} {
-		c, err := Resolve(path, Overrides{}, "linux")
+		c, err := Resolve(path, Overrides{}, Host{OS: "linux"})
 		if err != nil {
 			t.Fatalf("%q: %v", path, err)
 		}
@@ -56,7 +56,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: printed config does not load: %v\n%s", path, err, data)
 		}
-		SetDefaults(again, "windows") // a different host must not matter: drivers are set
+		SetDefaults(again, Host{OS: "windows"}) // a different host must not matter: drivers are set
 		if err := Validate(again); err != nil {
 			t.Fatalf("%q: printed config is invalid: %v", path, err)
 		}
@@ -72,7 +72,7 @@ func TestFullConfigKeepsEveryValue(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := stripPositions(loaded)
-	SetDefaults(loaded, "linux")
+	SetDefaults(loaded, Host{OS: "linux"})
 	if !reflect.DeepEqual(stripPositions(loaded), before) {
 		t.Errorf("defaults changed a fully set config\nbefore %+v\nafter  %+v", before, loaded)
 	}
@@ -168,5 +168,21 @@ func TestDefaultNamesSkipGivenNames(t *testing.T) {
 	}
 	if got := c.Nodes[1].Name + "," + c.Nodes[2].Name; got != "demo-win-2,demo-win-1" {
 		t.Errorf("names = %s", got)
+	}
+}
+
+// TestHostDriversPerOS: drivers the host says work win over the static
+// preference, per node OS, and never over a driver the file names.
+func TestHostDriversPerOS(t *testing.T) {
+	c := &Cluster{Nodes: []Node{
+		{Role: ControlPlane},
+		{OS: Windows},
+		{OS: Linux, Driver: DriverVirtualBox},
+	}}
+	SetDefaults(c, Host{OS: "linux", Drivers: map[OS]string{Linux: DriverDocker}})
+	got := []string{c.Nodes[0].Driver, c.Nodes[1].Driver, c.Nodes[2].Driver}
+	want := []string{DriverDocker, DriverLibvirt, DriverVirtualBox}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("drivers = %v, want %v", got, want)
 	}
 }

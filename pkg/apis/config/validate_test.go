@@ -24,7 +24,7 @@ func resolveText(t *testing.T, text string, o Overrides) (*Cluster, error) {
 	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return Resolve(path, o, "linux")
+	return Resolve(path, o, Host{OS: "linux"})
 }
 
 func problems(t *testing.T, err error) []problem {
