@@ -503,3 +503,23 @@ func tarEntries(t *testing.T, r io.Reader, describe func(*tar.Header, []byte) st
 		out[h.Name] = describe(h, data)
 	}
 }
+
+// TestPackKeepsMergedUsr: on the Debian base, /bin is a symlink to
+// usr/bin; a file packed for bin/ lands in usr/bin, and the layer never
+// declares bin a directory (which would hide /bin/sh).
+func TestPackKeepsMergedUsr(t *testing.T) {
+	b := testBuilder(t, FromSource)
+	node := fakeCalico(t, b, "quay.io/calico/node", "calico-node")
+	spec := &imageSpec{Name: node.Name, Base: "userland", Files: []imageFile{{From: "calico/calico-node", To: "bin/calico-node"}}}
+	data, err := b.layerFiles(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tarEntries(t, bytes.NewReader(data), func(h *tar.Header, _ []byte) string { return string(h.Typeflag) })
+	if _, ok := got["bin/"]; ok {
+		t.Errorf("layer declares bin/: %v", got)
+	}
+	if got["usr/bin/calico-node"] != string(rune(tar.TypeReg)) {
+		t.Errorf("layer entries %v, want usr/bin/calico-node", got)
+	}
+}

@@ -32,7 +32,7 @@ type builtImage struct {
 // packFormat is part of every image's cache key: bump it whenever
 // packImage or layerFiles change what they write, so cached archives made
 // by older code are not reused.
-const packFormat = 2
+const packFormat = 3
 
 // epoch stamps every file and config of images hwk makes, so the same
 // inputs give the same digests.
@@ -193,6 +193,19 @@ func (b *builder) packImage(ctx context.Context, spec *imageSpec, ref, file stri
 	return writeArchive(file, tag, img)
 }
 
+// mergedUsr moves a path under one of Debian's merged-/usr symlinks
+// (/bin -> usr/bin, ...) to where the link points. A layer that wrote
+// bin/x would declare bin a directory and hide the base's /bin symlink,
+// and with it /bin/sh.
+func mergedUsr(p string) string {
+	for _, d := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
+		if strings.HasPrefix(p, d+"/") {
+			return "usr/" + p
+		}
+	}
+	return p
+}
+
 // layerFiles is the image's own layer as an uncompressed tar.
 func (b *builder) layerFiles(ctx context.Context, spec *imageSpec) ([]byte, error) {
 	var buf bytes.Buffer
@@ -214,7 +227,11 @@ func (b *builder) layerFiles(ctx context.Context, spec *imageSpec) ([]byte, erro
 		}
 		return nil
 	}
+	userland := spec.Base == "userland"
 	add := func(p string, data []byte, mode int64, uid int) error {
+		if userland {
+			p = mergedUsr(p)
+		}
 		if err := mkdirs(p, uid); err != nil {
 			return err
 		}
@@ -228,15 +245,22 @@ func (b *builder) layerFiles(ctx context.Context, spec *imageSpec) ([]byte, erro
 	for _, f := range spec.Files {
 		// A binary at two paths (calico and calico-ipam) is stored once.
 		if p, ok := first[f.From]; ok {
-			if err := mkdirs(f.To, 0); err != nil {
+			to := f.To
+			if userland {
+				to = mergedUsr(to)
+			}
+			if err := mkdirs(to, 0); err != nil {
 				return nil, err
 			}
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: f.To, Linkname: p, Mode: 0o755, ModTime: epoch}); err != nil {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: to, Linkname: p, Mode: 0o755, ModTime: epoch}); err != nil {
 				return nil, err
 			}
 			continue
 		}
 		first[f.From] = f.To
+		if userland {
+			first[f.From] = mergedUsr(f.To)
+		}
 		data, err := os.ReadFile(b.bins[f.From])
 		if err != nil {
 			return nil, err
