@@ -133,3 +133,11 @@ type Machine struct {
 	Detail string
 	IP     netip.Addr
 }
+
+// ImageChecker is implemented by drivers whose node images live in a store
+// of their own (the docker driver's engine), so that `hwk up` can find a
+// missing image before it creates anything. It returns an
+// *ImageMissingError when image is not there.
+type ImageChecker interface {
+	CheckImage(ctx context.Context, image string) error
+}

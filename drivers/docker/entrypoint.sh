@@ -28,4 +28,34 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
 	done
 fi
 
+# Pods that mount host paths with Bidirectional propagation (Calico's node
+# does, for /sys/fs and /var/run/calico) need the node's mounts to be
+# shared, as they are on a VM's root; a container's root is private.
+mount --make-rshared /
+
+# On a user-defined network Docker's DNS server answers on 127.0.0.11,
+# through NAT rules it puts in the container's OUTPUT chain. Pods cannot
+# reach a loopback address of the node: CoreDNS, handed the node's
+# resolv.conf, would forward to its own 127.0.0.11 and stop on a loop.
+# Serve the same DNS on the node's address, for the node and for traffic
+# routed in from pods, and make that the node's nameserver.
+embedded=127.0.0.11
+if grep -q "^nameserver $embedded" /etc/resolv.conf && command -v iptables-save >/dev/null; then
+	node_ip=$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')
+	if [ -n "$node_ip" ]; then
+		# Packets from pods come in on another interface and must be
+		# allowed to reach a loopback address.
+		echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet || true
+		iptables-save -t nat | grep -- "-A DOCKER_OUTPUT -d $embedded/32" | while read -r _ _ _ _ _ proto _ _ _ dport _ _ _ to; do
+			for chain in OUTPUT PREROUTING; do
+				iptables -t nat -A "$chain" -d "$node_ip/32" -p "$proto" --dport "$dport" -j DNAT --to-destination "$to"
+			done
+		done
+		sed "s/^nameserver $embedded/nameserver $node_ip/" /etc/resolv.conf >/tmp/resolv.conf
+		# resolv.conf is a bind mount: rewrite it in place.
+		cat /tmp/resolv.conf >/etc/resolv.conf
+		rm -f /tmp/resolv.conf
+	fi
+fi
+
 exec "$@"

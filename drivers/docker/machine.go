@@ -44,6 +44,10 @@ func unprivileged(hc *container.HostConfig) {
 	hc.MaskedPaths = []string{}
 	hc.ReadonlyPaths = []string{}
 	hc.Devices = []container.DeviceMapping{{PathOnHost: "/dev/kmsg", PathInContainer: "/dev/kmsg", CgroupPermissions: "rwm"}}
+	// On cgroup v1 a container's devices cgroup bounds its children's:
+	// privileged pods (Calico's node, kube-proxy) ask runc for every
+	// device, which fails unless the node may use every device too.
+	hc.DeviceCgroupRules = []string{"a *:* rwm"}
 }
 
 // hostConfig is the node container's host side: a private cgroup
@@ -477,4 +481,20 @@ func waitExit(ctx context.Context, c *client.Client, execID string) (int, error)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// CheckImage implements drivers.ImageChecker.
+func (d *Driver) CheckImage(ctx context.Context, image string) error {
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	_, err = c.ImageInspect(ctx, image)
+	if cerrdefs.IsNotFound(err) {
+		return &drivers.ImageMissingError{Driver: "the Docker engine", Image: image, Build: BuildCommand}
+	}
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("inspect image %s: %w", image, err))
+	}
+	return nil
 }
