@@ -1,0 +1,426 @@
+package bootstrap
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"flag"
+	"io"
+	"math/big"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// testCluster is the default cluster with one Linux and one Windows
+// worker, as `hwk up` would see it on the docker driver.
+func testCluster(t *testing.T) Cluster {
+	t.Helper()
+	cfg := &config.Cluster{Nodes: []config.Node{
+		{Role: config.ControlPlane},
+		{OS: config.Linux},
+		{OS: config.Windows, Driver: config.DriverLibvirt},
+	}}
+	config.SetDefaults(cfg, config.Host{OS: "linux", Drivers: map[config.OS]string{config.Linux: config.DriverDocker}})
+	if err := config.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	c, err := FromConfig(cfg, "abcdef.0123456789abcdef", func(n config.Node) bool { return n.Driver == config.DriverDocker })
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ExtraSANs = []string{"127.0.0.1", "hwk.example"}
+	return c
+}
+
+const testHash = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (go test -update rewrites it); got:\n%s", name, got)
+	}
+}
+
+// docs decodes a multi-document YAML stream into generic objects.
+func docs(t *testing.T, stream []byte) []map[string]any {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
+	var out []map[string]any
+	for {
+		d, err := r.Read()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(d, &m); err != nil {
+			t.Fatalf("%v in\n%s", err, d)
+		}
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+}
+
+// get walks a decoded object by keys and list indexes.
+func get(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+func find(t *testing.T, ds []map[string]any, kind, name string) map[string]any {
+	t.Helper()
+	for _, d := range ds {
+		if d["kind"] == kind && (name == "" || get(d, "metadata", "name") == name) {
+			return d
+		}
+	}
+	t.Fatalf("no %s %s", kind, name)
+	return nil
+}
+
+func TestInitConfig(t *testing.T) {
+	c := testCluster(t)
+	out, err := InitConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "kubeadm-init.yaml", out)
+	ds := docs(t, out)
+	init := find(t, ds, "InitConfiguration", "")
+	if get(init, "bootstrapTokens", 0, "token") != c.Token || get(init, "localAPIEndpoint", "advertiseAddress") != "172.31.250.10" {
+		t.Errorf("init: %v", init)
+	}
+	if taints, ok := get(init, "nodeRegistration", "taints").([]any); !ok || len(taints) != 0 {
+		t.Errorf("the only control plane must be untainted, taints = %v", get(init, "nodeRegistration", "taints"))
+	}
+	if get(init, "nodeRegistration", "kubeletExtraArgs", 0, "value") != "172.31.250.10" {
+		t.Errorf("node-ip: %v", get(init, "nodeRegistration", "kubeletExtraArgs"))
+	}
+	cc := find(t, ds, "ClusterConfiguration", "")
+	if get(cc, "networking", "podSubnet") != "10.244.0.0/16" || get(cc, "networking", "serviceSubnet") != "10.96.0.0/12" || get(cc, "controlPlaneEndpoint") != "172.31.250.10:6443" {
+		t.Errorf("cluster config: %v", cc)
+	}
+	sans, _ := get(cc, "apiServer", "certSANs").([]any)
+	for _, want := range []string{"172.31.250.10", "127.0.0.1", "hwk.example", "hwk-cp"} {
+		if !slices.Contains(sans, any(want)) {
+			t.Errorf("certSANs %v lack %s", sans, want)
+		}
+	}
+	if len(sans) != len(slices.Compact(slices.Sorted(slices.Values(toStrings(sans))))) {
+		t.Errorf("certSANs repeat a name: %v", sans)
+	}
+	kc := find(t, ds, "KubeletConfiguration", "")
+	if kc["cgroupDriver"] != "cgroupfs" || kc["failCgroupV1"] != false {
+		t.Errorf("kubelet config: %v", kc)
+	}
+}
+
+func toStrings(l []any) []string {
+	out := make([]string, len(l))
+	for i, v := range l {
+		out[i], _ = v.(string)
+	}
+	return out
+}
+
+func TestJoinConfigs(t *testing.T) {
+	c := testCluster(t)
+	linux, win := c.Workers[0], c.Workers[1]
+	lj, err := JoinConfig(c, linux, testHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "kubeadm-join-linux.yaml", lj)
+	wj, err := JoinConfig(c, win, testHash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "kubeadm-join-windows.yaml", wj)
+
+	l := docs(t, lj)[0]
+	if get(l, "nodeRegistration", "criSocket") != LinuxCRISocket || get(l, "discovery", "bootstrapToken", "caCertHashes", 0) != testHash {
+		t.Errorf("linux join: %v", l)
+	}
+	if get(l, "nodeRegistration", "ignorePreflightErrors") == nil {
+		t.Errorf("a container node must skip the host checks it cannot pass")
+	}
+	w := docs(t, wj)[0]
+	if get(w, "nodeRegistration", "criSocket") != WindowsCRISocket || get(w, "nodeRegistration", "name") != "hwk-win-1" {
+		t.Errorf("windows join: %v", w)
+	}
+	if get(w, "nodeRegistration", "taints", 0, "key") != "os" || get(w, "nodeRegistration", "taints", 0, "effect") != "NoSchedule" {
+		t.Errorf("windows taint: %v", get(w, "nodeRegistration", "taints"))
+	}
+	if get(w, "nodeRegistration", "ignorePreflightErrors") != nil {
+		t.Errorf("a VM node must run every preflight check")
+	}
+	if get(w, "discovery", "bootstrapToken", "apiServerEndpoint") != "172.31.250.10:6443" {
+		t.Errorf("endpoint: %v", get(w, "discovery"))
+	}
+	if _, err := JoinConfig(c, linux, ""); err == nil {
+		t.Error("a join without the CA hash must fail")
+	}
+}
+
+func TestNewToken(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+	a, b := NewToken(), NewToken()
+	if !re.MatchString(a) || !re.MatchString(b) || a == b {
+		t.Errorf("tokens %q %q", a, b)
+	}
+}
+
+func TestCACertHash(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := CACertHash(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(spki)
+	if want := "sha256:" + hex.EncodeToString(sum[:]); got != want {
+		t.Errorf("hash %s, want %s", got, want)
+	}
+	if _, err := CACertHash([]byte("not pem")); err == nil {
+		t.Error("garbage must not hash")
+	}
+}
+
+func TestCalicoManifest(t *testing.T) {
+	c := testCluster(t)
+	c.VXLANVNI = 4100
+	out, err := CalicoManifest(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := images.Manifests.ReadFile("manifests/calico-vxlan.yaml")
+	ds, upstream := docs(t, out), docs(t, raw)
+	if len(ds) != len(upstream) {
+		t.Fatalf("%d documents, upstream has %d", len(ds), len(upstream))
+	}
+	node := find(t, ds, "DaemonSet", "calico-node")
+	env := map[string]any{}
+	for _, c := range get(node, "spec", "template", "spec", "containers").([]any) {
+		if get(c, "name") != "calico-node" {
+			continue
+		}
+		for _, e := range get(c, "env").([]any) {
+			if v, ok := get(e, "value").(string); ok {
+				env[get(e, "name").(string)] = v
+			}
+		}
+	}
+	for k, v := range map[string]string{
+		"CALICO_IPV4POOL_CIDR": "10.244.0.0/16", "CALICO_IPV4POOL_VXLAN": "Always", "CALICO_IPV4POOL_IPIP": "Never",
+		"CALICO_IPV4POOL_BLOCK_SIZE": "26", "FELIX_VXLANVNI": "4100", "FELIX_VXLANPORT": "4789",
+		"IP_AUTODETECTION_METHOD": "kubernetes-internal-ip", "DATASTORE_TYPE": "kubernetes",
+	} {
+		if env[k] != v {
+			t.Errorf("calico-node %s = %v, want %s", k, env[k], v)
+		}
+	}
+	if cm := find(t, ds, "ConfigMap", "calico-config"); get(cm, "data", "calico_backend") != "vxlan" {
+		t.Errorf("backend %v, want vxlan (no BGP)", get(cm, "data", "calico_backend"))
+	}
+	ipam := docs(t, IPAMConfigManifest())[0]
+	if ipam["kind"] != "IPAMConfig" || get(ipam, "spec", "strictAffinity") != true || get(ipam, "metadata", "name") != "default" {
+		t.Errorf("IPAMConfig %v", ipam)
+	}
+}
+
+// imagesOf lists every container image the objects' pod templates use.
+func imagesOf(ds []map[string]any) []string {
+	var out []string
+	for _, d := range ds {
+		for _, list := range []string{"initContainers", "containers"} {
+			cs, _ := get(d, "spec", "template", "spec", list).([]any)
+			for _, c := range cs {
+				if img, ok := get(c, "image").(string); ok && !slices.Contains(out, img) {
+					out = append(out, img)
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestLinuxImagesArePreloaded: every image the Calico manifest runs is one
+// the Linux node image preloads (images/linux.yaml), so up pulls nothing.
+func TestLinuxImagesArePreloaded(t *testing.T) {
+	out, err := CalicoManifest(testCluster(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe, err := images.Recipe.ReadFile("linux.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Images []struct{ Name, Tag string } `json:"images"`
+	}
+	if err := yaml.Unmarshal(recipe, &r); err != nil {
+		t.Fatal(err)
+	}
+	var preloaded, calico []string
+	for _, i := range r.Images {
+		preloaded = append(preloaded, i.Name+":"+i.Tag)
+		if strings.HasPrefix(i.Name, "quay.io/calico/") {
+			calico = append(calico, i.Name+":"+i.Tag)
+		}
+	}
+	used := imagesOf(docs(t, out))
+	for _, img := range used {
+		if !slices.Contains(preloaded, img) {
+			t.Errorf("calico-vxlan.yaml runs %s, which images/linux.yaml does not preload", img)
+		}
+	}
+	sort.Strings(calico)
+	if !slices.Equal(calico, used) {
+		t.Errorf("images/linux.yaml preloads Calico images %v, the manifest runs %v", calico, used)
+	}
+}
+
+func TestWindowsManifests(t *testing.T) {
+	c := testCluster(t)
+	out, err := WindowsManifests(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "windows-components.yaml", out)
+	ds := docs(t, out)
+	for _, name := range []string{"calico-node-windows", "kube-proxy-windows"} {
+		d := find(t, ds, "DaemonSet", name)
+		pod := get(d, "spec", "template", "spec")
+		if get(pod, "nodeSelector", "kubernetes.io/os") != "windows" || get(pod, "hostNetwork") != true ||
+			get(pod, "securityContext", "windowsOptions", "hostProcess") != true {
+			t.Errorf("%s is not a Windows HostProcess DaemonSet: %v", name, pod)
+		}
+	}
+	cm := find(t, ds, "ConfigMap", "calico-windows-config")
+	var cni map[string]any
+	if err := yaml.Unmarshal([]byte(get(cm, "data", "cni_network_config").(string)), &cni); err != nil {
+		t.Fatalf("CNI config is not JSON: %v", err)
+	}
+	plugin := get(cni, "plugins", 0)
+	if get(plugin, "DNS", "Nameservers", 0) != "10.96.0.10" || get(plugin, "kubernetes", "k8s_api_root") != "https://172.31.250.10:6443" ||
+		get(plugin, "vxlan_vni") != float64(4096) || get(plugin, "policies", 0, "Value", "ExceptionList", 0) != "10.96.0.0/12" {
+		t.Errorf("CNI config %v", plugin)
+	}
+	proxy := find(t, ds, "ConfigMap", "kube-proxy-windows")
+	script := get(proxy, "data", "start.ps1").(string)
+	if strings.Contains(script, "feature-gates") || !strings.Contains(script, "--enable-dsr=true") || !strings.Contains(script, "--source-vip") {
+		t.Errorf("start.ps1 must pass DSR and the source VIP and no feature gates:\n%s", script)
+	}
+	for v, build := range WindowsBuilds {
+		rc := find(t, ds, "RuntimeClass", RuntimeClassName(v))
+		if rc["handler"] != "runhcs-wcow-process" || get(rc, "scheduling", "nodeSelector", "node.kubernetes.io/windows-build") != build ||
+			get(rc, "scheduling", "tolerations", 0, "key") != "os" {
+			t.Errorf("RuntimeClass %v", rc)
+		}
+	}
+}
+
+// TestWindowsImagesListed: images/windows.yaml names exactly the images the
+// Windows manifests run.
+func TestWindowsImagesListed(t *testing.T) {
+	c := testCluster(t)
+	out, err := WindowsManifests(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := images.Manifests.ReadFile("windows.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Images []struct{ Name, Tag string } `json:"images"`
+	}
+	if err := yaml.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, i := range list.Images {
+		listed = append(listed, i.Name+":"+strings.ReplaceAll(i.Tag, "{{.KubernetesVersion}}", c.KubernetesVersion))
+	}
+	sort.Strings(listed)
+	if used := imagesOf(docs(t, out)); !slices.Equal(used, listed) {
+		t.Errorf("Windows manifests run %v, images/windows.yaml lists %v", used, listed)
+	}
+}
+
+func TestWindowsJoinScript(t *testing.T) {
+	s := WindowsJoinScript(`C:\hwk\it's.yaml`)
+	if !strings.Contains(s, `--config 'C:\hwk\it''s.yaml'`) || !strings.Contains(s, `& 'C:\k\kubeadm.exe' join`) {
+		t.Errorf("script:\n%s", s)
+	}
+	golden(t, "windows-join.ps1", []byte(WindowsJoinScript(WindowsConfigDir+`\kubeadm-join.yaml`)))
+}
+
+func TestAddresses(t *testing.T) {
+	c := testCluster(t)
+	if c.DNSServiceIP() != netip.MustParseAddr("10.96.0.10") || c.APIServiceIP() != netip.MustParseAddr("10.96.0.1") {
+		t.Errorf("dns %s api %s", c.DNSServiceIP(), c.APIServiceIP())
+	}
+}

@@ -1,0 +1,140 @@
+package bootstrap
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+// Paths on nodes where hwk puts its kubeadm configs.
+const (
+	LinuxConfigDir   = "/etc/hwk"
+	WindowsConfigDir = `C:\hwk`
+	adminKubeconfig  = "/etc/kubernetes/admin.conf"
+	caCertPath       = "/etc/kubernetes/pki/ca.crt"
+)
+
+// Init runs `kubeadm init` on the control plane with cfg (see InitConfig),
+// writing kubeadm's output to log.
+func Init(ctx context.Context, cp *node.Node, cfg []byte, log io.Writer) error {
+	path := LinuxConfigDir + "/kubeadm-init.yaml"
+	if err := cp.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
+		return err
+	}
+	return cp.Run(ctx, node.Cmd{
+		Args:   []string{"kubeadm", "init", "--config", path, "--skip-token-print", "--v=2"},
+		Stdout: log, Stderr: log,
+	})
+}
+
+// AdminKubeconfig reads kubeadm's admin.conf from the control plane.
+func AdminKubeconfig(ctx context.Context, cp *node.Node) ([]byte, error) {
+	out, err := cp.Output(ctx, "cat", adminKubeconfig)
+	return []byte(out), err
+}
+
+// ReadCACertHash reads the cluster CA from the control plane and returns
+// its discovery hash (see CACertHash).
+func ReadCACertHash(ctx context.Context, cp *node.Node) (string, error) {
+	pem, err := cp.Output(ctx, "cat", caCertPath)
+	if err != nil {
+		return "", err
+	}
+	return CACertHash([]byte(pem))
+}
+
+// Apply applies manifests with kubectl on the control plane, server-side
+// (Calico's CRDs are too large for client-side apply's annotation).
+func Apply(ctx context.Context, cp *node.Node, manifests []byte, log io.Writer) error {
+	return cp.Run(ctx, node.Cmd{
+		Args: []string{"kubectl", "--kubeconfig", adminKubeconfig, "apply",
+			"--server-side", "--force-conflicts", "--field-manager=hwk", "-f", "-"},
+		Stdin: bytes.NewReader(manifests), Stdout: log, Stderr: log,
+	})
+}
+
+// Join joins worker n with cfg (see JoinConfig), on Linux with kubeadm
+// and on Windows with the steps of WindowsJoinScript.
+func Join(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) error {
+	if n.OS() == config.Windows {
+		path := WindowsConfigDir + `\kubeadm-join.yaml`
+		if err := n.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
+			return err
+		}
+		return n.RunScript(ctx, WindowsJoinScript(path), node.Cmd{Stdout: log, Stderr: log})
+	}
+	path := LinuxConfigDir + "/kubeadm-join.yaml"
+	if err := n.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
+		return err
+	}
+	return n.Run(ctx, node.Cmd{
+		Args:   []string{"kubeadm", "join", "--config", path, "--v=2"},
+		Stdout: log, Stderr: log,
+	})
+}
+
+// WindowsJoinScript is the PowerShell that joins a Windows node, whose
+// image carries kubeadm.exe and kubelet.exe in C:\k, containerd as a
+// service, and a kubelet service that kubeadm starts (PrepareNode.ps1's
+// layout in sig-windows-tools).
+func WindowsJoinScript(configPath string) string {
+	return strings.ReplaceAll(`$ErrorActionPreference = 'Stop'
+$ProgressPreference = 'SilentlyContinue'
+
+# kubeadm checks these; a node image without them cannot join.
+foreach ($service in 'containerd', 'kubelet') {
+    if (-not (Get-Service -Name $service -ErrorAction SilentlyContinue)) {
+        throw "service $service is not installed on $env:COMPUTERNAME; rebuild the Windows node image"
+    }
+}
+if ((Get-Service -Name containerd).Status -ne 'Running') {
+    Start-Service -Name containerd
+}
+
+& 'C:\k\kubeadm.exe' join --config '@CONFIG@' --v=2
+if ($LASTEXITCODE -ne 0) {
+    throw "kubeadm join exited with status $LASTEXITCODE"
+}
+
+# kubeadm join has written the kubelet's config and started the service;
+# make sure it stays up.
+$kubelet = Get-Service -Name kubelet
+if ($kubelet.Status -ne 'Running') {
+    Start-Service -Name kubelet
+}
+Set-Service -Name kubelet -StartupType Automatic
+Write-Output "joined: kubelet is $((Get-Service -Name kubelet).Status)"
+`, "@CONFIG@", strings.ReplaceAll(configPath, "'", "''"))
+}
+
+// LastLines is the end of a command's log, indented for an error message.
+func LastLines(log string, n int) string {
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "    " + strings.Join(lines, "\n    ")
+}
+
+// KubeletJournal returns the kubelet's last n log lines on a Linux node,
+// for failure messages; on any error it says why instead.
+func KubeletJournal(ctx context.Context, n *node.Node, lines int) string {
+	if n.OS() == config.Windows {
+		out, err := n.Output(ctx, "powershell.exe", "-NoProfile", "-Command",
+			fmt.Sprintf(`Get-Content -Tail %d C:\var\log\kubelet\kubelet.err.log`, lines))
+		if err != nil {
+			return "(cannot read the kubelet log: " + err.Error() + ")"
+		}
+		return out
+	}
+	out, err := n.Output(ctx, "journalctl", "-u", "kubelet", "--no-pager", "-o", "cat", "-n", fmt.Sprint(lines))
+	if err != nil {
+		return "(cannot read the kubelet journal: " + err.Error() + ")"
+	}
+	return out
+}

@@ -1,0 +1,310 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+// pollInterval is how often waits look again.
+const pollInterval = time.Second
+
+// poll calls check until it reports done, ctx ends or timeout passes. On
+// timeout the error is check's last word on what is missing, plus what
+// explain adds (the pods and events that say why).
+func poll(ctx context.Context, timeout time.Duration, what string, check func(context.Context) (bool, string, error), explain func(context.Context) string) error {
+	ctx2, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := ""
+	for {
+		done, missing, err := check(ctx2)
+		if err == nil && done {
+			return nil
+		}
+		if err != nil {
+			missing = err.Error()
+		}
+		last = missing
+		select {
+		case <-ctx2.Done():
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			msg := fmt.Sprintf("%s: not ready after %s", what, timeout)
+			if last != "" {
+				msg += ": " + last
+			}
+			if explain != nil {
+				// A fresh context: the wait's own has run out.
+				ectx, ecancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+				if more := explain(ectx); more != "" {
+					msg += "\n" + more
+				}
+				ecancel()
+			}
+			return errors.New(msg)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// WaitAPIServer waits until the API server answers /readyz.
+func WaitAPIServer(ctx context.Context, cs kubernetes.Interface, timeout time.Duration) error {
+	return poll(ctx, timeout, "API server", func(ctx context.Context) (bool, string, error) {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, strings.TrimSpace(string(body) + " " + err.Error()), nil
+		}
+		return true, "", nil
+	}, nil)
+}
+
+// Workload names a DaemonSet or Deployment to wait for.
+type Workload struct {
+	Kind      string // "DaemonSet" or "Deployment"
+	Namespace string
+	Name      string
+}
+
+func (w Workload) String() string {
+	return fmt.Sprintf("%s %s/%s", strings.ToLower(w.Kind), w.Namespace, w.Name)
+}
+
+// WaitWorkloads waits until every pod each workload wants exists and is
+// Ready. On timeout it names the pods that are not, with their last
+// events.
+func WaitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, ws ...Workload) error {
+	names := make([]string, len(ws))
+	for i, w := range ws {
+		names[i] = w.String()
+	}
+	var selectors []podSet
+	return poll(ctx, timeout, strings.Join(names, ", "), func(ctx context.Context) (bool, string, error) {
+		selectors = selectors[:0]
+		var missing []string
+		for _, w := range ws {
+			ready, want, sel, err := workloadStatus(ctx, cs, w)
+			if err != nil {
+				return false, "", err
+			}
+			selectors = append(selectors, podSet{w.Namespace, sel})
+			if want == 0 || ready < want {
+				missing = append(missing, fmt.Sprintf("%s has %d of %d pods ready", w, ready, want))
+			}
+		}
+		return len(missing) == 0, strings.Join(missing, "; "), nil
+	}, func(ctx context.Context) string { return explainPods(ctx, cs, selectors) })
+}
+
+type podSet struct {
+	namespace string
+	selector  labels.Selector
+}
+
+func workloadStatus(ctx context.Context, cs kubernetes.Interface, w Workload) (ready, want int32, sel labels.Selector, err error) {
+	var ls *metav1.LabelSelector
+	switch w.Kind {
+	case "DaemonSet":
+		var ds *appsv1.DaemonSet
+		ds, err = cs.AppsV1().DaemonSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		if err == nil {
+			ready, want, ls = ds.Status.NumberReady, ds.Status.DesiredNumberScheduled, ds.Spec.Selector
+		}
+	case "Deployment":
+		var d *appsv1.Deployment
+		d, err = cs.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		if err == nil {
+			ready, ls = d.Status.ReadyReplicas, d.Spec.Selector
+			want = 1
+			if d.Spec.Replicas != nil {
+				want = *d.Spec.Replicas
+			}
+		}
+	default:
+		return 0, 0, nil, fmt.Errorf("cannot wait for a %s", w.Kind)
+	}
+	if err != nil {
+		return 0, 0, nil, fmt.Errorf("%s: %w", w, err)
+	}
+	sel, err = metav1.LabelSelectorAsSelector(ls)
+	return ready, want, sel, err
+}
+
+// explainPods lists the pods of sets that are not Ready, each with why
+// and its last events.
+func explainPods(ctx context.Context, cs kubernetes.Interface, sets []podSet) string {
+	var b strings.Builder
+	for _, s := range sets {
+		pods, err := cs.CoreV1().Pods(s.namespace).List(ctx, metav1.ListOptions{LabelSelector: s.selector.String()})
+		if err != nil {
+			fmt.Fprintf(&b, "  (cannot list pods in %s: %v)\n", s.namespace, err)
+			continue
+		}
+		for _, p := range pods.Items {
+			if podReady(&p) {
+				continue
+			}
+			fmt.Fprintf(&b, "  pod %s/%s on %s: %s\n", p.Namespace, p.Name, orNone(p.Spec.NodeName), podProblem(&p))
+			for _, e := range lastEvents(ctx, cs, p.Namespace, "Pod", p.Name, 3) {
+				fmt.Fprintf(&b, "    event: %s\n", e)
+			}
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "no node"
+	}
+	return s
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// podProblem says in a few words why a pod is not Ready: a waiting or
+// crashed container's reason, else the pod's phase and conditions.
+func podProblem(p *corev1.Pod) string {
+	statuses := slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
+	for _, s := range statuses {
+		switch {
+		case s.State.Waiting != nil && s.State.Waiting.Reason != "":
+			msg := fmt.Sprintf("container %s %s", s.Name, s.State.Waiting.Reason)
+			if s.State.Waiting.Message != "" {
+				msg += ": " + firstLine(s.State.Waiting.Message)
+			}
+			return msg
+		case s.State.Terminated != nil && s.State.Terminated.ExitCode != 0:
+			return fmt.Sprintf("container %s exited %d (%s)", s.Name, s.State.Terminated.ExitCode, s.State.Terminated.Reason)
+		case s.State.Running != nil && !s.Ready && !isInit(p, s.Name):
+			return fmt.Sprintf("container %s running, not ready (restarts: %d)", s.Name, s.RestartCount)
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Status != corev1.ConditionTrue && c.Message != "" {
+			return fmt.Sprintf("%s, %s: %s", p.Status.Phase, c.Type, firstLine(c.Message))
+		}
+	}
+	return string(p.Status.Phase)
+}
+
+func isInit(p *corev1.Pod, name string) bool {
+	for _, c := range p.Spec.InitContainers {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// firstLine is the first line of s, cut to a length that fits a terminal
+// line or two.
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if len(s) > 240 {
+		s = s[:237] + "..."
+	}
+	return s
+}
+
+// lastEvents returns the newest n events about an object, oldest first.
+func lastEvents(ctx context.Context, cs kubernetes.Interface, namespace, kind, name string, n int) []string {
+	evs, err := cs.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
+	})
+	if err != nil {
+		return []string{"(cannot list events: " + err.Error() + ")"}
+	}
+	items := evs.Items
+	sort.Slice(items, func(i, j int) bool { return eventTime(items[i]).Before(eventTime(items[j])) })
+	if len(items) > n {
+		items = items[len(items)-n:]
+	}
+	out := make([]string, len(items))
+	for i, e := range items {
+		out[i] = fmt.Sprintf("%s %s: %s", e.Type, e.Reason, firstLine(e.Message))
+		if e.Count > 1 {
+			out[i] += fmt.Sprintf(" (x%d)", e.Count)
+		}
+	}
+	return out
+}
+
+func eventTime(e corev1.Event) time.Time {
+	switch {
+	case !e.LastTimestamp.IsZero():
+		return e.LastTimestamp.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	default:
+		return e.CreationTimestamp.Time
+	}
+}
+
+// WaitNodesReady waits until every named node is registered and Ready. On
+// timeout it gives each missing node's Ready condition and last events.
+func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, names ...string) error {
+	var notReady []string
+	return poll(ctx, timeout, "nodes "+strings.Join(names, ", "), func(ctx context.Context) (bool, string, error) {
+		notReady = notReady[:0]
+		var missing []string
+		for _, n := range names {
+			node, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				notReady = append(notReady, n)
+				missing = append(missing, fmt.Sprintf("%s: %v", n, err))
+				continue
+			}
+			if ok, why := NodeReady(node); !ok {
+				notReady = append(notReady, n)
+				missing = append(missing, fmt.Sprintf("%s: %s", n, why))
+			}
+		}
+		return len(missing) == 0, strings.Join(missing, "; "), nil
+	}, func(ctx context.Context) string {
+		var b strings.Builder
+		for _, n := range notReady {
+			for _, e := range lastEvents(ctx, cs, "", "Node", n, 3) {
+				fmt.Fprintf(&b, "  node %s event: %s\n", n, e)
+			}
+		}
+		// A node is not Ready mostly because a system pod on it (the
+		// network plugin) is not: say which, and why.
+		b.WriteString(explainPods(ctx, cs, []podSet{{"kube-system", labels.Everything()}}))
+		return strings.TrimRight(b.String(), "\n")
+	})
+}
+
+// NodeReady reports a node's Ready condition and, when not ready, why.
+func NodeReady(n *corev1.Node) (bool, string) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			if c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+			why := c.Reason
+			if c.Message != "" {
+				why += ": " + firstLine(c.Message)
+			}
+			return false, "NotReady (" + why + ")"
+		}
+	}
+	return false, "no Ready condition yet"
+}
