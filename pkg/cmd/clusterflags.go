@@ -3,7 +3,6 @@ package cmd
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -49,7 +48,7 @@ func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster,
 	if cmd.Flags().Changed("linux-workers") {
 		o.LinuxWorkers = &f.linuxWorkers
 	}
-	c, err := config.Resolve(f.file, o, runtime.GOOS)
+	c, err := config.Resolve(f.file, o, g.host(cmd.Context()))
 	if err != nil {
 		var errs config.Errors
 		if errors.As(err, &errs) {

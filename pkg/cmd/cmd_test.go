@@ -195,3 +195,50 @@ func TestGetDrivers(t *testing.T) {
 		t.Errorf("json: %+v", av)
 	}
 }
+
+// TestUpWithoutWindowsImage: the default cluster has a Windows worker; with
+// no Windows node image up fails at its first step, says how to make a
+// Linux-only cluster (once), and leaves no trace.
+func TestUpWithoutWindowsImage(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HWK_HOME", home)
+	t.Setenv("KUBECONFIG", filepath.Join(home, "kubeconfig"))
+	code, _, stderr := run(t, "up")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if n := strings.Count(stderr, "`hwk up --windows-workers 0`"); n != 1 {
+		t.Errorf("the advice appears %d times, want once:\n%s", n, stderr)
+	}
+	if !strings.Contains(stderr, `ERROR: hwk up stopped at "Checking the host"`) {
+		t.Errorf("no summary line:\n%s", stderr)
+	}
+	// Only the cluster's lock file, which lives apart from clusters.
+	entries, _ := os.ReadDir(filepath.Join(home, "data"))
+	if len(entries) != 1 || entries[0].Name() != "locks" {
+		t.Errorf("a failed preflight wrote %v", entries)
+	}
+	// -q prints no step lines, so the error must carry everything.
+	code, _, stderr = run(t, "up", "-q")
+	if code != 1 || !strings.Contains(stderr, "ERROR: Checking the host: no Windows node image") {
+		t.Errorf("quiet up: exit %d\n%s", code, stderr)
+	}
+}
+
+func TestClusterCommandsWithoutClusters(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HWK_HOME", home)
+	t.Setenv("KUBECONFIG", filepath.Join(home, "kubeconfig"))
+	if code, stdout, stderr := run(t, "down", "--name", "nope"); code != 0 || !strings.Contains(stdout, `There was no cluster named "nope"`) {
+		t.Errorf("down of a missing cluster: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, _ := run(t, "get", "clusters", "-o", "json"); code != 0 || strings.TrimSpace(stdout) != "[]" {
+		t.Errorf("get clusters -o json: exit %d %q", code, stdout)
+	}
+	for _, args := range [][]string{{"get", "nodes"}, {"get", "kubeconfig"}, {"status"}} {
+		code, _, stderr := run(t, append(args, "--name", "nope")...)
+		if code != 1 || !strings.Contains(stderr, "no cluster named nope") {
+			t.Errorf("%v: exit %d\n%s", args, code, stderr)
+		}
+	}
+}

@@ -19,7 +19,7 @@ func newGetCommand(g *globals, s Streams) *cobra.Command {
 		Short: "Show drivers, clusters and nodes",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newGetDriversCommand(g, s))
+	cmd.AddCommand(newGetDriversCommand(g, s), newGetClustersCommand(g, s), newGetNodesCommand(g, s), newGetKubeconfigCommand(g, s))
 	return cmd
 }
 

@@ -45,3 +45,12 @@ func (o *outputFlag) print(w io.Writer, v any, text func()) error {
 		return nil
 	}
 }
+
+// yamlToAny decodes YAML into generic values, for printing as JSON.
+func yamlToAny(data []byte) any {
+	var v any
+	if err := yaml.Unmarshal(data, &v); err != nil {
+		return string(data)
+	}
+	return v
+}

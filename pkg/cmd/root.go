@@ -3,17 +3,25 @@
 package cmd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/all"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/cluster"
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/state"
 	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
@@ -75,15 +83,26 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 		newConfigCommand(g, s),
 		newGetCommand(g, s),
 		newNodeImageCommand(g, s),
+		newUpCommand(g, s),
+		newDownCommand(g, s),
+		newStatusCommand(g, s),
 	)
 	return root
 }
 
 // Main runs hwk with args and returns the process exit code.
 func Main(args []string, s Streams) int {
+	// The first interrupt cancels the command's context, so that a step
+	// can stop cleanly and say what it left; a second one kills hwk.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	root := NewRootCommand(s)
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
+	if err := root.ExecuteContext(ctx); err != nil {
 		printError(s.ErrOut, err)
 		return 1
 	}
@@ -94,6 +113,11 @@ func Main(args []string, s Streams) int {
 // line each, compiler style (file:line: field: message), so every one of
 // them can be fixed in a single pass.
 func printError(w io.Writer, err error) {
+	var shown *shownError
+	if errors.As(err, &shown) {
+		fmt.Fprintf(w, "ERROR: %s\n", shown.summary)
+		return
+	}
 	var fe *fileErrors
 	if errors.As(err, &fe) {
 		fmt.Fprintf(w, "ERROR: %s has %s:\n", fe.file, plural(len(fe.errs), "problem"))
@@ -111,3 +135,42 @@ func plural(n int, word string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }
+
+// host is this machine as config defaults see it: its OS, and for each
+// node OS the driver hwk would pick among those that work here now.
+func (g *globals) host(ctx context.Context) config.Host {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	h := config.Host{OS: runtime.GOOS, Drivers: map[config.OS]string{}}
+	for _, a := range g.registry().Check(ctx, runtime.GOOS) {
+		for _, os := range a.DefaultFor {
+			h.Drivers[os] = a.Name
+		}
+	}
+	return h
+}
+
+// provider is the cluster provider every cluster command uses: this
+// host's drivers, hwk's directories, and step lines on stderr.
+func (g *globals) provider(s Streams, kubeconfigPath string) *cluster.Provider {
+	return &cluster.Provider{
+		Registry:        g.registry(),
+		Dirs:            state.DefaultDirs(),
+		KubeconfigPaths: kubeconfig.Paths{Explicit: kubeconfigPath},
+		Progress:        ui.NewStatus(s.ErrOut, g.quiet),
+		Log:             g.logger,
+	}
+}
+
+// shownError is an error whose whole text the step lines have already
+// printed; the final line only sums it up.
+type shownError struct {
+	err     error
+	summary string
+}
+
+func (e *shownError) Error() string { return e.err.Error() }
+func (e *shownError) Unwrap() error { return e.err }

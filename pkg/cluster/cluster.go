@@ -1,0 +1,39 @@
+// Package cluster is the life of a cluster: up (ordered, timed steps),
+// down, and what there is to know about clusters that exist.
+package cluster
+
+import (
+	"log/slog"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/pkg/ui"
+)
+
+// Provider does cluster operations with a set of drivers and a state
+// store.
+type Provider struct {
+	Registry        *drivers.Registry
+	Dirs            state.Dirs
+	KubeconfigPaths kubeconfig.Paths
+	// Progress shows each step; nil shows nothing.
+	Progress *ui.Status
+	Log      *slog.Logger
+}
+
+func (p *Provider) store() *state.Store { return state.NewStore(p.Dirs) }
+
+func (p *Provider) log() *slog.Logger {
+	if p.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return p.Log
+}
+
+func (p *Provider) step(name string, fn func() error) error {
+	if p.Progress == nil {
+		return fn()
+	}
+	return p.Progress.Step(name, fn)
+}

@@ -1,0 +1,297 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/node"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// memDriver keeps machines and networks in memory. Its machines never
+// boot (Node fails), so an up on it stops at "Creating nodes" with
+// everything made so far in place: what down must clean.
+type memDriver struct {
+	mu       sync.Mutex
+	machines map[string]drivers.MachineSpec
+	networks map[string]bool
+	deleted  []string
+	images   []string
+}
+
+func newMem() *memDriver {
+	return &memDriver{machines: map[string]drivers.MachineSpec{}, networks: map[string]bool{}, images: []string{"hwk/node:v1.35.4"}}
+}
+
+var errNoBoot = errors.New("memDriver machines do not boot")
+
+func (m *memDriver) Name() string                              { return config.DriverDocker }
+func (m *memDriver) GuestOSes() []config.OS                    { return []config.OS{config.Linux} }
+func (m *memDriver) Preflight(context.Context) (string, error) { return "mem", nil }
+func (m *memDriver) EnsureNetwork(_ context.Context, n drivers.Network) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.networks[n.Cluster] = true
+	return nil
+}
+func (m *memDriver) DeleteNetwork(_ context.Context, cluster string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.networks, cluster)
+	return nil
+}
+func (m *memDriver) Create(_ context.Context, s drivers.MachineSpec) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.machines[s.Cluster+"/"+s.Name] = s
+	return nil
+}
+func (m *memDriver) Start(context.Context, drivers.Ref) error { return nil }
+func (m *memDriver) Stop(context.Context, drivers.Ref) error  { return nil }
+func (m *memDriver) Delete(_ context.Context, r drivers.Ref) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.machines[r.Cluster+"/"+r.Name]; ok {
+		m.deleted = append(m.deleted, r.Name)
+	}
+	delete(m.machines, r.Cluster+"/"+r.Name)
+	return nil
+}
+func (m *memDriver) Inspect(_ context.Context, r drivers.Ref) (drivers.Machine, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s, ok := m.machines[r.Cluster+"/"+r.Name]
+	if !ok {
+		return drivers.Machine{Ref: r, State: drivers.StateMissing}, nil
+	}
+	return drivers.Machine{Ref: r, Role: s.Role, OS: s.OS, State: drivers.StateRunning, IP: s.IP}, nil
+}
+func (m *memDriver) List(_ context.Context, cluster string) ([]drivers.Machine, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []drivers.Machine
+	for _, s := range m.machines {
+		if s.Cluster == cluster {
+			out = append(out, drivers.Machine{Ref: s.Ref, Role: s.Role, OS: s.OS, State: drivers.StateRunning})
+		}
+	}
+	return out, nil
+}
+func (m *memDriver) HostEndpoint(context.Context, drivers.Ref, uint16) (netip.AddrPort, error) {
+	return netip.AddrPort{}, errNoBoot
+}
+func (m *memDriver) Node(context.Context, drivers.Ref) (*node.Node, error) { return nil, errNoBoot }
+func (m *memDriver) CheckImage(_ context.Context, image string) error {
+	if !slices.Contains(m.images, image) {
+		return &drivers.ImageMissingError{Driver: "mem", Image: image, Build: "build it"}
+	}
+	return nil
+}
+
+func testProvider(t *testing.T, d drivers.Driver) (*Provider, string) {
+	t.Helper()
+	home := t.TempDir()
+	kc := filepath.Join(home, "kubeconfig")
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["mine"] = &clientcmdapi.Cluster{Server: "https://example.invalid"}
+	cfg.AuthInfos["me"] = &clientcmdapi.AuthInfo{Token: "secret"}
+	cfg.Contexts["mine"] = &clientcmdapi.Context{Cluster: "mine", AuthInfo: "me"}
+	cfg.CurrentContext = "mine"
+	if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+		t.Fatal(err)
+	}
+	return &Provider{
+		Registry:        drivers.NewRegistry(d),
+		Dirs:            state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")},
+		KubeconfigPaths: kubeconfig.Paths{Explicit: kc},
+	}, kc
+}
+
+func testConfig(t *testing.T, name string, nodes ...config.Node) *config.Cluster {
+	t.Helper()
+	c := &config.Cluster{Name: name, Nodes: nodes}
+	config.SetDefaults(c, config.Host{OS: "linux", Drivers: map[config.OS]string{config.Linux: config.DriverDocker}})
+	if err := config.Validate(c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var fastTimeouts = Timeouts{NodeBoot: 300 * time.Millisecond}
+
+// TestHalfMadeClusterGoesDown: an up that stops after making machines
+// leaves a record; down deletes every machine (workers before the control
+// plane), the network and the directory, and a second down finds nothing.
+func TestHalfMadeClusterGoesDown(t *testing.T) {
+	d := newMem()
+	p, _ := testProvider(t, d)
+	cfg := testConfig(t, "half", config.Node{Role: config.ControlPlane}, config.Node{}, config.Node{})
+	_, err := p.Up(context.Background(), cfg, UpOptions{Timeouts: fastTimeouts})
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != (actions.Nodes{}).Name() || !se.Made {
+		t.Fatalf("up error %v, want a StepError at Creating nodes", err)
+	}
+	if !strings.Contains(err.Error(), "hwk down --name half") || !errors.Is(err, errNoBoot) {
+		t.Errorf("the error does not say how to clean up, or hides its cause: %v", err)
+	}
+	if len(d.machines) != 3 || !d.networks["half"] {
+		t.Fatalf("up made %d machines, network %v", len(d.machines), d.networks)
+	}
+	if info, err := os.Stat(p.store().ClusterDir("half")); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("cluster directory: %v %v", info, err)
+	}
+	if st, err := os.Stat(filepath.Join(p.store().ClusterDir("half"), "bootstrap-token")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("bootstrap token file: %v %v", st, err)
+	}
+
+	found, err := p.Down(context.Background(), "half")
+	if err != nil || !found {
+		t.Fatalf("down = %v, %v", found, err)
+	}
+	if len(d.machines) != 0 || d.networks["half"] {
+		t.Errorf("down left machines %v, networks %v", d.machines, d.networks)
+	}
+	if d.deleted[len(d.deleted)-1] != "half-cp" {
+		t.Errorf("deleted %v: the control plane must go last", d.deleted)
+	}
+	if ok, _ := p.store().Exists("half"); ok {
+		t.Error("down left the cluster directory")
+	}
+	if found, err := p.Down(context.Background(), "half"); err != nil || found {
+		t.Errorf("second down = %v, %v; want false, nil", found, err)
+	}
+}
+
+// TestUpRefusesWhatExists: a cluster that exists, or a machine left by a
+// crashed hwk, stops up before it changes anything.
+func TestUpRefusesWhatExists(t *testing.T) {
+	d := newMem()
+	p, _ := testProvider(t, d)
+	if _, err := p.store().Create("taken"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.Up(context.Background(), testConfig(t, "taken", config.Node{Role: config.ControlPlane}), UpOptions{})
+	var ee *actions.ExistsError
+	if !errors.As(err, &ee) || len(d.machines) != 0 || len(d.networks) != 0 {
+		t.Errorf("up over an existing cluster: %v (machines %v)", err, d.machines)
+	}
+
+	d.machines["orphan/orphan-cp"] = drivers.MachineSpec{Ref: drivers.Ref{Cluster: "orphan", Name: "orphan-cp"}}
+	_, err = p.Up(context.Background(), testConfig(t, "orphan", config.Node{Role: config.ControlPlane}), UpOptions{})
+	if !errors.As(err, &ee) || ee.Leftover == "" {
+		t.Errorf("up over a leftover machine: %v", err)
+	}
+	if ok, _ := p.store().Exists("orphan"); ok {
+		t.Error("a refused up made a cluster directory")
+	}
+	// Down finds the leftover without a record, by asking the drivers.
+	if found, err := p.Down(context.Background(), "orphan"); err != nil || !found || len(d.machines) != 0 {
+		t.Errorf("down of an orphan = %v, %v, machines %v", found, err, d.machines)
+	}
+}
+
+// TestUpChecksImagesFirst: a missing Windows image, or a missing Linux
+// image, fails the first step and makes nothing.
+func TestUpChecksImagesFirst(t *testing.T) {
+	d := newMem()
+	p, _ := testProvider(t, d)
+	win := testConfig(t, "win", config.Node{Role: config.ControlPlane}, config.Node{OS: config.Windows, Driver: config.DriverHyperV})
+	_, err := p.Up(context.Background(), win, UpOptions{})
+	var nw *actions.NoWindowsImageError
+	if !errors.As(err, &nw) || !strings.Contains(err.Error(), "hwk up --windows-workers 0") {
+		t.Errorf("up with Windows and no image: %v", err)
+	}
+	var se *StepError
+	if !errors.As(err, &se) || se.Made {
+		t.Errorf("a preflight failure must not claim to have made anything: %#v", se)
+	}
+
+	d.images = nil
+	_, err = p.Up(context.Background(), testConfig(t, "noimg", config.Node{Role: config.ControlPlane}), UpOptions{})
+	var im *drivers.ImageMissingError
+	if !errors.As(err, &im) || !strings.Contains(err.Error(), "hwk node-image build linux --formats docker") {
+		t.Errorf("up without a node image: %v", err)
+	}
+	if len(d.machines) != 0 || len(d.networks) != 0 {
+		t.Errorf("a failed preflight made %v %v", d.machines, d.networks)
+	}
+	if list, _ := p.List(); len(list) != 0 {
+		t.Errorf("clusters after failed preflights: %v", list)
+	}
+}
+
+// TestDownRemovesOnlyItsContext: down takes hwk-NAME out of the kubeconfig
+// and leaves the user's entries alone.
+func TestDownRemovesOnlyItsContext(t *testing.T) {
+	d := newMem()
+	p, kc := testProvider(t, d)
+	e := kubeconfig.Entry{Cluster: &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}, AuthInfo: &clientcmdapi.AuthInfo{Token: "t"}}
+	if err := kubeconfig.Merge(p.KubeconfigPaths, "gone", e, false); err != nil {
+		t.Fatal(err)
+	}
+	found, err := p.Down(context.Background(), "gone")
+	if err != nil || !found {
+		t.Fatalf("down = %v, %v", found, err)
+	}
+	cfg, err := clientcmd.LoadFromFile(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Contexts["hwk-gone"]; ok {
+		t.Error("context hwk-gone is still there")
+	}
+	if cfg.CurrentContext != "mine" || cfg.AuthInfos["me"].Token != "secret" {
+		t.Errorf("the user's kubeconfig changed: %+v", cfg)
+	}
+}
+
+func TestStepErrorMessages(t *testing.T) {
+	interrupted := &StepError{Step: "Creating nodes", Cluster: "x", Err: errors.New("Post ...: interrupt signal received"), Made: true, Interrupted: true}
+	if got := interrupted.Detail(); !strings.HasPrefix(got, "interrupted") || !strings.Contains(got, "hwk down --name x") {
+		t.Errorf("interrupted: %q", got)
+	}
+	failed := &StepError{Step: "Joining workers", Cluster: "x", Err: errors.New("kubeadm join failed"), Made: true}
+	if got := failed.Error(); !strings.HasPrefix(got, "Joining workers: kubeadm join failed") || !strings.Contains(got, "for inspection") {
+		t.Errorf("failed: %q", got)
+	}
+	early := &StepError{Step: "Checking the host", Cluster: "x", Err: errors.New("no driver")}
+	if got := early.Error(); strings.Contains(got, "hwk down") {
+		t.Errorf("nothing was made, yet the error says to clean up: %q", got)
+	}
+}
+
+func TestHostKubeconfig(t *testing.T) {
+	admin := clientcmdapi.NewConfig()
+	admin.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: "https://172.31.250.10:6443", CertificateAuthorityData: []byte("ca")}
+	admin.AuthInfos["kubernetes-admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: []byte("cert"), ClientKeyData: []byte("key")}
+	admin.Contexts["kubernetes-admin@kubernetes"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: "kubernetes-admin"}
+	admin.CurrentContext = "kubernetes-admin@kubernetes"
+	data, err := clientcmd.Write(*admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := actions.HostKubeconfig(data, "demo", "https://127.0.0.1:32771")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := got.Clusters["hwk-demo"]
+	if got.CurrentContext != "hwk-demo" || c == nil || c.Server != "https://127.0.0.1:32771" || string(c.CertificateAuthorityData) != "ca" ||
+		string(got.AuthInfos["hwk-demo"].ClientKeyData) != "key" || len(got.Clusters) != 1 {
+		t.Errorf("host kubeconfig %+v", got)
+	}
+}

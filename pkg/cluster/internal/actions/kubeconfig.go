@@ -1,0 +1,28 @@
+package actions
+
+import (
+	"context"
+
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+)
+
+// Kubeconfig adds the cluster to the user's kubeconfig as hwk-NAME.
+type Kubeconfig struct{}
+
+// Name implements Action.
+func (Kubeconfig) Name() string { return "Writing kubeconfig" }
+
+// Execute implements Action.
+func (Kubeconfig) Execute(_ context.Context, c *Context) error {
+	cfg, err := clientcmd.Load(c.HostKubeconfig)
+	if err != nil {
+		return err
+	}
+	e, err := kubeconfig.EntryFrom(cfg)
+	if err != nil {
+		return err
+	}
+	return kubeconfig.Merge(c.Kubeconfig, c.Config.Name, e, c.SetCurrentContext)
+}

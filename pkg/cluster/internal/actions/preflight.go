@@ -1,0 +1,218 @@
+package actions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// Preflight checks everything `up` needs before anything is made: that
+// the cluster does not exist, that every node's driver works here, and
+// that every node image is there. Then it records the cluster, so that
+// `down` can always find what the next steps make.
+type Preflight struct{}
+
+// Name implements Action.
+func (Preflight) Name() string { return "Checking the host" }
+
+// Execute implements Action.
+func (Preflight) Execute(ctx context.Context, c *Context) error {
+	cfg := c.Config
+	// Windows images first: without one there is nothing a driver check
+	// could add, and the advice is what the user needs.
+	if err := checkWindowsImages(c); err != nil {
+		return err
+	}
+	exists, err := c.Store.Exists(cfg.Name)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return &ExistsError{Cluster: cfg.Name}
+	}
+
+	c.Drivers = map[string]drivers.Driver{}
+	checked := map[string]bool{}
+	for _, n := range cfg.Nodes {
+		d, err := c.Registry.Get(n.Driver)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		c.Drivers[n.Name] = d
+		if checked[n.Driver] {
+			continue
+		}
+		checked[n.Driver] = true
+		if _, err := d.Preflight(ctx); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		ms, err := d.List(ctx, cfg.Name)
+		if err != nil {
+			return err
+		}
+		if len(ms) > 0 {
+			return &ExistsError{Cluster: cfg.Name, Leftover: fmt.Sprintf("%s machine %s", d.Name(), ms[0].Name)}
+		}
+	}
+
+	c.Images = map[string]string{}
+	for _, n := range cfg.Nodes {
+		img, err := nodeImage(ctx, c.CacheDir, cfg.KubernetesVersion, n, c.Drivers[n.Name])
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		c.Images[n.Name] = img
+	}
+
+	c.Boot, err = bootstrap.FromConfig(cfg, bootstrap.NewToken(), func(n config.Node) bool { return n.Driver == config.DriverDocker })
+	if err != nil {
+		return err
+	}
+	if cfg.Nodes[0].Driver == config.DriverDocker {
+		// The docker driver publishes the API server on the host's
+		// loopback.
+		c.Boot.ExtraSANs = []string{"127.0.0.1"}
+	}
+
+	c.Dir, err = c.Store.Create(cfg.Name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(c.Dir, clusterdir.LogsDir), 0o700); err != nil {
+		return err
+	}
+	if err := clusterdir.WriteRecord(c.Dir, cfg); err != nil {
+		return err
+	}
+	return state.WriteFileAtomic(filepath.Join(c.Dir, clusterdir.TokenFile), []byte(c.Boot.Token+"\n"), 0o600)
+}
+
+// ExistsError is a cluster that is already there.
+type ExistsError struct {
+	Cluster string
+	// Leftover names a machine of the cluster found without a cluster
+	// directory (what a crashed hwk leaves).
+	Leftover string
+}
+
+func (e *ExistsError) Error() string {
+	if e.Leftover != "" {
+		return fmt.Sprintf("cluster %s has a leftover %s\n  fix: remove it with `hwk down --name %s`, then run up again", e.Cluster, e.Leftover, e.Cluster)
+	}
+	return fmt.Sprintf("cluster %s already exists\n  fix: use it (`kubectl --context hwk-%s get nodes`), delete it with `hwk down --name %s`, or pick another name with --name", e.Cluster, e.Cluster, e.Cluster)
+}
+
+// NoWindowsImageError is a cluster with Windows nodes and no Windows node
+// image to make them from.
+type NoWindowsImageError struct {
+	Nodes []string
+}
+
+// WindowsImageHelp says what a Windows worker needs, and that this hwk
+// cannot make it yet.
+const WindowsImageHelp = "a Windows worker boots from a Windows node image, which hwk makes once from a Windows Server ISO with a VM driver (hyperv, libvirt or virtualbox); this hwk build cannot make one yet"
+
+func (e *NoWindowsImageError) Error() string {
+	return fmt.Sprintf("no Windows node image is cached, and the cluster has Windows nodes (%s)\n  fix: for a Linux-only cluster, `hwk up --windows-workers 0`\n  (%s)",
+		joinNames(e.Nodes), WindowsImageHelp)
+}
+
+func joinNames(names []string) string { return strings.Join(names, ", ") }
+
+func checkWindowsImages(c *Context) error {
+	var win []string
+	for _, n := range c.Config.Nodes {
+		if n.OS == config.Windows {
+			win = append(win, n.Name)
+		}
+	}
+	if len(win) == 0 {
+		return nil
+	}
+	ms, err := nodeimage.List(c.CacheDir)
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(ms, func(m *nodeimage.Manifest) bool { return m.OS == string(config.Windows) }) {
+		return &NoWindowsImageError{Nodes: win}
+	}
+	return nil
+}
+
+// driverFormat is the node image format each driver boots.
+var driverFormat = map[string]nodeimage.Format{
+	config.DriverDocker:     nodeimage.FormatDocker,
+	config.DriverLibvirt:    nodeimage.FormatQCOW2,
+	config.DriverHyperV:     nodeimage.FormatVHDX,
+	config.DriverVirtualBox: nodeimage.FormatVDI,
+	config.DriverWSL2:       nodeimage.FormatTar,
+}
+
+// nodeImage finds node n's image in its driver's terms: the newest cached
+// node image of the node's OS and the cluster's Kubernetes version that has
+// the driver's format (or the one the config names), checked with the
+// driver where it keeps images of its own.
+func nodeImage(ctx context.Context, cacheDir, version string, n config.Node, d drivers.Driver) (string, error) {
+	format := driverFormat[d.Name()]
+	ms, err := nodeimage.List(cacheDir)
+	if err != nil {
+		return "", err
+	}
+	var ref string
+	for _, m := range ms {
+		if m.OS != string(n.OS) || m.KubernetesVersion != version || (n.Image != "" && m.Name != n.Image) {
+			continue
+		}
+		a, ok := m.Artifacts[format]
+		if !ok {
+			continue
+		}
+		if format == nodeimage.FormatDocker {
+			ref = a.DockerImage
+		} else {
+			ref = filepath.Join(m.Dir, a.Path)
+		}
+		break
+	}
+	switch {
+	case ref == "" && format == nodeimage.FormatDocker:
+		// The engine may hold an image built under another cache
+		// directory (with sudo, say); the engine has the last word.
+		ref = n.Image
+		if ref == "" {
+			ref = nodeimage.DockerRepository + ":" + version
+		}
+	case ref == "":
+		return "", fmt.Errorf("no cached %s node image for Kubernetes %s has the %s format the %s driver needs\n  fix: `%s`", n.OS, version, format, d.Name(), buildCommand(n.OS, version, format))
+	}
+	if ic, ok := d.(drivers.ImageChecker); ok {
+		if err := ic.CheckImage(ctx, ref); err != nil {
+			var missing *drivers.ImageMissingError
+			if errors.As(err, &missing) {
+				missing.Build = buildCommand(n.OS, version, format)
+			}
+			return "", err
+		}
+	}
+	return ref, nil
+}
+
+// buildCommand is the command that makes a missing node image.
+func buildCommand(os config.OS, version string, format nodeimage.Format) string {
+	cmd := fmt.Sprintf("sudo hwk node-image build %s --formats %s", os, format)
+	if version != config.DefaultKubernetesVersion {
+		cmd += " --kubernetes-version " + version
+	}
+	return cmd
+}

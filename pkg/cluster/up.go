@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+)
+
+// Timeouts bound the waits of Up.
+type Timeouts = actions.Timeouts
+
+// DefaultTimeouts are the waits' bounds when UpOptions leaves them zero.
+var DefaultTimeouts = actions.DefaultTimeouts
+
+// WindowsImageHelp says what a Windows worker needs.
+const WindowsImageHelp = actions.WindowsImageHelp
+
+// UpOptions tune Up.
+type UpOptions struct {
+	// SetCurrentContext makes the cluster kubectl's current context.
+	SetCurrentContext bool
+	// Timeouts bound the waits; zero fields take the defaults.
+	Timeouts Timeouts
+}
+
+// UpResult is what Up made, and how long it took.
+type UpResult struct {
+	Context string
+	// APIReady and NodesReady are the times from the start of Up until
+	// the API server answered and until every node was Ready.
+	APIReady, NodesReady, Total time.Duration
+}
+
+// steps are the actions of up, in order.
+func steps() []actions.Action {
+	return []actions.Action{
+		actions.Preflight{},
+		actions.Network{},
+		actions.Nodes{},
+		actions.KubeadmInit{},
+		actions.Calico{},
+		actions.WindowsComponents{},
+		actions.JoinWorkers{},
+		actions.LabelNodes{},
+		actions.WaitReady{},
+		actions.Kubeconfig{},
+	}
+}
+
+// Up makes the cluster cfg (validated) describes. It holds the cluster's
+// lock throughout. When a step fails the cluster is left as it is, for
+// inspection, and the error (a *StepError) says how to remove it.
+func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) (*UpResult, error) {
+	lock, err := p.store().Lock(cfg.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
+
+	c := &actions.Context{
+		Config:            cfg,
+		Registry:          p.Registry,
+		Store:             p.store(),
+		CacheDir:          p.Dirs.Cache,
+		Kubeconfig:        p.KubeconfigPaths,
+		SetCurrentContext: opts.SetCurrentContext,
+		Log:               p.log(),
+		Started:           time.Now(),
+		Timeouts:          withDefaults(opts.Timeouts),
+	}
+	for i, a := range steps() {
+		var failed *StepError
+		// The step line shows what went wrong; the error returned says
+		// which step, for callers that print no step lines.
+		_ = p.step(a.Name(), func() error {
+			if err := a.Execute(ctx, c); err != nil {
+				failed = &StepError{Step: a.Name(), Cluster: cfg.Name, Err: err, Made: i > 0 || c.Dir != "", Interrupted: ctx.Err() != nil}
+				return detailError{failed}
+			}
+			return nil
+		})
+		if failed != nil {
+			return nil, failed
+		}
+	}
+	return &UpResult{
+		Context:    kubeconfig.ContextName(cfg.Name),
+		APIReady:   c.APIReady,
+		NodesReady: c.NodesReady,
+		Total:      time.Since(c.Started),
+	}, nil
+}
+
+func withDefaults(t actions.Timeouts) actions.Timeouts {
+	d := actions.DefaultTimeouts
+	if t.NodeBoot == 0 {
+		t.NodeBoot = d.NodeBoot
+	}
+	if t.APIServer == 0 {
+		t.APIServer = d.APIServer
+	}
+	if t.NodesReady == 0 {
+		t.NodesReady = d.NodesReady
+	}
+	if t.Pods == 0 {
+		t.Pods = d.Pods
+	}
+	return t
+}
+
+// StepError is a failed step of up.
+type StepError struct {
+	Step    string
+	Cluster string
+	Err     error
+	// Made is true when the step failed after hwk had begun making the
+	// cluster, so there is something to clean up.
+	Made bool
+	// Interrupted is true when up was cancelled (Ctrl-C) rather than
+	// failing; the step's own error then only echoes the cancellation.
+	Interrupted bool
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Detail() }
+
+// Detail is the error without the step's name: what went wrong, and what
+// to do about what is left.
+func (e *StepError) Detail() string {
+	msg := e.Err.Error()
+	switch {
+	case e.Interrupted || errors.Is(e.Err, context.Canceled):
+		msg = "interrupted"
+		if e.Made {
+			msg += fmt.Sprintf("\n  cluster %s is half-made; remove it with `hwk down --name %s`", e.Cluster, e.Cluster)
+		}
+	case e.Made:
+		msg += fmt.Sprintf("\n  cluster %s is left as it is for inspection (logs in its directory, `hwk get nodes --name %s`);\n  remove it with `hwk down --name %s`, then run up again",
+			e.Cluster, e.Cluster, e.Cluster)
+	}
+	return msg
+}
+
+func (e *StepError) Unwrap() error { return e.Err }
+
+// detailError shows a StepError under its own step line.
+type detailError struct{ *StepError }
+
+func (e detailError) Error() string { return e.Detail() }

@@ -1,0 +1,71 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hwk-dev/hwk/pkg/cluster"
+	"github.com/hwk-dev/hwk/pkg/ui"
+)
+
+func newUpCommand(g *globals, s Streams) *cobra.Command {
+	var (
+		flags     clusterFlags
+		kubecfg   string
+		noSwitch  bool
+		nodesWait time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "up [--config FILE] [flags]",
+		Short: "Create a cluster",
+		Long: `Create a cluster: the node network, every node's machine (at once), the
+control plane with kubeadm, Calico (with what Windows nodes need), the
+Windows components, the workers, and a kubeconfig context hwk-NAME that
+kubectl can use at once. Each step prints its time.
+
+The cluster comes from the config the way 'hwk config validate' shows it:
+the file, then the flags, then defaults (one Linux control plane and one
+Windows worker). A step that fails names itself and what went wrong, and
+leaves the cluster for inspection; 'hwk down' removes it.`,
+		Example: `  hwk up --windows-workers 0          # Linux-only: one control-plane node
+  hwk up --config cluster.yaml
+  hwk up --name ci --linux-workers 1 --windows-workers 0 --driver docker`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := flags.resolve(c, g)
+			if err != nil {
+				return err
+			}
+			p := g.provider(s, kubecfg)
+			res, err := p.Up(c.Context(), cfg, cluster.UpOptions{
+				SetCurrentContext: !noSwitch,
+				Timeouts:          cluster.Timeouts{NodesReady: nodesWait},
+			})
+			var step *cluster.StepError
+			if errors.As(err, &step) && !g.quiet {
+				return &shownError{err: err, summary: fmt.Sprintf("hwk up stopped at %q (details above)", step.Step)}
+			}
+			if err != nil {
+				return err
+			}
+			if g.quiet {
+				return nil
+			}
+			fmt.Fprintf(s.Out, "Cluster %q is ready: API server after %s, all nodes Ready after %s (%s in all).\n",
+				cfg.Name, ui.FormatDuration(res.APIReady), ui.FormatDuration(res.NodesReady), ui.FormatDuration(res.Total))
+			fmt.Fprintf(s.Out, "  kubectl --context %s get nodes\n", res.Context)
+			if !cfg.HasWindows() {
+				fmt.Fprintf(s.Out, "It has no Windows worker: %s.\n", cluster.WindowsImageHelp)
+			}
+			return nil
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().StringVar(&kubecfg, "kubeconfig", "", "kubeconfig file to add the cluster to (default: $KUBECONFIG, else ~/.kube/config)")
+	cmd.Flags().BoolVar(&noSwitch, "no-switch-context", false, "add the context but leave kubectl's current context as it is")
+	cmd.Flags().DurationVar(&nodesWait, "wait", 0, "how long to wait for every node to be Ready (default "+cluster.DefaultTimeouts.NodesReady.String()+")")
+	return cmd
+}
