@@ -11,7 +11,7 @@ STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/...
 
-.PHONY: all build test unit lint cross clean node-image node-image-test
+.PHONY: all build test unit lint cross clean node-image node-image-test e2e up
 
 all: build
 
@@ -39,11 +39,27 @@ node-image-test:
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 85m -v \
 		-run 'TestSecondBuildIsCached|TestDockerFormatBoots|TestDiskFormats' ./pkg/nodeimage/
 
+# End to end on the docker driver with real Kubernetes: builds hwk and the
+# Linux node image (docker format, from source; a cache hit after
+# node-image or node-image-test), then runs e2e/ (needs root and a Docker
+# engine). Prints the time to API-ready and to all-nodes-Ready.
+e2e: build
+	$(BIN)/hwk node-image build linux --source source --formats docker
+	HWK_BIN=$(CURDIR)/$(BIN)/hwk $(GO) test -tags e2e -count=1 -timeout 80m -v ./e2e/
+
+# The main job on a fresh Linux machine: installs what is missing, builds
+# the node image when none is cached, and brings up a cluster. Arguments
+# for hwk up go in ARGS.
+up:
+	hack/up.sh $(ARGS)
+
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/
 	GOOS=windows $(GO) vet ./...
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags e2e ./e2e/
 	GOOS=windows $(STATICCHECK) ./...
 
 $(STATICCHECK):

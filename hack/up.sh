@@ -1,0 +1,51 @@
+#!/bin/sh
+# `make up`: from a fresh Linux machine with Go to a running cluster, in one
+# command. It installs what is missing (the Docker engine, and the tools
+# the node image build uses), builds hwk, builds the Linux node image from
+# source when none is cached, and brings up the best cluster this host can
+# serve: with a Windows worker when a Windows node image exists, else
+# Linux-only on the docker driver, saying so. Extra arguments go to
+# `hwk up` (e.g. make up ARGS="--linux-workers 1").
+set -eu
+cd "$(dirname "$0")/.."
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+missing=""
+command -v dockerd >/dev/null || missing="$missing docker.io"
+command -v debootstrap >/dev/null || missing="$missing debootstrap"
+[ -e /usr/include/seccomp.h ] || missing="$missing libseccomp-dev"
+command -v gcc >/dev/null || missing="$missing gcc libc6-dev"
+if [ -n "$missing" ]; then
+	echo "installing:$missing"
+	$sudo apt-get update -qq
+	# shellcheck disable=SC2086
+	$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+fi
+
+if ! $sudo docker version >/dev/null 2>&1; then
+	echo "starting the Docker engine"
+	if ! $sudo systemctl start docker 2>/dev/null; then
+		$sudo sh -c 'nohup dockerd >/var/log/hwk-dockerd.log 2>&1 &'
+	fi
+	for _ in $(seq 60); do $sudo docker version >/dev/null 2>&1 && break; sleep 1; done
+	$sudo docker version >/dev/null || { echo "the Docker engine did not start (see /var/log/hwk-dockerd.log)"; exit 1; }
+fi
+
+make build
+hwk=bin/hwk
+version=$($hwk config validate --windows-workers 0 -o json | sed -n 's/.*"kubernetesVersion": "\(.*\)".*/\1/p')
+if ! $sudo docker image inspect "hwk/node:$version" >/dev/null 2>&1; then
+	echo "no Linux node image for Kubernetes $version: building it from source (about 20 minutes the first time)"
+	# Building needs root (debootstrap, chroot); PATH keeps the user's Go.
+	$sudo env "PATH=$PATH" "$hwk" node-image build linux --source source --formats docker
+fi
+
+args=""
+if ! $hwk node-image list -o json | grep -q '"os": "windows"'; then
+	echo "no Windows node image: making a Linux-only cluster on the docker driver (hwk up --windows-workers 0 --driver docker)"
+	args="--windows-workers 0 --driver docker"
+fi
+# shellcheck disable=SC2086
+exec $hwk up $args "$@"
