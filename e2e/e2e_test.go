@@ -327,6 +327,10 @@ func TestLinuxCluster(t *testing.T) {
 		if sp.Spec.NodeName == cp.Spec.NodeName {
 			t.Errorf("server and client ran on the same node %s", sp.Spec.NodeName)
 		}
+		// Across nodes, pod traffic goes through Calico's VXLAN device.
+		if route := docker(t, nil, "exec", cp.Spec.NodeName, "ip", "route", "get", sp.Status.PodIP); !strings.Contains(route, "dev vxlan.calico") {
+			t.Errorf("%s routes %s outside VXLAN: %s", cp.Spec.NodeName, sp.Status.PodIP, route)
+		}
 	})
 
 	t.Run("windows routing", func(t *testing.T) {

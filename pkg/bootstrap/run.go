@@ -96,7 +96,7 @@ if ((Get-Service -Name containerd).Status -ne 'Running') {
     Start-Service -Name containerd
 }
 
-& 'C:\k\kubeadm.exe' join --config '@CONFIG@' --v=2
+& 'C:\k\kubeadm.exe' join --config '@CONFIG@' '--v=2'
 if ($LASTEXITCODE -ne 0) {
     throw "kubeadm join exited with status $LASTEXITCODE"
 }
@@ -125,8 +125,7 @@ func LastLines(log string, n int) string {
 // for failure messages; on any error it says why instead.
 func KubeletJournal(ctx context.Context, n *node.Node, lines int) string {
 	if n.OS() == config.Windows {
-		out, err := n.Output(ctx, "powershell.exe", "-NoProfile", "-Command",
-			fmt.Sprintf(`Get-Content -Tail %d C:\var\log\kubelet\kubelet.err.log`, lines))
+		out, err := n.Output(ctx, node.ScriptArgs(node.PowerShell, kubeletLogScript(lines))...)
 		if err != nil {
 			return "(cannot read the kubelet log: " + err.Error() + ")"
 		}
@@ -137,4 +136,10 @@ func KubeletJournal(ctx context.Context, n *node.Node, lines int) string {
 		return "(cannot read the kubelet journal: " + err.Error() + ")"
 	}
 	return out
+}
+
+// kubeletLogScript prints the end of the kubelet's log on a Windows node
+// (where PrepareNode.ps1's nssm service writes it).
+func kubeletLogScript(lines int) string {
+	return fmt.Sprintf(`Get-Content -Tail %d -Path 'C:\var\log\kubelet\kubelet.err.log'`, lines)
 }

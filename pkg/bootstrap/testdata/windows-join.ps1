@@ -11,7 +11,7 @@ if ((Get-Service -Name containerd).Status -ne 'Running') {
     Start-Service -Name containerd
 }
 
-& 'C:\k\kubeadm.exe' join --config 'C:\hwk\kubeadm-join.yaml' --v=2
+& 'C:\k\kubeadm.exe' join --config 'C:\hwk\kubeadm-join.yaml' '--v=2'
 if ($LASTEXITCODE -ne 0) {
     throw "kubeadm join exited with status $LASTEXITCODE"
 }
