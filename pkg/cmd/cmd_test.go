@@ -242,3 +242,48 @@ func TestClusterCommandsWithoutClusters(t *testing.T) {
 		}
 	}
 }
+
+// TestGetKubeconfig prints the cluster's own kubeconfig, as YAML or JSON.
+func TestGetKubeconfig(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HWK_HOME", home)
+	dir := filepath.Join(home, "data", "clusters", "demo")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	rec := "apiVersion: hwk.dev/v1alpha1\nkind: Cluster\nname: demo\n"
+	kc := `apiVersion: v1
+kind: Config
+clusters:
+- cluster: {server: "https://127.0.0.1:32771"}
+  name: hwk-demo
+contexts:
+- context: {cluster: hwk-demo, user: hwk-demo}
+  name: hwk-demo
+current-context: hwk-demo
+users:
+- name: hwk-demo
+  user: {token: t}
+`
+	for name, data := range map[string]string{"cluster.yaml": rec, "kubeconfig": kc} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, stdout, stderr := run(t, "get", "kubeconfig", "--name", "demo"); code != 0 || stdout != kc {
+		t.Errorf("yaml: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr := run(t, "get", "kubeconfig", "--name", "demo", "-o", "json")
+	var got struct {
+		CurrentContext string `json:"current-context"`
+		Clusters       []struct {
+			Cluster struct{ Server string } `json:"cluster"`
+		} `json:"clusters"`
+	}
+	if code != 0 || json.Unmarshal([]byte(stdout), &got) != nil || got.CurrentContext != "hwk-demo" || len(got.Clusters) != 1 || got.Clusters[0].Cluster.Server != "https://127.0.0.1:32771" {
+		t.Errorf("json: exit %d %+v\n%s%s", code, got, stdout, stderr)
+	}
+	if code, stdout, _ := run(t, "get", "clusters"); code != 0 || !strings.Contains(stdout, "demo") {
+		t.Errorf("get clusters: %d %s", code, stdout)
+	}
+}
