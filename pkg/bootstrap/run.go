@@ -112,15 +112,6 @@ Write-Output "joined: kubelet is $((Get-Service -Name kubelet).Status)"
 `, "@CONFIG@", strings.ReplaceAll(configPath, "'", "''"))
 }
 
-// LastLines is the end of a command's log, indented for an error message.
-func LastLines(log string, n int) string {
-	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "    " + strings.Join(lines, "\n    ")
-}
-
 // KubeletJournal returns the kubelet's last n log lines on a Linux node,
 // for failure messages; on any error it says why instead.
 func KubeletJournal(ctx context.Context, n *node.Node, lines int) string {

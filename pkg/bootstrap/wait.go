@@ -93,7 +93,7 @@ func WaitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 		selectors = selectors[:0]
 		var missing []string
 		for _, w := range ws {
-			ready, want, sel, err := workloadStatus(ctx, cs, w)
+			ready, want, sel, err := WorkloadStatus(ctx, cs, w)
 			if err != nil {
 				return false, "", err
 			}
@@ -111,7 +111,9 @@ type podSet struct {
 	selector  labels.Selector
 }
 
-func workloadStatus(ctx context.Context, cs kubernetes.Interface, w Workload) (ready, want int32, sel labels.Selector, err error) {
+// WorkloadStatus reports how many of a workload's pods are Ready, how many
+// it wants, and the selector of its pods.
+func WorkloadStatus(ctx context.Context, cs kubernetes.Interface, w Workload) (ready, want int32, sel labels.Selector, err error) {
 	var ls *metav1.LabelSelector
 	switch w.Kind {
 	case "DaemonSet":

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -207,23 +206,11 @@ func (p *Provider) Status(ctx context.Context, name string) (*Status, error) {
 		}
 	}
 	for _, w := range components {
-		ci := ComponentInfo{Name: w.Name}
-		switch w.Kind {
-		case "DaemonSet":
-			var ds *appsv1.DaemonSet
-			if ds, err = cs.AppsV1().DaemonSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
-				ci.Ready, ci.Want = ds.Status.NumberReady, ds.Status.DesiredNumberScheduled
-			}
-		case "Deployment":
-			var d *appsv1.Deployment
-			if d, err = cs.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
-				ci.Ready, ci.Want = d.Status.ReadyReplicas, *d.Spec.Replicas
-			}
-		}
-		if err != nil || ci.Ready < ci.Want {
+		ready, want, _, err := bootstrap.WorkloadStatus(ctx, cs, w)
+		if err != nil || ready < want {
 			st.Healthy = false
 		}
-		st.Components = append(st.Components, ci)
+		st.Components = append(st.Components, ComponentInfo{Name: w.Name, Ready: ready, Want: want})
 	}
 	return st, nil
 }
