@@ -1,0 +1,79 @@
+package libvirt
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"syscall"
+	"time"
+
+	golibvirt "github.com/digitalocean/go-libvirt"
+	"github.com/digitalocean/go-libvirt/socket/dialers"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// Sockets a system libvirt answers on: the monolithic libvirtd (or
+// virtproxyd, which forwards to the modular daemons), then the modular
+// QEMU daemon itself.
+var defaultSockets = []string{
+	"/var/run/libvirt/libvirt-sock",
+	"/var/run/libvirt/virtqemud-sock",
+}
+
+// dialTimeout bounds connecting to the daemon's socket.
+const dialTimeout = 5 * time.Second
+
+// findSocket is the first of sockets that exists.
+func findSocket(sockets []string) (string, error) {
+	for _, s := range sockets {
+		if fi, err := os.Stat(s); err == nil && fi.Mode()&fs.ModeSocket != 0 {
+			return s, nil
+		}
+	}
+	return "", &drivers.UnavailableError{
+		Driver: config.DriverLibvirt,
+		Reason: fmt.Sprintf("no libvirt daemon is listening (looked for %s and %s)", sockets[0], sockets[len(sockets)-1]),
+		Fix:    "install and start libvirt: `sudo apt-get install libvirt-daemon-system qemu-system-x86 qemu-utils ovmf && sudo systemctl start libvirtd`",
+	}
+}
+
+// connect opens a connection to uri through the first socket of sockets
+// that exists.
+func connect(sockets []string, uri golibvirt.ConnectURI) (*golibvirt.Libvirt, error) {
+	sock, err := findSocket(sockets)
+	if err != nil {
+		return nil, err
+	}
+	l := golibvirt.NewWithDialer(dialers.NewLocal(dialers.WithSocket(sock), dialers.WithLocalTimeout(dialTimeout)))
+	if err := l.ConnectToURI(uri); err != nil {
+		return nil, connectError(sock, uri, err)
+	}
+	return l, nil
+}
+
+// connectError turns a failed connection into what the user can act on.
+func connectError(sock string, uri golibvirt.ConnectURI, err error) error {
+	switch {
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, fs.ErrPermission):
+		return &drivers.UnavailableError{
+			Driver: config.DriverLibvirt,
+			Reason: fmt.Sprintf("permission denied on the libvirt socket %s", sock),
+			Fix:    "add yourself to the libvirt group: `sudo usermod -aG libvirt $USER`, then log out and in (or run `newgrp libvirt`)",
+		}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &drivers.UnavailableError{
+			Driver: config.DriverLibvirt,
+			Reason: fmt.Sprintf("the libvirt socket %s is there but no daemon answers", sock),
+			Fix:    "start libvirt: `sudo systemctl start libvirtd` (or `virtqemud` on hosts with the modular daemons)",
+		}
+	default:
+		return &drivers.UnavailableError{
+			Driver: config.DriverLibvirt,
+			Reason: fmt.Sprintf("cannot open %s through %s: %v", uri, sock, err),
+			Fix:    "check that libvirtd runs and that `virsh -c qemu:///system list` works for you",
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package libvirt
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	diskfs "github.com/diskfs/go-diskfs"
+	"github.com/diskfs/go-diskfs/disk"
+	"github.com/diskfs/go-diskfs/filesystem"
+	"github.com/diskfs/go-diskfs/filesystem/iso9660"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hwk-dev/hwk/drivers"
+)
+
+// seedLabel is the volume label cloud-init's and cloudbase-init's NoCloud
+// sources look for, and hwk-seed too.
+const seedLabel = "cidata"
+
+// hostKeyFiles maps the seed files that carry the node's SSH host key (made
+// by hwk, so it is known before first boot) to their names on the seed.
+var hostKeyFiles = map[string]string{
+	"/etc/ssh/ssh_host_ed25519_key":     "ssh_host_ed25519_key",
+	"/etc/ssh/ssh_host_ed25519_key.pub": "ssh_host_ed25519_key.pub",
+}
+
+// seedFiles are the files of a node's cidata seed, in two dialects of the
+// same facts: hwk-seed's (hostname, network, authorized_keys, the SSH host
+// key), read by the Linux node image, and NoCloud's (meta-data,
+// network-config, user-data), read by cloudbase-init on Windows.
+func seedFiles(s drivers.MachineSpec, subnet netip.Prefix) (map[string][]byte, error) {
+	gw := drivers.Network{Subnet: subnet}.Gateway()
+	addr := netip.PrefixFrom(s.IP, subnet.Bits())
+	files := map[string][]byte{
+		"hostname": []byte(s.Name + "\n"),
+		// libvirt's dnsmasq answers DNS on the gateway.
+		"network": fmt.Appendf(nil, "ADDRESS=%s\nGATEWAY=%s\nDNS=%s\n", addr, gw, gw),
+	}
+	if len(s.Seed.SSHAuthorizedKeys) > 0 {
+		files["authorized_keys"] = []byte(strings.Join(s.Seed.SSHAuthorizedKeys, "\n") + "\n")
+	}
+	for _, f := range s.Seed.Files {
+		name, ok := hostKeyFiles[f.Path]
+		if !ok {
+			return nil, fmt.Errorf("node %s: the libvirt driver's seed cannot place %s (only the SSH host key)", s.Name, f.Path)
+		}
+		files[name] = f.Content
+	}
+
+	meta := map[string]any{
+		"instance-id":    "hwk-" + s.Cluster + "-" + s.Name,
+		"local-hostname": s.Name,
+	}
+	if len(s.Seed.SSHAuthorizedKeys) > 0 {
+		meta["public-keys"] = s.Seed.SSHAuthorizedKeys
+	}
+	netcfg := map[string]any{
+		"version": 1,
+		"config": []any{map[string]any{
+			"type":        "physical",
+			"name":        "eth0",
+			"mac_address": MAC(s.IP),
+			"subnets": []any{map[string]any{
+				"type":            "static",
+				"address":         addr.String(),
+				"gateway":         gw.String(),
+				"dns_nameservers": []string{gw.String()},
+			}},
+		}},
+	}
+	for name, v := range map[string]any{"meta-data": meta, "network-config": netcfg} {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return nil, err
+		}
+		files[name] = data
+	}
+	files["user-data"] = []byte("#cloud-config\n{}\n")
+	return files, nil
+}
+
+// writeSeedISO writes files to a new ISO 9660 image at path, labelled
+// cidata, with Rock Ridge (Linux sees names as written) and Joliet
+// (Windows does too; without it cloudbase-init sees META_DATA).
+func writeSeedISO(path string, files map[string][]byte) error {
+	if _, err := os.Stat(path); err == nil {
+		if err := os.Remove(path); err != nil {
+			return err
+		}
+	}
+	var size int64 = 1 << 20 // room for the descriptors
+	for _, data := range files {
+		size += int64(len(data)) + 4096
+	}
+	d, err := diskfs.Create(path, size, diskfs.SectorSize(2048))
+	if err != nil {
+		return fmt.Errorf("create seed %s: %w", path, err)
+	}
+	defer d.Close()
+	work, err := os.MkdirTemp(filepath.Dir(path), ".seed-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	fs, err := d.CreateFilesystem(disk.FilesystemSpec{Partition: 0, FSType: filesystem.TypeISO9660, VolumeLabel: seedLabel, WorkDir: work, Reproducible: true})
+	if err != nil {
+		return fmt.Errorf("create seed %s: %w", path, err)
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		f, err := fs.OpenFile("/"+n, os.O_CREATE|os.O_RDWR)
+		if err != nil {
+			return fmt.Errorf("seed %s: %w", n, err)
+		}
+		_, err = f.Write(files[n])
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("seed %s: %w", n, err)
+		}
+	}
+	iso, ok := fs.(*iso9660.FileSystem)
+	if !ok {
+		return errors.New("seed: go-diskfs made no ISO 9660 filesystem")
+	}
+	if err := iso.Finalize(iso9660.FinalizeOptions{RockRidge: true, Joliet: true, VolumeIdentifier: seedLabel}); err != nil {
+		return fmt.Errorf("finalize seed %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,222 @@
+// Package libvirt runs nodes as QEMU virtual machines through libvirt
+// (digitalocean/go-libvirt, pure Go), with one NAT network per cluster and
+// a copy-on-write disk per node over the cached node image.
+package libvirt
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"net/netip"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// NetworkName is the libvirt network of cluster.
+func NetworkName(cluster string) string { return "hwk-" + cluster }
+
+// bridgeName is the network's Linux bridge. Interface names hold at most
+// 15 characters and cluster names up to 32, so the name is a hash.
+func bridgeName(cluster string) string {
+	sum := sha256.Sum256([]byte(cluster))
+	return "hwkbr-" + hex.EncodeToString(sum[:4])
+}
+
+// MAC is the address of a node's NIC: QEMU's locally administered prefix
+// 52:54:00 and the last three bytes of the node's IP, so the DHCP host
+// entry, the lease and the node's address can be matched at a glance.
+// Within one network (one subnet) they are unique.
+func MAC(ip netip.Addr) string {
+	b := ip.As4()
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", b[1], b[2], b[3])
+}
+
+// dhcpHost is a DHCP reservation: the node named gets ip.
+type dhcpHost struct {
+	Name string
+	IP   netip.Addr
+}
+
+// networkXML is the cluster's NAT network: the gateway (the subnet's first
+// address) on the host's bridge, and a DHCP reservation per node, so every
+// node gets its static address whether it asks DHCP (Linux) or is
+// configured from its seed.
+func networkXML(n drivers.Network, hosts []dhcpHost) (string, error) {
+	prefix := n.Subnet.Masked()
+	if !prefix.Addr().Is4() {
+		return "", fmt.Errorf("network %s: subnet %s is not IPv4", NetworkName(n.Cluster), prefix)
+	}
+	dhcp := &libvirtxml.NetworkDHCP{}
+	for _, h := range hosts {
+		if !prefix.Contains(h.IP) {
+			return "", fmt.Errorf("network %s: node %s has address %s outside %s", NetworkName(n.Cluster), h.Name, h.IP, prefix)
+		}
+		dhcp.Hosts = append(dhcp.Hosts, libvirtxml.NetworkDHCPHost{MAC: MAC(h.IP), Name: h.Name, IP: h.IP.String()})
+	}
+	nw := &libvirtxml.Network{
+		Name:    NetworkName(n.Cluster),
+		Forward: &libvirtxml.NetworkForward{Mode: "nat"},
+		Bridge:  &libvirtxml.NetworkBridge{Name: bridgeName(n.Cluster), STP: "on", Delay: "0"},
+		IPs: []libvirtxml.NetworkIP{{
+			Address: n.Gateway().String(),
+			Prefix:  uint(prefix.Bits()),
+			DHCP:    dhcp,
+		}},
+	}
+	return nw.Marshal()
+}
+
+// domainSpec is what a node's domain is made of.
+type domainSpec struct {
+	drivers.MachineSpec
+	// Disk is the node's qcow2 overlay; Seed its cidata ISO.
+	Disk, Seed string
+	// NVRAM is the node's own copy of the UEFI variables.
+	NVRAM string
+	// Console is the file the serial console is logged to.
+	Console string
+	// KVM says whether the host's KVM works; otherwise QEMU emulates
+	// the CPU (TCG).
+	KVM bool
+	// TPM adds an emulated TPM 2.0 (swtpm) to Windows guests.
+	TPM bool
+}
+
+// domainXML is a node's domain. Both OSes get a q35 machine with UEFI
+// firmware picked by libvirt (Secure Boot off: the Linux image's
+// systemd-boot is unsigned), virtio disk and NIC, the seed as a SATA
+// CD-ROM and the serial console logged to a file. Windows guests add
+// Hyper-V enlightenments, a local-time clock and, when asked, a TPM.
+func domainXML(s domainSpec) (string, error) {
+	if s.CPUs < 1 || s.MemoryBytes <= 0 {
+		return "", fmt.Errorf("node %s: %d CPUs and %d bytes of memory is no machine", s.Name, s.CPUs, s.MemoryBytes)
+	}
+	typ, cpu := "qemu", &libvirtxml.DomainCPU{Mode: "maximum"}
+	if s.KVM {
+		typ, cpu = "kvm", &libvirtxml.DomainCPU{Mode: "host-passthrough"}
+	}
+	d := &libvirtxml.Domain{
+		Type:        typ,
+		Name:        s.Name,
+		Description: fmt.Sprintf("hwk node %s (%s %s) of cluster %s", s.Name, s.OS, s.Role, s.Cluster),
+		Metadata:    &libvirtxml.DomainMetadata{XML: metadata(s.MachineSpec)},
+		Memory:      &libvirtxml.DomainMemory{Value: uint(s.MemoryBytes >> 20), Unit: "MiB"},
+		VCPU:        &libvirtxml.DomainVCPU{Value: uint(s.CPUs)},
+		CPU:         cpu,
+		OS: &libvirtxml.DomainOS{
+			Type:     &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
+			Firmware: "efi",
+			FirmwareInfo: &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{
+				{Enabled: "no", Name: "secure-boot"},
+			}},
+			NVRam: &libvirtxml.DomainNVRam{NVRam: s.NVRAM},
+		},
+		Features: &libvirtxml.DomainFeatureList{
+			ACPI: &libvirtxml.DomainFeature{},
+			APIC: &libvirtxml.DomainFeatureAPIC{},
+		},
+		OnPoweroff: "destroy",
+		OnReboot:   "restart",
+		OnCrash:    "destroy",
+		Devices: &libvirtxml.DomainDeviceList{
+			Disks: []libvirtxml.DomainDisk{
+				{
+					Device: "disk",
+					Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2", Discard: "unmap"},
+					Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk}},
+					Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+				},
+				{
+					Device:   "cdrom",
+					Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
+					Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Seed}},
+					Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
+					ReadOnly: &libvirtxml.DomainDiskReadOnly{},
+				},
+			},
+			Interfaces: []libvirtxml.DomainInterface{{
+				Source: &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: NetworkName(s.Cluster)}},
+				MAC:    &libvirtxml.DomainInterfaceMAC{Address: MAC(s.IP)},
+				Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+			}},
+			Serials: []libvirtxml.DomainSerial{{
+				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+				Target: &libvirtxml.DomainSerialTarget{Port: new(uint)},
+				Log:    &libvirtxml.DomainChardevLog{File: s.Console, Append: "off"},
+			}},
+			Consoles: []libvirtxml.DomainConsole{{
+				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+				Target: &libvirtxml.DomainConsoleTarget{Type: "serial"},
+			}},
+			RNGs: []libvirtxml.DomainRNG{{
+				Model:   "virtio",
+				Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}},
+			}},
+		},
+	}
+	if s.OS == config.Windows {
+		windows(d, s)
+	}
+	return d.Marshal()
+}
+
+// windows adds what Windows guests want: the Hyper-V enlightenments
+// Windows uses when it finds them (fewer VM exits, a stable clock), a
+// clock in local time as Windows keeps it, and a TPM.
+func windows(d *libvirtxml.Domain, s domainSpec) {
+	on := &libvirtxml.DomainFeatureState{State: "on"}
+	d.Features.HyperV = &libvirtxml.DomainFeatureHyperV{
+		Mode:        "custom",
+		Relaxed:     on,
+		VAPIC:       on,
+		Spinlocks:   &libvirtxml.DomainFeatureHyperVSpinlocks{DomainFeatureState: libvirtxml.DomainFeatureState{State: "on"}, Retries: 8191},
+		VPIndex:     on,
+		Runtime:     on,
+		Synic:       on,
+		STimer:      &libvirtxml.DomainFeatureHyperVSTimer{DomainFeatureState: libvirtxml.DomainFeatureState{State: "on"}},
+		Reset:       on,
+		Frequencies: on,
+	}
+	d.Clock = &libvirtxml.DomainClock{Offset: "localtime", Timer: []libvirtxml.DomainTimer{
+		{Name: "rtc", TickPolicy: "catchup"},
+		{Name: "pit", TickPolicy: "delay"},
+		{Name: "hpet", Present: "no"},
+		{Name: "hypervclock", Present: "yes"},
+	}}
+	if s.TPM {
+		d.Devices.TPMs = []libvirtxml.DomainTPM{{
+			Model:   "tpm-crb",
+			Backend: &libvirtxml.DomainTPMBackend{Emulator: &libvirtxml.DomainTPMBackendEmulator{Version: "2.0"}},
+		}}
+	}
+}
+
+// metadataNS is the namespace of hwk's element in a domain's metadata.
+const metadataNS = "https://hwk.dev/libvirt/v1"
+
+// metadata is what hwk records in a domain so that a cluster's machines
+// can be found and described from libvirt alone.
+func metadata(s drivers.MachineSpec) string {
+	m := nodeMetadata{NS: metadataNS, Cluster: s.Cluster, Name: s.Name, Role: string(s.Role), OS: string(s.OS), IP: s.IP.String()}
+	out, err := xml.Marshal(m)
+	if err != nil {
+		// Only strings and attributes: encoding cannot fail.
+		panic(err)
+	}
+	return string(out)
+}
+
+// nodeMetadata is hwk's element in a domain's <metadata>.
+type nodeMetadata struct {
+	XMLName xml.Name `xml:"hwk:node"`
+	NS      string   `xml:"xmlns:hwk,attr"`
+	Cluster string   `xml:"cluster,attr"`
+	Name    string   `xml:"name,attr"`
+	Role    string   `xml:"role,attr"`
+	OS      string   `xml:"os,attr"`
+	IP      string   `xml:"ip,attr"`
+}
