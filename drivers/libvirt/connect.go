@@ -15,18 +15,13 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// Sockets a system libvirt answers on: the monolithic libvirtd (or
-// virtproxyd, which forwards to the modular daemons), then the modular
-// QEMU daemon itself.
-var defaultSockets = []string{
-	"/var/run/libvirt/libvirt-sock",
-	"/var/run/libvirt/virtqemud-sock",
-}
-
 // dialTimeout bounds connecting to the daemon's socket.
 const dialTimeout = 5 * time.Second
 
-// findSocket is the first of sockets that exists.
+// findSocket is the first of sockets that exists. A system libvirt
+// answers on /var/run/libvirt/libvirt-sock (the monolithic libvirtd, or
+// virtproxyd forwarding to the modular daemons) or on
+// /var/run/libvirt/virtqemud-sock (the modular QEMU daemon itself).
 func findSocket(sockets []string) (string, error) {
 	for _, s := range sockets {
 		if fi, err := os.Stat(s); err == nil && fi.Mode()&fs.ModeSocket != 0 {
