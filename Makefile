@@ -11,7 +11,7 @@ STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/...
 
-.PHONY: all build test unit lint cross clean node-image node-image-test e2e up
+.PHONY: all build test unit lint cross clean node-image node-image-test e2e up test-libvirt
 
 all: build
 
@@ -38,6 +38,12 @@ node-image: build
 node-image-test:
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 85m -v \
 		-run 'TestSecondBuildIsCached|TestDockerFormatBoots|TestDiskFormats' ./pkg/nodeimage/
+
+# The libvirt driver against a real libvirtd (test:///default for the API,
+# qemu:///system for networks); installs and starts libvirt when missing.
+test-libvirt:
+	hack/libvirt.sh
+	HWK_REQUIRE_LIBVIRT=1 $(GO) test -count=1 -v ./drivers/libvirt/
 
 # End to end on the docker driver with real Kubernetes: builds hwk and the
 # Linux node image (docker format, from source; a cache hit after
