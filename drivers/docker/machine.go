@@ -30,6 +30,10 @@ var entrypoint []byte
 
 const entrypointPath = "/usr/local/bin/hwk-entrypoint"
 
+// createTimeout bounds a container create that runs to its end even when
+// the caller has cancelled.
+const createTimeout = 30 * time.Second
+
 // stopTimeout is how long systemd gets to shut a node down before SIGKILL.
 const stopTimeout = 30
 
@@ -149,7 +153,13 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		port, _ := network.PortFrom(p, network.TCP)
 		exposed[port] = struct{}{}
 	}
-	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
+	// The engine goes on making a container after its client hangs up, so
+	// a create cut short by Ctrl-C would leave a container that a `down`
+	// run at once might not see yet. Let the create finish (it takes a
+	// moment); the caller's cancellation is seen right after.
+	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancelCreate()
+	res, err := c.ContainerCreate(createCtx, client.ContainerCreateOptions{
 		Name: spec.Name,
 		Config: &container.Config{
 			Image:    spec.Image,
@@ -196,7 +206,11 @@ func (d *Driver) canPrivilege(ctx context.Context, c *client.Client, image strin
 	if known != nil {
 		return *known, nil
 	}
-	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
+	// As in Create: the probe container must exist for the deferred
+	// remove to find it, even when the caller gives up.
+	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancelCreate()
+	res, err := c.ContainerCreate(createCtx, client.ContainerCreateOptions{
 		Config:     &container.Config{Image: image, Entrypoint: []string{"/bin/true"}, Labels: map[string]string{"hwk.dev/probe": "privileged"}},
 		HostConfig: &container.HostConfig{Privileged: true, AutoRemove: false},
 	})
@@ -295,6 +309,34 @@ func (d *Driver) Delete(ctx context.Context, m drivers.Ref) error {
 	if err != nil {
 		return err
 	}
+	if err := d.removeContainers(ctx, c, m); err != nil {
+		return err
+	}
+	// A volume still in use belongs to a container the engine was still
+	// making when we listed (an up interrupted mid-create): list and
+	// remove again for a little while.
+	deadline := time.Now().Add(deleteRetry)
+	for {
+		err := d.removeVolumes(ctx, c, m)
+		if err == nil || !strings.Contains(err.Error(), "in use") || time.Now().After(deadline) {
+			return err
+		}
+		if err := d.removeContainers(ctx, c, m); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// deleteRetry is how long Delete waits for containers still being made.
+const deleteRetry = 15 * time.Second
+
+// removeContainers removes every container of node m.
+func (d *Driver) removeContainers(ctx context.Context, c *client.Client, m drivers.Ref) error {
 	ctrs, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: nodeFilter(m)})
 	if err != nil {
 		return d.wrap(c, fmt.Errorf("delete node %s: %w", m.Name, err))
@@ -305,6 +347,11 @@ func (d *Driver) Delete(ctx context.Context, m drivers.Ref) error {
 			return d.wrap(c, fmt.Errorf("delete node %s: remove container: %w", m.Name, err))
 		}
 	}
+	return nil
+}
+
+// removeVolumes removes every volume made for node m.
+func (d *Driver) removeVolumes(ctx context.Context, c *client.Client, m drivers.Ref) error {
 	vols, err := c.VolumeList(ctx, client.VolumeListOptions{Filters: nodeFilter(m)})
 	if err != nil {
 		return d.wrap(c, fmt.Errorf("delete node %s: list volumes: %w", m.Name, err))
