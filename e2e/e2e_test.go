@@ -276,7 +276,7 @@ func TestLinuxCluster(t *testing.T) {
 			t.Errorf("%d Calico and CoreDNS pods, want 5", len(pods.Items))
 		}
 		for _, p := range pods.Items {
-			if !ready(&p) {
+			if !bootstrap.PodReady(&p) {
 				t.Errorf("pod %s is not Ready", p.Name)
 			}
 		}
@@ -303,7 +303,7 @@ func TestLinuxCluster(t *testing.T) {
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, server, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		sp := waitPod(t, cs, "probe-server", func(p *corev1.Pod) bool { return ready(p) && p.Status.PodIP != "" })
+		sp := waitPod(t, cs, "probe-server", func(p *corev1.Pod) bool { return bootstrap.PodReady(p) && p.Status.PodIP != "" })
 		url := fmt.Sprintf("http://%s:8080/", sp.Status.PodIP)
 		client := probePod("probe-client", worker, "check", "kubernetes.default", url)
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, client, metav1.CreateOptions{}); err != nil {
@@ -498,15 +498,6 @@ func copyKubectl(t *testing.T, node string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func waitPod(t *testing.T, cs kubernetes.Interface, name string, done func(*corev1.Pod) bool) *corev1.Pod {

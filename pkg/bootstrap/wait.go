@@ -153,7 +153,7 @@ func explainPods(ctx context.Context, cs kubernetes.Interface, sets []podSet) st
 			continue
 		}
 		for _, p := range pods.Items {
-			if podReady(&p) {
+			if PodReady(&p) {
 				continue
 			}
 			fmt.Fprintf(&b, "  pod %s/%s on %s: %s\n", p.Namespace, p.Name, orNone(p.Spec.NodeName), podProblem(&p))
@@ -172,7 +172,8 @@ func orNone(s string) string {
 	return s
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether a pod's Ready condition is true.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

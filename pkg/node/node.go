@@ -76,7 +76,7 @@ type ExitError struct {
 func (e *ExitError) Error() string {
 	msg := fmt.Sprintf("%s on node %s exited with status %d", summarize(e.Args), e.Node, e.Code)
 	if s := strings.TrimSpace(e.Stderr); s != "" {
-		msg += ": " + lastLines(s, 3)
+		msg += ": " + LastLines(s, 3)
 	}
 	return msg
 }
@@ -112,7 +112,7 @@ func (n *Node) Run(ctx context.Context, cmd Cmd) error {
 	if cmd.Stdout == nil {
 		cmd.Stdout = io.Discard
 	}
-	tail := &tailBuffer{max: 4096}
+	tail := NewTail(4096)
 	if cmd.Stderr == nil {
 		cmd.Stderr = tail
 	} else {
@@ -243,7 +243,8 @@ func summarize(args []string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-func lastLines(s string, n int) string {
+// LastLines is the last n lines of s.
+func LastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -280,13 +281,21 @@ func (i *inputReader) Err() error {
 	return i.err
 }
 
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
+// Tail keeps the last bytes written to it: the end of a command's output,
+// for error messages. A command's stdout and stderr may write to it from
+// two goroutines.
+type Tail struct {
+	mu  sync.Mutex
 	max int
 	b   []byte
 }
 
-func (t *tailBuffer) Write(p []byte) (int, error) {
+// NewTail keeps the last max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.b = append(t.b, p...)
 	if len(t.b) > t.max {
 		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
@@ -294,4 +303,8 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *tailBuffer) String() string { return string(t.b) }
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}

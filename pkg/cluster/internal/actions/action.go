@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -60,7 +61,7 @@ type Context struct {
 	// Client talks to the API server from the host (after kubeadm init).
 	Client kubernetes.Interface
 	// HostKubeconfig is admin.conf with the host's endpoint in it.
-	HostKubeconfig []byte
+	HostKubeconfig *clientcmdapi.Config
 
 	// APIReady and NodesReady are how long after Started the API server
 	// answered and every node was Ready.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // Calico installs Calico for Linux from its manifest and turns on strict
@@ -45,6 +46,6 @@ func apply(ctx context.Context, c *Context, name string, manifests []byte) error
 	}
 	return runLogged(ctx, c, name, func(w io.Writer) error { return bootstrap.Apply(ctx, h, manifests, w) },
 		func(err error, tail, path string) error {
-			return withLog(fmt.Errorf("kubectl apply (%s): %w", name, err), "last lines of kubectl", lastLines(tail, 10), path)
+			return withLog(fmt.Errorf("kubectl apply (%s): %w", name, err), "last lines of kubectl", node.LastLines(tail, 10), path)
 		})
 }

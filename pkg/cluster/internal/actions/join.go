@@ -7,6 +7,7 @@ import (
 
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // JoinWorkers joins every worker, Linux and Windows, at once.
@@ -32,7 +33,7 @@ func (JoinWorkers) Execute(ctx context.Context, c *Context) error {
 		}
 		return runLogged(ctx, c, "kubeadm-join-"+n.Name, func(w io.Writer) error { return bootstrap.Join(ctx, h, cfg, w) },
 			func(err error, tail, path string) error {
-				err = withLog(fmt.Errorf("kubeadm join on %s: %w", n.Name, err), "last lines of kubeadm join", lastLines(tail, 15), path)
+				err = withLog(fmt.Errorf("kubeadm join on %s: %w", n.Name, err), "last lines of kubeadm join", node.LastLines(tail, 15), path)
 				return withLog(err, "last lines of the kubelet's log on "+n.Name, bootstrap.KubeletJournal(context.WithoutCancel(ctx), h, 10), "")
 			})
 	})

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +16,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
 	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -39,7 +39,7 @@ func (KubeadmInit) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 	if err := runLogged(ctx, c, "kubeadm-init", func(w io.Writer) error { return bootstrap.Init(ctx, h, cfg, w) }, func(err error, tail, path string) error {
-		err = withLog(fmt.Errorf("kubeadm init on %s: %w", cp.Name, err), "last lines of kubeadm init", lastLines(tail, 15), path)
+		err = withLog(fmt.Errorf("kubeadm init on %s: %w", cp.Name, err), "last lines of kubeadm init", node.LastLines(tail, 15), path)
 		return withLog(err, "last lines of the kubelet's log on "+cp.Name, bootstrap.KubeletJournal(context.WithoutCancel(ctx), h, 10), "")
 	}); err != nil {
 		return err
@@ -56,17 +56,17 @@ func (KubeadmInit) Execute(ctx context.Context, c *Context) error {
 	if err != nil {
 		return err
 	}
-	hostCfg, err := HostKubeconfig(admin, c.Config.Name, "https://"+ep.String())
+	if c.HostKubeconfig, err = HostKubeconfig(admin, c.Config.Name, "https://"+ep.String()); err != nil {
+		return err
+	}
+	data, err := clientcmd.Write(*c.HostKubeconfig)
 	if err != nil {
 		return err
 	}
-	if c.HostKubeconfig, err = clientcmd.Write(*hostCfg); err != nil {
+	if err := state.WriteFileAtomic(filepath.Join(c.Dir, clusterdir.KubeconfigFile), data, 0o600); err != nil {
 		return err
 	}
-	if err := state.WriteFileAtomic(filepath.Join(c.Dir, clusterdir.KubeconfigFile), c.HostKubeconfig, 0o600); err != nil {
-		return err
-	}
-	rest, err := clientcmd.NewDefaultClientConfig(*hostCfg, nil).ClientConfig()
+	rest, err := clientcmd.NewDefaultClientConfig(*c.HostKubeconfig, nil).ClientConfig()
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,7 @@ func runLogged(ctx context.Context, c *Context, name string, fn func(io.Writer) 
 		return err
 	}
 	defer f.Close()
-	tail := &tailWriter{max: 16 << 10}
+	tail := node.NewTail(16 << 10)
 	if err := fn(io.MultiWriter(f, tail)); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -120,28 +120,4 @@ func runLogged(ctx context.Context, c *Context, name string, fn func(io.Writer) 
 		return explain(err, tail.String(), path)
 	}
 	return nil
-}
-
-// tailWriter keeps the last max bytes written to it. A command's stdout
-// and stderr may reach it from two goroutines.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

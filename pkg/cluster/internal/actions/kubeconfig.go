@@ -3,8 +3,6 @@ package actions
 import (
 	"context"
 
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 )
 
@@ -16,11 +14,7 @@ func (Kubeconfig) Name() string { return "Writing kubeconfig" }
 
 // Execute implements Action.
 func (Kubeconfig) Execute(_ context.Context, c *Context) error {
-	cfg, err := clientcmd.Load(c.HostKubeconfig)
-	if err != nil {
-		return err
-	}
-	e, err := kubeconfig.EntryFrom(cfg)
+	e, err := kubeconfig.EntryFrom(c.HostKubeconfig)
 	if err != nil {
 		return err
 	}

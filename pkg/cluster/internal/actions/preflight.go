@@ -29,9 +29,13 @@ func (Preflight) Name() string { return "Checking the host" }
 // Execute implements Action.
 func (Preflight) Execute(ctx context.Context, c *Context) error {
 	cfg := c.Config
+	cached, err := nodeimage.List(c.CacheDir)
+	if err != nil {
+		return err
+	}
 	// Windows images first: without one there is nothing a driver check
 	// could add, and the advice is what the user needs.
-	if err := checkWindowsImages(c); err != nil {
+	if err := checkWindowsImages(cfg, cached); err != nil {
 		return err
 	}
 	exists, err := c.Store.Exists(cfg.Name)
@@ -68,7 +72,7 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 
 	c.Images = map[string]string{}
 	for _, n := range cfg.Nodes {
-		img, err := nodeImage(ctx, c.CacheDir, cfg.KubernetesVersion, n, c.Drivers[n.Name])
+		img, err := nodeImage(ctx, cached, cfg.KubernetesVersion, n, c.Drivers[n.Name])
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
@@ -130,19 +134,15 @@ func (e *NoWindowsImageError) Error() string {
 
 func joinNames(names []string) string { return strings.Join(names, ", ") }
 
-func checkWindowsImages(c *Context) error {
+func checkWindowsImages(cfg *config.Cluster, ms []*nodeimage.Manifest) error {
 	var win []string
-	for _, n := range c.Config.Nodes {
+	for _, n := range cfg.Nodes {
 		if n.OS == config.Windows {
 			win = append(win, n.Name)
 		}
 	}
 	if len(win) == 0 {
 		return nil
-	}
-	ms, err := nodeimage.List(c.CacheDir)
-	if err != nil {
-		return err
 	}
 	if !slices.ContainsFunc(ms, func(m *nodeimage.Manifest) bool { return m.OS == string(config.Windows) }) {
 		return &NoWindowsImageError{Nodes: win}
@@ -159,16 +159,12 @@ var driverFormat = map[string]nodeimage.Format{
 	config.DriverWSL2:       nodeimage.FormatTar,
 }
 
-// nodeImage finds node n's image in its driver's terms: the newest cached
-// node image of the node's OS and the cluster's Kubernetes version that has
+// nodeImage finds node n's image in its driver's terms: the newest of the
+// cached node images ms of the node's OS and the cluster's Kubernetes version that has
 // the driver's format (or the one the config names), checked with the
 // driver where it keeps images of its own.
-func nodeImage(ctx context.Context, cacheDir, version string, n config.Node, d drivers.Driver) (string, error) {
+func nodeImage(ctx context.Context, ms []*nodeimage.Manifest, version string, n config.Node, d drivers.Driver) (string, error) {
 	format := driverFormat[d.Name()]
-	ms, err := nodeimage.List(cacheDir)
-	if err != nil {
-		return "", err
-	}
 	var ref string
 	for _, m := range ms {
 		if m.OS != string(n.OS) || m.KubernetesVersion != version || (n.Image != "" && m.Name != n.Image) {
