@@ -39,11 +39,15 @@ node-image-test:
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 85m -v \
 		-run 'TestSecondBuildIsCached|TestDockerFormatBoots|TestDiskFormats' ./pkg/nodeimage/
 
-# The libvirt driver against a real libvirtd (test:///default for the API,
-# qemu:///system for networks); installs and starts libvirt when missing.
-test-libvirt:
+# The libvirt driver against a real libvirtd: the API on test:///default,
+# networks and volumes on qemu:///system, and a node VM booted from the
+# Linux node image's qcow2 (built from source, a cache hit after
+# node-image or node-image-test; under TCG where KVM does not work).
+# Installs and starts libvirt when missing; needs root.
+test-libvirt: build
 	hack/libvirt.sh
-	HWK_REQUIRE_LIBVIRT=1 $(GO) test -count=1 -v ./drivers/libvirt/
+	$(BIN)/hwk node-image build linux --source source --formats qcow2
+	HWK_REQUIRE_LIBVIRT=1 HWK_LIBVIRT_BOOT_TEST=1 $(GO) test -count=1 -timeout 30m -v ./drivers/libvirt/
 
 # End to end on the docker driver with real Kubernetes: builds hwk and the
 # Linux node image (docker format, from source; a cache hit after

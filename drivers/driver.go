@@ -141,3 +141,11 @@ type Machine struct {
 type ImageChecker interface {
 	CheckImage(ctx context.Context, image string) error
 }
+
+// Emulator is implemented by VM drivers that fall back to emulating the
+// CPU when the host's hypervisor cannot run guests. Emulated is valid
+// after a successful Preflight. Such a driver is chosen by default only
+// when no driver with hardware acceleration can host the node OS.
+type Emulator interface {
+	Emulated() bool
+}

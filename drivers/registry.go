@@ -53,6 +53,8 @@ type Availability struct {
 	Detail string `json:"detail"`
 	// Fix is how to make an unavailable driver usable.
 	Fix string `json:"fix,omitempty"`
+	// Emulated says the driver works here only by emulating the CPU.
+	Emulated bool `json:"emulated,omitempty"`
 	// DefaultFor lists the node operating systems this driver is the
 	// default for on this host.
 	DefaultFor []config.OS `json:"defaultFor,omitempty"`
@@ -87,6 +89,9 @@ func check(ctx context.Context, d Driver) Availability {
 	detail, err := d.Preflight(ctx)
 	if err == nil {
 		a.Available, a.Detail = true, detail
+		if e, ok := d.(Emulator); ok {
+			a.Emulated = e.Emulated()
+		}
 		return a
 	}
 	var ue *UnavailableError
@@ -100,7 +105,7 @@ func check(ctx context.Context, d Driver) Availability {
 
 // Default picks the driver for nodes of nodeOS on hostOS when the config
 // names none: the first available driver in config.DriverPreference(hostOS)
-// that can host nodeOS.
+// that can host nodeOS, preferring any that runs guests at hardware speed.
 func (r *Registry) Default(ctx context.Context, hostOS string, nodeOS config.OS) (Driver, error) {
 	av := r.Check(ctx, hostOS)
 	if name, ok := pick(av, hostOS, nodeOS); ok {
@@ -123,10 +128,12 @@ func (r *Registry) Default(ctx context.Context, hostOS string, nodeOS config.OS)
 }
 
 func pick(av []Availability, hostOS string, nodeOS config.OS) (string, bool) {
-	for _, name := range config.DriverPreference(hostOS) {
-		for _, a := range av {
-			if a.Name == name && a.Available && slices.Contains(a.GuestOSes, nodeOS) {
-				return name, true
+	for _, emulated := range []bool{false, true} {
+		for _, name := range config.DriverPreference(hostOS) {
+			for _, a := range av {
+				if a.Name == name && a.Available && a.Emulated == emulated && slices.Contains(a.GuestOSes, nodeOS) {
+					return name, true
+				}
 			}
 		}
 	}

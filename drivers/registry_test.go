@@ -54,6 +54,11 @@ func TestDefaultPerHostAndNodeOS(t *testing.T) {
 		// Windows nodes get a clear no.
 		{"linux", []drivers.Driver{up1(config.DriverDocker)}, config.Linux, config.DriverDocker},
 		{"linux", []drivers.Driver{up1(config.DriverDocker)}, config.Windows, ""},
+		// libvirt without KVM: Linux nodes go to docker at full speed,
+		// Windows nodes have nowhere else to go.
+		{"linux", []drivers.Driver{driverstest.Emulating(config.DriverLibvirt), up1(config.DriverDocker)}, config.Linux, config.DriverDocker},
+		{"linux", []drivers.Driver{driverstest.Emulating(config.DriverLibvirt), up1(config.DriverDocker)}, config.Windows, config.DriverLibvirt},
+		{"linux", []drivers.Driver{driverstest.Emulating(config.DriverLibvirt), down(config.DriverDocker)}, config.Linux, config.DriverLibvirt},
 		{"darwin", up(), config.Linux, config.DriverVirtualBox},
 		{"darwin", up(config.DriverVirtualBox), config.Linux, config.DriverDocker},
 		{"darwin", up(config.DriverVirtualBox), config.Windows, ""},

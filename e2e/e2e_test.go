@@ -175,7 +175,7 @@ func TestInterruptedUp(t *testing.T) {
 		t.Run(strings.Fields(tc.step)[1], func(t *testing.T) {
 			e := newEnv(t)
 			name := "e2e-int"
-			c := e.cmd("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1")
+			c := e.cmd("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker")
 			stderr := &lineWatcher{want: tc.step, seen: make(chan struct{})}
 			c.Stderr = stderr
 			if err := c.Start(); err != nil {
@@ -242,7 +242,7 @@ func TestLinuxCluster(t *testing.T) {
 		e.hwk("down", "--name", name)
 	})
 
-	stdout, _, err := e.hwk("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1")
+	stdout, _, err := e.hwk("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker")
 	if err != nil {
 		t.Fatalf("up: %v", err)
 	}

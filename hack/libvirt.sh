@@ -1,7 +1,9 @@
 #!/bin/sh
 # Makes a system libvirt answer on this machine, for the libvirt driver's
-# tests: installs libvirt, QEMU and OVMF when missing and starts libvirtd
-# (as a service where systemd runs, else as a daemon of its own).
+# tests: installs libvirt, QEMU and OVMF (and the node image build's tools)
+# when missing and starts libvirtd
+# and virtlogd (as services where systemd runs, else as daemons of their
+# own).
 set -eu
 
 sudo=""
@@ -12,6 +14,15 @@ command -v libvirtd >/dev/null || missing="$missing libvirt-daemon-system"
 command -v qemu-system-x86_64 >/dev/null || missing="$missing qemu-system-x86"
 command -v qemu-img >/dev/null || missing="$missing qemu-utils"
 [ -e /usr/share/OVMF/OVMF_CODE_4M.fd ] || [ -e /usr/share/OVMF/OVMF_CODE.fd ] || missing="$missing ovmf"
+# The node image the boot test runs: debootstrap and a disk made without
+# loop mounts (mtools, dosfstools, gdisk, e2fsprogs), runc with seccomp.
+command -v debootstrap >/dev/null || missing="$missing debootstrap"
+command -v mcopy >/dev/null || missing="$missing mtools"
+command -v mkfs.fat >/dev/null || missing="$missing dosfstools"
+command -v sgdisk >/dev/null || missing="$missing gdisk"
+command -v mkfs.ext4 >/dev/null || missing="$missing e2fsprogs"
+[ -e /usr/include/seccomp.h ] || missing="$missing libseccomp-dev"
+command -v gcc >/dev/null || missing="$missing gcc libc6-dev"
 if [ -n "$missing" ]; then
 	echo "installing:$missing"
 	$sudo apt-get update -qq
@@ -25,5 +36,12 @@ if ! $sudo virsh -c qemu:///system version >/dev/null 2>&1; then
 		$sudo libvirtd -d
 	fi
 	for _ in $(seq 30); do $sudo virsh -c qemu:///system version >/dev/null 2>&1 && break; sleep 1; done
+fi
+# virtlogd writes the guests' console logs; systemd starts it on demand
+# through its socket, elsewhere it must run already.
+if [ ! -S /run/libvirt/virtlogd-sock ]; then
+	echo "starting virtlogd"
+	$sudo systemctl start virtlogd 2>/dev/null || $sudo virtlogd -d
+	for _ in $(seq 10); do [ -S /run/libvirt/virtlogd-sock ] && break; sleep 1; done
 fi
 $sudo virsh -c qemu:///system version

@@ -5,10 +5,12 @@ package all
 import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/docker"
+	"github.com/hwk-dev/hwk/drivers/libvirt"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // Registry returns a registry of every built-in driver. Each call makes
 // fresh drivers, so nothing is shared between callers.
 func Registry() *drivers.Registry {
-	return drivers.NewRegistry(docker.New())
+	return drivers.NewRegistry(docker.New(), libvirt.New(libvirt.Options{Dirs: state.DefaultDirs()}))
 }

@@ -17,6 +17,8 @@ import (
 type Fake struct {
 	DriverName string
 	Err        error
+	// Slow makes it a drivers.Emulator that emulates.
+	Slow bool
 }
 
 var errFake = errors.New("driverstest.Fake makes no machines")
@@ -29,6 +31,12 @@ func Up(name string) Fake { return Fake{DriverName: name} }
 func Down(name string) Fake {
 	return Fake{DriverName: name, Err: &drivers.UnavailableError{Driver: name, Reason: name + " is not installed", Fix: "install " + name}}
 }
+
+// Emulating is a fake that passes preflight but emulates the CPU.
+func Emulating(name string) Fake { return Fake{DriverName: name, Slow: true} }
+
+// Emulated implements drivers.Emulator.
+func (f Fake) Emulated() bool { return f.Slow }
 
 func (f Fake) Name() string           { return f.DriverName }
 func (f Fake) GuestOSes() []config.OS { return config.DriverGuests(f.DriverName) }

@@ -2,11 +2,13 @@ package libvirt
 
 import (
 	"context"
+	"encoding/xml"
 	"errors"
 	"fmt"
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
+	"libvirt.org/go/libvirtxml"
 )
 
 // isCode reports whether err is libvirt's error code.
@@ -153,6 +155,72 @@ func removeDomain(l *golibvirt.Libvirt, name string) error {
 	}
 	if err != nil && !golibvirt.IsNotFound(err) {
 		return fmt.Errorf("undefine domain %s: %w", name, err)
+	}
+	return nil
+}
+
+// setDHCPHost adds (or, with add false, removes) the network's DHCP
+// reservation for h, in the running network and its definition. Adding
+// what is there, or removing what is not, changes nothing; a reservation
+// of the same name, MAC or address is replaced.
+func setDHCPHost(l *golibvirt.Libvirt, network string, h dhcpHost, add bool) error {
+	nw, err := l.NetworkLookupByName(network)
+	if isCode(err, golibvirt.ErrNoNetwork) && !add {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("look up network %s: %w", network, err)
+	}
+	raw, err := l.NetworkGetXMLDesc(nw, 0)
+	if err != nil {
+		return fmt.Errorf("read network %s: %w", network, err)
+	}
+	var def libvirtxml.Network
+	if err := def.Unmarshal(raw); err != nil {
+		return fmt.Errorf("read network %s: %w", network, err)
+	}
+	flags := golibvirt.NetworkUpdateAffectConfig
+	if active, err := l.NetworkIsActive(nw); err == nil && active != 0 {
+		flags |= golibvirt.NetworkUpdateAffectLive
+	}
+	var want libvirtxml.NetworkDHCPHost
+	if add {
+		want = libvirtxml.NetworkDHCPHost{MAC: MAC(h.IP), Name: h.Name, IP: h.IP.String()}
+	}
+	for _, ip := range def.IPs {
+		if ip.DHCP == nil {
+			continue
+		}
+		for _, have := range ip.DHCP.Hosts {
+			if add && have.MAC == want.MAC && have.Name == want.Name && have.IP == want.IP {
+				return nil
+			}
+			if have.Name != h.Name && (!add || (have.MAC != want.MAC && have.IP != want.IP)) {
+				continue
+			}
+			if err := updateDHCPHost(l, nw, golibvirt.NetworkUpdateCommandDelete, have, flags); err != nil {
+				return err
+			}
+		}
+	}
+	if !add {
+		return nil
+	}
+	return updateDHCPHost(l, nw, golibvirt.NetworkUpdateCommandAddLast, want, flags)
+}
+
+func updateDHCPHost(l *golibvirt.Libvirt, nw golibvirt.Network, cmd golibvirt.NetworkUpdateCommand, h libvirtxml.NetworkDHCPHost, flags golibvirt.NetworkUpdateFlags) error {
+	x, err := xml.Marshal(h)
+	if err != nil {
+		return err
+	}
+	// The struct's element is <host>, as the update wants it.
+	if err := l.NetworkUpdateCompat(nw, cmd, golibvirt.NetworkSectionIPDhcpHost, -1, string(x), flags); err != nil {
+		verb := "add"
+		if cmd == golibvirt.NetworkUpdateCommandDelete {
+			verb = "remove"
+		}
+		return fmt.Errorf("%s the DHCP reservation of %s (%s, %s) on network %s: %w", verb, h.Name, h.MAC, h.IP, nw.Name, err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
 // seedLabel is the volume label cloud-init's and cloudbase-init's NoCloud
@@ -36,10 +37,16 @@ var hostKeyFiles = map[string]string{
 func seedFiles(s drivers.MachineSpec, subnet netip.Prefix) (map[string][]byte, error) {
 	gw := drivers.Network{Subnet: subnet}.Gateway()
 	addr := netip.PrefixFrom(s.IP, subnet.Bits())
+	network := fmt.Appendf(nil, "ADDRESS=%s\nGATEWAY=%s\nDNS=%s\n", addr, gw, gw)
+	if s.OS == config.Linux {
+		// The node asks DHCP, which has its address reserved, so that
+		// the lease confirms the node took it.
+		network = append(network, "DHCP=yes\n"...)
+	}
 	files := map[string][]byte{
 		"hostname": []byte(s.Name + "\n"),
 		// libvirt's dnsmasq answers DNS on the gateway.
-		"network": fmt.Appendf(nil, "ADDRESS=%s\nGATEWAY=%s\nDNS=%s\n", addr, gw, gw),
+		"network": network,
 	}
 	if len(s.Seed.SSHAuthorizedKeys) > 0 {
 		files["authorized_keys"] = []byte(strings.Join(s.Seed.SSHAuthorizedKeys, "\n") + "\n")

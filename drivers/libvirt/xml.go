@@ -88,12 +88,22 @@ type domainSpec struct {
 
 // domainXML is a node's domain. Both OSes get a q35 machine with UEFI
 // firmware picked by libvirt (Secure Boot off: the Linux image's
-// systemd-boot is unsigned), virtio disk and NIC, the seed as a SATA
-// CD-ROM and the serial console logged to a file. Windows guests add
-// Hyper-V enlightenments, a local-time clock and, when asked, a TPM.
+// systemd-boot is unsigned), a read-only seed disk and the serial console
+// logged to a file. Linux guests get virtio disks and NIC. Windows guests
+// get the AHCI disk and CD-ROM and the e1000e NIC Windows Server has
+// drivers for out of the box (virtio needs the virtio-win drivers in the
+// image), plus Hyper-V enlightenments, a local-time clock and, when asked,
+// a TPM.
 func domainXML(s domainSpec) (string, error) {
 	if s.CPUs < 1 || s.MemoryBytes <= 0 {
 		return "", fmt.Errorf("node %s: %d CPUs and %d bytes of memory is no machine", s.Name, s.CPUs, s.MemoryBytes)
+	}
+	// Linux: the seed is a second virtio disk, since Debian's cloud
+	// kernel has no AHCI driver. Windows: a SATA CD-ROM, where
+	// cloudbase-init looks for config drives.
+	diskBus, diskDev, seedDevice, seedBus, seedDev, nic := "virtio", "vda", "disk", "virtio", "vdb", "virtio"
+	if s.OS == config.Windows {
+		diskBus, diskDev, seedDevice, seedBus, seedDev, nic = "sata", "sda", "cdrom", "sata", "sdb", "e1000e"
 	}
 	typ, cpu := "qemu", &libvirtxml.DomainCPU{Mode: "maximum"}
 	if s.KVM {
@@ -128,20 +138,20 @@ func domainXML(s domainSpec) (string, error) {
 					Device: "disk",
 					Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2", Discard: "unmap"},
 					Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Disk}},
-					Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
+					Target: &libvirtxml.DomainDiskTarget{Dev: diskDev, Bus: diskBus},
 				},
 				{
-					Device:   "cdrom",
+					Device:   seedDevice,
 					Driver:   &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "raw"},
 					Source:   &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: s.Seed}},
-					Target:   &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
+					Target:   &libvirtxml.DomainDiskTarget{Dev: seedDev, Bus: seedBus},
 					ReadOnly: &libvirtxml.DomainDiskReadOnly{},
 				},
 			},
 			Interfaces: []libvirtxml.DomainInterface{{
 				Source: &libvirtxml.DomainInterfaceSource{Network: &libvirtxml.DomainInterfaceSourceNetwork{Network: NetworkName(s.Cluster)}},
 				MAC:    &libvirtxml.DomainInterfaceMAC{Address: MAC(s.IP)},
-				Model:  &libvirtxml.DomainInterfaceModel{Type: "virtio"},
+				Model:  &libvirtxml.DomainInterfaceModel{Type: nic},
 			}},
 			Serials: []libvirtxml.DomainSerial{{
 				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
@@ -164,29 +174,34 @@ func domainXML(s domainSpec) (string, error) {
 	return d.Marshal()
 }
 
-// windows adds what Windows guests want: the Hyper-V enlightenments
-// Windows uses when it finds them (fewer VM exits, a stable clock), a
-// clock in local time as Windows keeps it, and a TPM.
+// windows adds what Windows guests want: a clock in local time as Windows
+// keeps it, a TPM, and under KVM the Hyper-V enlightenments Windows uses
+// when it finds them (fewer VM exits, a stable clock). They are KVM's:
+// under TCG QEMU refuses to start with them ("kernel doesn't allow setting
+// HyperV VP_INDEX").
 func windows(d *libvirtxml.Domain, s domainSpec) {
-	on := &libvirtxml.DomainFeatureState{State: "on"}
-	d.Features.HyperV = &libvirtxml.DomainFeatureHyperV{
-		Mode:        "custom",
-		Relaxed:     on,
-		VAPIC:       on,
-		Spinlocks:   &libvirtxml.DomainFeatureHyperVSpinlocks{DomainFeatureState: libvirtxml.DomainFeatureState{State: "on"}, Retries: 8191},
-		VPIndex:     on,
-		Runtime:     on,
-		Synic:       on,
-		STimer:      &libvirtxml.DomainFeatureHyperVSTimer{DomainFeatureState: libvirtxml.DomainFeatureState{State: "on"}},
-		Reset:       on,
-		Frequencies: on,
-	}
-	d.Clock = &libvirtxml.DomainClock{Offset: "localtime", Timer: []libvirtxml.DomainTimer{
+	timers := []libvirtxml.DomainTimer{
 		{Name: "rtc", TickPolicy: "catchup"},
 		{Name: "pit", TickPolicy: "delay"},
 		{Name: "hpet", Present: "no"},
-		{Name: "hypervclock", Present: "yes"},
-	}}
+	}
+	if s.KVM {
+		on := &libvirtxml.DomainFeatureState{State: "on"}
+		d.Features.HyperV = &libvirtxml.DomainFeatureHyperV{
+			Mode:        "custom",
+			Relaxed:     on,
+			VAPIC:       on,
+			Spinlocks:   &libvirtxml.DomainFeatureHyperVSpinlocks{DomainFeatureState: libvirtxml.DomainFeatureState{State: "on"}, Retries: 8191},
+			VPIndex:     on,
+			Runtime:     on,
+			Synic:       on,
+			STimer:      &libvirtxml.DomainFeatureHyperVSTimer{DomainFeatureState: libvirtxml.DomainFeatureState{State: "on"}},
+			Reset:       on,
+			Frequencies: on,
+		}
+		timers = append(timers, libvirtxml.DomainTimer{Name: "hypervclock", Present: "yes"})
+	}
+	d.Clock = &libvirtxml.DomainClock{Offset: "localtime", Timer: timers}
 	if s.TPM {
 		d.Devices.TPMs = []libvirtxml.DomainTPM{{
 			Model:   "tpm-crb",

@@ -128,6 +128,21 @@ func TestDomainXML(t *testing.T) {
 		t.Errorf("a KVM Windows domain:\n%s", got)
 	}
 
+	// Under TCG, no Hyper-V enlightenments: QEMU would not start.
+	win.KVM = false
+	got, err = domainXML(win)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "domain-windows-tcg.xml", got)
+	d = libvirtxml.Domain{}
+	if err := d.Unmarshal(got); err != nil {
+		t.Fatal(err)
+	}
+	if d.Type != "qemu" || d.Features.HyperV != nil || strings.Contains(got, "hypervclock") || d.Clock.Offset != "localtime" || len(d.Devices.TPMs) != 1 {
+		t.Errorf("a TCG Windows domain:\n%s", got)
+	}
+
 	bad := linux
 	bad.CPUs = 0
 	if _, err := domainXML(bad); err == nil || err.Error() != "node demo-cp: 0 CPUs and 4294967296 bytes of memory is no machine" {

@@ -58,23 +58,36 @@ func (p Pair) PublicKey() (ssh.PublicKey, error) {
 	return k, err
 }
 
+// Load reads the key at path (private) and path.pub (public).
+func Load(path string) (Pair, error) {
+	priv, err := os.ReadFile(path)
+	if err != nil {
+		return Pair{}, fmt.Errorf("SSH key: %w", err)
+	}
+	pub, err := os.ReadFile(path + ".pub")
+	if err != nil {
+		return Pair{}, fmt.Errorf("SSH key: %w", err)
+	}
+	p := Pair{Private: priv, Public: strings.TrimSpace(string(pub))}
+	if _, err := p.Signer(); err != nil {
+		return Pair{}, fmt.Errorf("SSH key %s: %w", path, err)
+	}
+	if _, err := p.PublicKey(); err != nil {
+		return Pair{}, fmt.Errorf("SSH key %s.pub: %w", path, err)
+	}
+	return p, nil
+}
+
 // LoadOrCreate reads the key at path (private) and path.pub (public), or
 // makes one and writes them, the private half 0600. A half-written pair
 // (one file without the other) is an error rather than silently replaced:
 // it may still be in use by a node.
 func LoadOrCreate(path, comment string) (Pair, error) {
-	priv, perr := os.ReadFile(path)
-	pub, uerr := os.ReadFile(path + ".pub")
+	_, perr := os.Stat(path)
+	_, uerr := os.Stat(path + ".pub")
 	switch {
 	case perr == nil && uerr == nil:
-		p := Pair{Private: priv, Public: strings.TrimSpace(string(pub))}
-		if _, err := p.Signer(); err != nil {
-			return Pair{}, fmt.Errorf("SSH key %s: %w", path, err)
-		}
-		if _, err := p.PublicKey(); err != nil {
-			return Pair{}, fmt.Errorf("SSH key %s.pub: %w", path, err)
-		}
-		return p, nil
+		return Load(path)
 	case errors.Is(perr, fs.ErrNotExist) && errors.Is(uerr, fs.ErrNotExist):
 		p, err := New(comment)
 		if err != nil {

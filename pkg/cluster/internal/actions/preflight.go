@@ -58,8 +58,12 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 			continue
 		}
 		checked[n.Driver] = true
-		if _, err := d.Preflight(ctx); err != nil {
+		detail, err := d.Preflight(ctx)
+		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		if e, ok := d.(drivers.Emulator); ok && e.Emulated() && c.Log != nil {
+			c.Log.Warn("driver " + d.Name() + ": " + detail)
 		}
 		ms, err := d.List(ctx, cfg.Name)
 		if err != nil {
