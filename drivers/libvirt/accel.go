@@ -126,7 +126,7 @@ func probeAccel(ctx context.Context, l *golibvirt.Libvirt) (accel, error) {
 	case !hasEFI(kvm):
 		a.Why = "libvirt offers no UEFI firmware for KVM guests"
 	default:
-		if err := bootProbe(ctx, l, "kvm"); err != nil {
+		if err := bootProbe(ctx, l, true); err != nil {
 			a.Why = err.Error()
 		} else {
 			a.KVM, a.TPM = true, hasTPMEmulator(kvm)
@@ -174,26 +174,16 @@ const probeName = "hwk-accel-probe"
 
 // probeXML is a guest with UEFI firmware and nothing to boot: the
 // firmware itself is the test. Its CPU is what hwk's nodes get.
-func probeXML(virtType, nvram string) (string, error) {
-	cpu := &libvirtxml.DomainCPU{Mode: "maximum"}
-	if virtType == "kvm" {
-		cpu = &libvirtxml.DomainCPU{Mode: "host-passthrough"}
-	}
+func probeXML(kvm bool, nvram string) (string, error) {
+	typ, cpu := virtCPU(kvm)
 	d := &libvirtxml.Domain{
-		Type:        virtType,
+		Type:        typ,
 		Name:        probeName,
-		Description: "hwk: checks whether " + virtType + " runs guests on this host; removed at once",
+		Description: "hwk: checks whether " + typ + " runs guests on this host; removed at once",
 		Memory:      &libvirtxml.DomainMemory{Value: 256, Unit: "MiB"},
 		VCPU:        &libvirtxml.DomainVCPU{Value: 1},
 		CPU:         cpu,
-		OS: &libvirtxml.DomainOS{
-			Type:     &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
-			Firmware: "efi",
-			FirmwareInfo: &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{
-				{Enabled: "no", Name: "secure-boot"},
-			}},
-			NVRam: &libvirtxml.DomainNVRam{NVRam: nvram},
-		},
+		OS:          uefi(nvram),
 		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
 		OnCrash:  "destroy",
 		Devices: &libvirtxml.DomainDeviceList{
@@ -206,9 +196,10 @@ func probeXML(virtType, nvram string) (string, error) {
 	return d.Marshal()
 }
 
-// bootProbe starts a throwaway guest of virtType and waits for its
-// firmware to reach the boot manager on the serial console.
-func bootProbe(ctx context.Context, l *golibvirt.Libvirt, virtType string) error {
+// bootProbe starts a throwaway guest (under KVM, or TCG) and waits for
+// its firmware to reach the boot manager on the serial console.
+func bootProbe(ctx context.Context, l *golibvirt.Libvirt, kvm bool) error {
+	virtType, _ := virtCPU(kvm)
 	pool, err := ensurePool(l)
 	if err != nil {
 		return err
@@ -224,7 +215,7 @@ func bootProbe(ctx context.Context, l *golibvirt.Libvirt, virtType string) error
 		// Left by a probe that was killed.
 		_ = l.DomainDestroy(d)
 	}
-	xml, err := probeXML(virtType, nvram)
+	xml, err := probeXML(kvm, nvram)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 
 	golibvirt "github.com/digitalocean/go-libvirt"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -406,7 +407,12 @@ func (d *Driver) seed(spec drivers.MachineSpec) (drivers.MachineSpec, error) {
 	if err != nil {
 		return spec, err
 	}
-	if err := state.WriteFileAtomic(d.knownHostsPath(spec.Ref), []byte(spec.IP.String()+" "+host.Public+"\n"), 0o644); err != nil {
+	hostPub, err := host.PublicKey()
+	if err != nil {
+		return spec, err
+	}
+	line := knownhosts.Line([]string{spec.IP.String()}, hostPub) + "\n"
+	if err := state.WriteFileAtomic(d.knownHostsPath(spec.Ref), []byte(line), 0o644); err != nil {
 		return spec, fmt.Errorf("node %s: keep its host key: %w", spec.Name, err)
 	}
 	spec.Seed.SSHAuthorizedKeys = append(slices.Clone(spec.Seed.SSHAuthorizedKeys), key.Public)

@@ -425,7 +425,7 @@ func TestMarkerWriter(t *testing.T) {
 }
 
 func TestProbeXML(t *testing.T) {
-	x, err := probeXML("kvm", "/var/lib/libvirt/images/hwk/p_VARS.fd")
+	x, err := probeXML(true, "/var/lib/libvirt/images/hwk/p_VARS.fd")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,5 +520,49 @@ func TestCreateNeedsTheNetwork(t *testing.T) {
 	}
 	if _, err := os.Stat(d.clusterFiles("nonet")); !os.IsNotExist(err) {
 		t.Errorf("a refused create wrote files (%v)", err)
+	}
+}
+
+// TestNodeNeedsPinnedKeys: without the cluster's key or the node's pinned
+// host key there is no handle (a Windows domain: no DHCP lease to check).
+func TestNodeNeedsPinnedKeys(t *testing.T) {
+	d, l := testDriver(t, procRoutes)
+	ctx := context.Background()
+	ref := drivers.Ref{Cluster: "pin", Name: "pin-win"}
+	s := domainSpec{MachineSpec: spec(ref.Name, config.Windows, config.Worker, "172.31.250.11"), Disk: "/x/w.qcow2", Seed: "/x/w.iso", NVRAM: "/x/w_VARS.fd", Console: "/x/w.log"}
+	s.Cluster = ref.Cluster
+	x, err := domainXML(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.DomainDefineXMLFlags(x, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = removeDomain(l, ref.Name) })
+	if err := d.Start(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Node(ctx, ref); err == nil || !strings.HasPrefix(err.Error(), "SSH key: open "+d.clusterKeyPath("pin")) {
+		t.Errorf("no cluster key: %v", err)
+	}
+	spec2, err := d.seed(s.MachineSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys := spec2.Seed.SSHAuthorizedKeys; len(keys) != 2 || !strings.HasSuffix(keys[1], " hwk cluster pin") || len(spec2.Seed.Files) != 2 {
+		t.Errorf("seed keys %q, %d files", keys, len(spec2.Seed.Files))
+	}
+	if h, err := d.Node(ctx, ref); err != nil || h.Name() != ref.Name || h.OS() != config.Windows {
+		t.Errorf("with both keys: %v %v", h, err)
+	}
+	pinned, _ := os.ReadFile(d.knownHostsPath(ref))
+	os.WriteFile(d.knownHostsPath(ref), []byte(strings.Replace(string(pinned), "172.31.250.11 ", "172.31.250.99 ", 1)), 0o644)
+	want := "node pin-win: " + d.knownHostsPath(ref) + " pins no host key for 172.31.250.11 (<nil>)"
+	if _, err := d.Node(ctx, ref); err == nil || err.Error() != want {
+		t.Errorf("a pin for another address: %v", err)
+	}
+	os.Remove(d.knownHostsPath(ref))
+	if _, err := d.Node(ctx, ref); err == nil || !strings.HasPrefix(err.Error(), "node pin-win: its pinned host key: open ") {
+		t.Errorf("no pin: %v", err)
 	}
 }

@@ -105,10 +105,7 @@ func domainXML(s domainSpec) (string, error) {
 	if s.OS == config.Windows {
 		diskBus, diskDev, seedDevice, seedBus, seedDev, nic = "sata", "sda", "cdrom", "sata", "sdb", "e1000e"
 	}
-	typ, cpu := "qemu", &libvirtxml.DomainCPU{Mode: "maximum"}
-	if s.KVM {
-		typ, cpu = "kvm", &libvirtxml.DomainCPU{Mode: "host-passthrough"}
-	}
+	typ, cpu := virtCPU(s.KVM)
 	d := &libvirtxml.Domain{
 		Type:        typ,
 		Name:        s.Name,
@@ -117,14 +114,7 @@ func domainXML(s domainSpec) (string, error) {
 		Memory:      &libvirtxml.DomainMemory{Value: uint(s.MemoryBytes >> 20), Unit: "MiB"},
 		VCPU:        &libvirtxml.DomainVCPU{Value: uint(s.CPUs)},
 		CPU:         cpu,
-		OS: &libvirtxml.DomainOS{
-			Type:     &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
-			Firmware: "efi",
-			FirmwareInfo: &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{
-				{Enabled: "no", Name: "secure-boot"},
-			}},
-			NVRam: &libvirtxml.DomainNVRam{NVRam: s.NVRAM},
-		},
+		OS:          uefi(s.NVRAM),
 		Features: &libvirtxml.DomainFeatureList{
 			ACPI: &libvirtxml.DomainFeature{},
 			APIC: &libvirtxml.DomainFeatureAPIC{},
@@ -172,6 +162,28 @@ func domainXML(s domainSpec) (string, error) {
 		windows(d, s)
 	}
 	return d.Marshal()
+}
+
+// virtCPU is the domain type and CPU for KVM (the host's CPU as it is)
+// or TCG (every feature QEMU can emulate).
+func virtCPU(kvm bool) (string, *libvirtxml.DomainCPU) {
+	if kvm {
+		return "kvm", &libvirtxml.DomainCPU{Mode: "host-passthrough"}
+	}
+	return "qemu", &libvirtxml.DomainCPU{Mode: "maximum"}
+}
+
+// uefi is a q35 machine booting UEFI firmware libvirt picks, Secure Boot
+// off, with its variables in nvram.
+func uefi(nvram string) *libvirtxml.DomainOS {
+	return &libvirtxml.DomainOS{
+		Type:     &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
+		Firmware: "efi",
+		FirmwareInfo: &libvirtxml.DomainOSFirmwareInfo{Features: []libvirtxml.DomainOSFirmwareFeature{
+			{Enabled: "no", Name: "secure-boot"},
+		}},
+		NVRam: &libvirtxml.DomainNVRam{NVRam: nvram},
+	}
 }
 
 // windows adds what Windows guests want: a clock in local time as Windows

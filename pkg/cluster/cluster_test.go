@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -294,4 +295,26 @@ func TestHostKubeconfig(t *testing.T) {
 		string(got.AuthInfos["hwk-demo"].ClientKeyData) != "key" || len(got.Clusters) != 1 {
 		t.Errorf("host kubeconfig %+v", got)
 	}
+}
+
+// slowMem is a memDriver that emulates its CPU.
+type slowMem struct{ *memDriver }
+
+func (slowMem) Emulated() bool { return true }
+
+// TestEmulatedDriverWaitsLonger: a driver without hardware acceleration
+// gets a warning and longer waits.
+func TestEmulatedDriverWaitsLonger(t *testing.T) {
+	p, _ := testProvider(t, slowMem{newMem()})
+	var log strings.Builder
+	p.Log = slog.New(slog.NewTextHandler(&log, nil))
+	cfg := testConfig(t, "slow", config.Node{Role: config.ControlPlane})
+	_, err := p.Up(context.Background(), cfg, UpOptions{Timeouts: fastTimeouts})
+	if err == nil || !strings.Contains(err.Error(), "did not start its container runtime within 1.2s") {
+		t.Errorf("up error %v, want the node boot wait 4 times 300ms", err)
+	}
+	if !strings.Contains(log.String(), `level=WARN msg="driver docker: mem; up waits 4 times longer for each step"`) {
+		t.Errorf("no warning logged:\n%s", log.String())
+	}
+	_, _ = p.Down(context.Background(), "slow")
 }

@@ -79,6 +79,19 @@ type Timeouts struct {
 	Pods       time.Duration
 }
 
+// EmulationSlowdown is how many times longer up waits when a driver
+// emulates the CPU. Under TCG on two cores, a one-node cluster on libvirt
+// took 14 minutes to be Ready (kubeadm init 2.5 min, Calico's pods 9 more),
+// against under a minute on the docker driver; the default waits are
+// generous already, and four times them covers that.
+const EmulationSlowdown = 4
+
+// Scale makes every timeout n times longer.
+func (t Timeouts) Scale(n int) Timeouts {
+	d := time.Duration(n)
+	return Timeouts{NodeBoot: t.NodeBoot * d, APIServer: t.APIServer * d, NodesReady: t.NodesReady * d, Pods: t.Pods * d}
+}
+
 // DefaultTimeouts suit a laptop or a small CI runner: generous, since a
 // timeout that fires on a slow but healthy machine is worse than a slow
 // failure.

@@ -48,6 +48,7 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 
 	c.Drivers = map[string]drivers.Driver{}
 	checked := map[string]bool{}
+	emulated := false
 	for _, n := range cfg.Nodes {
 		d, err := c.Registry.Get(n.Driver)
 		if err != nil {
@@ -62,8 +63,14 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		if e, ok := d.(drivers.Emulator); ok && e.Emulated() && c.Log != nil {
-			c.Log.Warn("driver " + d.Name() + ": " + detail)
+		if e, ok := d.(drivers.Emulator); ok && e.Emulated() {
+			if !emulated {
+				emulated = true
+				c.Timeouts = c.Timeouts.Scale(EmulationSlowdown)
+			}
+			if c.Log != nil {
+				c.Log.Warn(fmt.Sprintf("driver %s: %s; up waits %d times longer for each step", d.Name(), detail, EmulationSlowdown))
+			}
 		}
 		ms, err := d.List(ctx, cfg.Name)
 		if err != nil {
