@@ -184,8 +184,8 @@ func probeXML(kvm bool, nvram string) (string, error) {
 		VCPU:        &libvirtxml.DomainVCPU{Value: 1},
 		CPU:         cpu,
 		OS:          uefi(nvram),
-		Features: &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
-		OnCrash:  "destroy",
+		Features:    &libvirtxml.DomainFeatureList{ACPI: &libvirtxml.DomainFeature{}, APIC: &libvirtxml.DomainFeatureAPIC{}},
+		OnCrash:     "destroy",
 		Devices: &libvirtxml.DomainDeviceList{
 			Serials: []libvirtxml.DomainSerial{{
 				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
