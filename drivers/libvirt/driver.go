@@ -316,6 +316,10 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if !subnet.Contains(spec.IP) || spec.IP == subnet.Addr() || spec.IP == (drivers.Network{Subnet: subnet}).Gateway() {
 		return fmt.Errorf("node %s: address %s is not a node address of the cluster's subnet %s", spec.Name, spec.IP, subnet)
 	}
+	// The seed's files are checked before anything is written.
+	if _, err := seedFiles(spec, subnet); err != nil {
+		return err
+	}
 	a, err := d.accel.get(ctx, l)
 	if err != nil {
 		return err

@@ -566,3 +566,23 @@ func TestNodeNeedsPinnedKeys(t *testing.T) {
 		t.Errorf("no pin: %v", err)
 	}
 }
+
+// TestCreateRefusesSeedFiles: a seed file the driver cannot place is
+// refused before any key or volume is made.
+func TestCreateRefusesSeedFiles(t *testing.T) {
+	d, l := testDriver(t, procRoutes)
+	ctx := context.Background()
+	t.Cleanup(func() { _ = removeNetwork(l, "hwk-files") })
+	if err := d.EnsureNetwork(ctx, drivers.Network{Cluster: "files", Subnet: subnet}); err != nil {
+		t.Fatal(err)
+	}
+	s := spec("files-cp", config.Linux, config.ControlPlane, "172.31.250.10")
+	s.Cluster, s.Image = "files", fakeQCOW2(t, 1<<30)
+	s.Seed.Files = []drivers.File{{Path: "/etc/motd", Content: []byte("hi")}}
+	if err := d.Create(ctx, s); err == nil || err.Error() != "node files-cp: the libvirt driver's seed cannot place /etc/motd (only the SSH host key)" {
+		t.Errorf("got %v", err)
+	}
+	if _, err := os.Stat(d.clusterFiles("files")); !os.IsNotExist(err) {
+		t.Errorf("a refused create wrote files (%v)", err)
+	}
+}
