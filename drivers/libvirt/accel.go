@@ -63,46 +63,50 @@ func version(v uint64) string {
 	return fmt.Sprintf("%d.%d.%d", v/1000000, v/1000%1000, v%1000)
 }
 
-// accelCache keeps the verdict in memory and in hwk's cache directory, so
-// that only the first command after a boot or an upgrade pays for the
-// probe.
+// accelCache keeps the verdict in memory and, once the driver makes a
+// machine, in hwk's cache directory, so that only the first command after
+// a boot or an upgrade pays for the probe. Commands that only look (hwk
+// get drivers, config validate) write nothing.
 type accelCache struct {
 	dirs state.Dirs
 
-	mu  sync.Mutex
-	got *accel
+	mu    sync.Mutex
+	got   *accel
+	saved bool
 }
 
 func (c *accelCache) path() string { return filepath.Join(c.dirs.Cache, "libvirt", "accel.json") }
 
 // get returns the verdict for the host l runs on, probing when nothing
-// valid is cached.
-func (c *accelCache) get(ctx context.Context, l *golibvirt.Libvirt) (accel, error) {
+// valid is known; save writes it to the cache directory.
+func (c *accelCache) get(ctx context.Context, l *golibvirt.Libvirt, save bool) (accel, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id, err := hostID(l)
 	if err != nil {
 		return accel{}, err
 	}
-	if c.got != nil && c.got.Host == id {
-		return *c.got, nil
+	if c.got == nil || c.got.Host != id {
+		c.got, c.saved = nil, false
+		var a accel
+		if data, err := os.ReadFile(c.path()); err == nil && json.Unmarshal(data, &a) == nil && a.Host == id {
+			c.got, c.saved = &a, true
+		} else {
+			if a, err = probeAccel(ctx, l); err != nil {
+				return accel{}, err
+			}
+			a.Host = id
+			c.got = &a
+		}
 	}
-	var a accel
-	if data, err := os.ReadFile(c.path()); err == nil && json.Unmarshal(data, &a) == nil && a.Host == id {
-		c.got = &a
-		return a, nil
+	if save && !c.saved {
+		if data, err := json.Marshal(c.got); err == nil && os.MkdirAll(filepath.Dir(c.path()), 0o700) == nil {
+			// Only a cache: a write that fails costs the next command a
+			// probe.
+			c.saved = state.WriteFileAtomic(c.path(), data, 0o644) == nil
+		}
 	}
-	a, err = probeAccel(ctx, l)
-	if err != nil {
-		return accel{}, err
-	}
-	a.Host = id
-	c.got = &a
-	if data, err := json.Marshal(a); err == nil && os.MkdirAll(filepath.Dir(c.path()), 0o700) == nil {
-		// Only a cache: a write that fails costs the next command a probe.
-		_ = state.WriteFileAtomic(c.path(), data, 0o644)
-	}
-	return a, nil
+	return *c.got, nil
 }
 
 // probeAccel finds how guests can run: QEMU with UEFI firmware must be

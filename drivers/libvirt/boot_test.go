@@ -70,6 +70,10 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("preflight (%s): %s; emulated: %v", time.Since(start).Round(time.Millisecond), detail, d.Emulated())
+	accelFile := filepath.Join(dirs.Cache, "libvirt", "accel.json")
+	if _, err := os.Stat(accelFile); !os.IsNotExist(err) {
+		t.Errorf("preflight wrote %s (%v); only making machines may", accelFile, err)
+	}
 	if err := d.EnsureNetwork(ctx, n); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +90,9 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	created := time.Since(start)
+	if data, err := os.ReadFile(accelFile); err != nil || !strings.Contains(string(data), `"kvm":`) {
+		t.Errorf("create kept no acceleration verdict: %s (%v)", data, err)
+	}
 	h := waitSSH(t, d, ref, 8*time.Minute)
 	t.Logf("create: %s; boot to SSH: %s (%s emulation)", created.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond),
 		map[bool]string{true: "TCG", false: "no"}[d.Emulated()])

@@ -119,7 +119,7 @@ func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("QEMU version: %w", err)
 	}
-	a, err := d.accel.get(ctx, l)
+	a, err := d.accel.get(ctx, l, false)
 	if err != nil {
 		return "", accelError(err)
 	}
@@ -320,7 +320,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if _, err := seedFiles(spec, subnet); err != nil {
 		return err
 	}
-	a, err := d.accel.get(ctx, l)
+	a, err := d.accel.get(ctx, l, true)
 	if err != nil {
 		return err
 	}
