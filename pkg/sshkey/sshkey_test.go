@@ -73,3 +73,26 @@ func TestLoadOrCreate(t *testing.T) {
 		t.Error("a broken public key loaded")
 	}
 }
+
+func TestLoadNeverMakes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "id_ed25519")
+	if _, err := Load(path); err == nil || !strings.HasPrefix(err.Error(), "SSH key: open "+path) {
+		t.Errorf("missing key: %v", err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Error("Load made a key")
+	}
+	made, err := LoadOrCreate(path, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Load(path); err != nil || got.Public != made.Public {
+		t.Errorf("load: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.HasPrefix(err.Error(), "SSH key "+path+": ") {
+		t.Errorf("broken private key: %v", err)
+	}
+}
