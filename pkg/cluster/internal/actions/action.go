@@ -82,8 +82,9 @@ type Timeouts struct {
 // EmulationSlowdown is how many times longer up waits when a driver
 // emulates the CPU. Under TCG on two cores, a one-node cluster on libvirt
 // took 14 minutes to be Ready (kubeadm init 2.5 min, Calico's pods 9 more),
-// against under a minute on the docker driver; the default waits are
-// generous already, and four times them covers that.
+// against under a minute on the docker driver; four times the default
+// waits covers that. (Another run never settled: its API server stopped
+// answering under the load. Longer waits would not have helped.)
 const EmulationSlowdown = 4
 
 // Scale makes every timeout n times longer.
