@@ -43,19 +43,27 @@ const probeTimeout = 10 * time.Second
 // working, which is what a kernel needs next.
 var firmwareMarkers = []string{"BdsDxe", "UEFI Interactive Shell"}
 
-// hostID names the host as far as acceleration goes: this boot of this
+// host is what an acceleration verdict holds for: this boot of this
 // kernel, and the libvirt and QEMU versions.
-func hostID(l *golibvirt.Libvirt) (string, error) {
+type host struct {
+	Boot, Libvirt, QEMU string
+}
+
+func (h host) id() string {
+	return fmt.Sprintf("boot %s libvirt %s qemu %s", h.Boot, h.Libvirt, h.QEMU)
+}
+
+func hostOf(l *golibvirt.Libvirt) (host, error) {
 	lib, err := l.ConnectGetLibVersion()
 	if err != nil {
-		return "", fmt.Errorf("libvirt version: %w", err)
+		return host{}, fmt.Errorf("libvirt version: %w", err)
 	}
 	hv, err := l.ConnectGetVersion()
 	if err != nil {
-		return "", fmt.Errorf("QEMU version: %w", err)
+		return host{}, fmt.Errorf("QEMU version: %w", err)
 	}
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	return fmt.Sprintf("boot %s libvirt %s qemu %s", strings.TrimSpace(string(boot)), version(lib), version(hv)), nil
+	return host{Boot: strings.TrimSpace(string(boot)), Libvirt: version(lib), QEMU: version(hv)}, nil
 }
 
 // version renders libvirt's major*1e6+minor*1e3+micro.
@@ -77,15 +85,17 @@ type accelCache struct {
 
 func (c *accelCache) path() string { return filepath.Join(c.dirs.Cache, "libvirt", "accel.json") }
 
-// get returns the verdict for the host l runs on, probing when nothing
-// valid is known; save writes it to the cache directory.
-func (c *accelCache) get(ctx context.Context, l *golibvirt.Libvirt, save bool) (accel, error) {
+// get returns the verdict for the host l runs on, and that host,
+// probing when nothing valid is known; save writes the verdict to the
+// cache directory.
+func (c *accelCache) get(ctx context.Context, l *golibvirt.Libvirt, save bool) (accel, host, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, err := hostID(l)
+	h, err := hostOf(l)
 	if err != nil {
-		return accel{}, err
+		return accel{}, h, err
 	}
+	id := h.id()
 	if c.got == nil || c.got.Host != id {
 		c.got, c.saved = nil, false
 		var a accel
@@ -93,7 +103,7 @@ func (c *accelCache) get(ctx context.Context, l *golibvirt.Libvirt, save bool) (
 			c.got, c.saved = &a, true
 		} else {
 			if a, err = probeAccel(ctx, l); err != nil {
-				return accel{}, err
+				return accel{}, h, err
 			}
 			a.Host = id
 			c.got = &a
@@ -106,7 +116,14 @@ func (c *accelCache) get(ctx context.Context, l *golibvirt.Libvirt, save bool) (
 			c.saved = state.WriteFileAtomic(c.path(), data, 0o644) == nil
 		}
 	}
-	return *c.got, nil
+	return *c.got, h, nil
+}
+
+// emulated says whether the verdict known so far is TCG.
+func (c *accelCache) emulated() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.got != nil && !c.got.KVM
 }
 
 // probeAccel finds how guests can run: QEMU with UEFI firmware must be

@@ -111,19 +111,11 @@ func (d *Driver) Preflight(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer l.Disconnect()
-	lib, err := l.ConnectGetLibVersion()
-	if err != nil {
-		return "", fmt.Errorf("libvirt version: %w", err)
-	}
-	hv, err := l.ConnectGetVersion()
-	if err != nil {
-		return "", fmt.Errorf("QEMU version: %w", err)
-	}
-	a, err := d.accel.get(ctx, l, false)
+	a, h, err := d.accel.get(ctx, l, false)
 	if err != nil {
 		return "", accelError(err)
 	}
-	detail := fmt.Sprintf("libvirt %s, QEMU %s, ", version(lib), version(hv))
+	detail := fmt.Sprintf("libvirt %s, QEMU %s, ", h.Libvirt, h.QEMU)
 	if a.KVM {
 		return detail + "KVM", nil
 	}
@@ -146,11 +138,7 @@ func speedWarning(a accel) string {
 
 // Emulated reports whether the driver runs guests without hardware
 // acceleration; valid after Preflight.
-func (d *Driver) Emulated() bool {
-	d.accel.mu.Lock()
-	defer d.accel.mu.Unlock()
-	return d.accel.got != nil && !d.accel.got.KVM
-}
+func (d *Driver) Emulated() bool { return d.accel.emulated() }
 
 // CheckImage implements drivers.ImageChecker: image is a qcow2 file.
 func (d *Driver) CheckImage(_ context.Context, image string) error {
@@ -320,7 +308,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if _, err := seedFiles(spec, subnet); err != nil {
 		return err
 	}
-	a, err := d.accel.get(ctx, l, true)
+	a, _, err := d.accel.get(ctx, l, true)
 	if err != nil {
 		return err
 	}

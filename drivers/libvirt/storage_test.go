@@ -128,7 +128,7 @@ func TestVolumeXML(t *testing.T) {
 // image to boot yet), then goes without a trace.
 func TestWindowsDomainOnSystemLibvirt(t *testing.T) {
 	l := daemon(t, golibvirt.QEMUSystem)
-	a, err := (&accelCache{dirs: state.Dirs{Cache: t.TempDir()}}).get(context.Background(), l, false)
+	a, _, err := (&accelCache{dirs: state.Dirs{Cache: t.TempDir()}}).get(context.Background(), l, false)
 	if err != nil {
 		t.Fatal(err)
 	}
