@@ -38,10 +38,17 @@ if ! $sudo virsh -c qemu:///system version >/dev/null 2>&1; then
 	for _ in $(seq 30); do $sudo virsh -c qemu:///system version >/dev/null 2>&1 && break; sleep 1; done
 fi
 # virtlogd writes the guests' console logs; systemd starts it on demand
-# through its socket, elsewhere it must run already.
-if [ ! -S /run/libvirt/virtlogd-sock ]; then
+# through its socket, elsewhere it must run already. A socket file alone
+# proves nothing: a daemon that died (or a machine image taken while one
+# ran) leaves it behind, and QEMU then fails with "Connection refused".
+# virt-admin connecting to its admin socket is the proof it answers.
+if ! $sudo virt-admin -c virtlogd:///system version >/dev/null 2>&1; then
 	echo "starting virtlogd"
-	$sudo systemctl start virtlogd 2>/dev/null || $sudo virtlogd -d
-	for _ in $(seq 10); do [ -S /run/libvirt/virtlogd-sock ] && break; sleep 1; done
+	if ! $sudo systemctl start virtlogd 2>/dev/null; then
+		$sudo rm -f /run/libvirt/virtlogd-sock /run/libvirt/virtlogd-admin-sock
+		$sudo virtlogd -d
+	fi
+	for _ in $(seq 10); do $sudo virt-admin -c virtlogd:///system version >/dev/null 2>&1 && break; sleep 1; done
+	$sudo virt-admin -c virtlogd:///system version >/dev/null
 fi
 $sudo virsh -c qemu:///system version
