@@ -296,8 +296,9 @@ func TestLinuxCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("load-image", func(t *testing.T) { testLoadImage(t, e, cs, name, cp, worker) })
+
 	t.Run("pod network and DNS", func(t *testing.T) {
-		loadProbe(t, cp, worker)
 		server := probePod("probe-server", cp, "serve")
 		server.Spec.RestartPolicy = corev1.RestartPolicyAlways
 		if _, err := cs.CoreV1().Pods("default").Create(ctx, server, metav1.CreateOptions{}); err != nil {

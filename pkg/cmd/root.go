@@ -86,6 +86,7 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 		newUpCommand(g, s),
 		newDownCommand(g, s),
 		newStatusCommand(g, s),
+		newLoadImageCommand(g, s),
 	)
 	return root
 }

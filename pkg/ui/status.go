@@ -40,6 +40,7 @@ type Status struct {
 
 	mu      sync.Mutex
 	step    string
+	detail  string
 	started time.Time
 	stop    chan struct{}
 	done    chan struct{}
@@ -79,7 +80,11 @@ func (s *Status) spin(stop, done chan struct{}) {
 	defer t.Stop()
 	for i := 0; ; i++ {
 		s.mu.Lock()
-		fmt.Fprintf(s.out, "\r\x1b[K%s %s ", spinnerFrames[i%len(spinnerFrames)], s.step)
+		line := s.step
+		if s.detail != "" {
+			line += "  " + s.detail
+		}
+		fmt.Fprintf(s.out, "\r\x1b[K%s %s ", spinnerFrames[i%len(spinnerFrames)], line)
 		s.mu.Unlock()
 		select {
 		case <-stop:
@@ -107,7 +112,7 @@ func (s *Status) End(err error) {
 		return
 	}
 	step, took := s.step, s.now().Sub(s.started)
-	s.step = ""
+	s.step, s.detail = "", ""
 	if s.quiet {
 		return
 	}
@@ -125,6 +130,18 @@ func (s *Status) End(err error) {
 		}
 	}
 }
+
+// Detail sets what the spinner shows after the running step's name (a
+// transfer's progress). It shows only on a terminal: elsewhere a line
+// that changes every moment has no place in a log.
+func (s *Status) Detail(detail string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.detail = detail
+}
+
+// Terminal reports whether the status draws on a terminal.
+func (s *Status) Terminal() bool { return s.tty && !s.quiet }
 
 // Step runs fn as one step.
 func (s *Status) Step(step string, fn func() error) error {

@@ -1,0 +1,136 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
+)
+
+// testLoadImage loads a locally built image into both nodes, runs it
+// with imagePullPolicy Never, loads it again (already present, in under a
+// second), and checks that a corrupt archive and an image no node runs
+// load nothing while a multi-platform one loads only the nodes' platform.
+func testLoadImage(t *testing.T, e *env, cs kubernetes.Interface, cluster, cp, worker string) {
+	buildProbe(t, probeImage)
+	stdout, _, err := e.hwk("load-image", probeImage, "--name", cluster)
+	if err != nil {
+		t.Fatalf("load-image: %v", err)
+	}
+	for _, n := range []string{cp, worker} {
+		if !regexp.MustCompile(`loaded to ` + n + ` in \S+ \(`).MatchString(stdout) {
+			t.Errorf("load-image does not say it loaded %s:\n%s", n, stdout)
+		}
+	}
+
+	pod := probePod("loaded", worker, "serve")
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPod(t, cs, "loaded", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && bootstrap.PodReady(p) })
+	t.Logf("pod %s with imagePullPolicy Never runs %s on %s", got.Name, probeImage, got.Spec.NodeName)
+	_ = cs.CoreV1().Pods("default").Delete(ctx, "loaded", metav1.DeleteOptions{})
+
+	start := time.Now()
+	stdout, _, err = e.hwk("load-image", probeImage, "--name", cluster)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("second load-image: %v", err)
+	}
+	fmt.Printf("E2E LOAD-IMAGE AGAIN: %s\n", took.Round(time.Millisecond))
+	if want := "already present on " + cp + ", " + worker; !strings.Contains(stdout, want) {
+		t.Errorf("second load-image does not say %q:\n%s", want, stdout)
+	}
+	if took >= time.Second {
+		t.Errorf("second load-image took %s, want under 1s", took)
+	}
+
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	held := func(ref string) []string {
+		var on []string
+		for _, n := range []string{cp, worker} {
+			if strings.Contains(docker(t, nil, "exec", n, "ctr", "-n", "k8s.io", "images", "ls", "-q"), ref) {
+				on = append(on, n)
+			}
+		}
+		return on
+	}
+
+	t.Run("corrupt archive", func(t *testing.T) {
+		const ref = "hwk.dev/e2e-probe:corrupt"
+		docker(t, nil, "tag", probeImage, ref)
+		defer docker(t, nil, "rmi", ref)
+		save := filepath.Join(dir, "probe.tar")
+		docker(t, nil, "save", "-o", save, ref)
+		data, err := os.ReadFile(save)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Flip a byte inside the probe binary's layer: the tar still
+		// reads, the digest does not hold.
+		i := bytes.Index(data, []byte("hello from"))
+		if i < 0 {
+			t.Fatal("probe binary not found in the archive")
+		}
+		data[i] ^= 0xff
+		_, stderr, err := e.hwk("load-image", "--archive", write("corrupt.tar", data), "--name", cluster)
+		if err == nil || !strings.Contains(stderr, "archive is corrupt") || !strings.Contains(stderr, "nothing was loaded") {
+			t.Errorf("corrupt archive: err %v, stderr:\n%s", err, stderr)
+		}
+		if on := held(ref); len(on) > 0 {
+			t.Errorf("%s is on %v after a failed load", ref, on)
+		}
+	})
+
+	t.Run("no node runs it", func(t *testing.T) {
+		const ref = "hwk.dev/e2e-windows-only:ltsc2022"
+		archive := write("windows.tar", imagearchivetest.OCI(
+			imagearchivetest.Image{Refs: []string{"hwk.dev/e2e-linux:ok"}, Platforms: []string{"linux/amd64"}},
+			imagearchivetest.Image{Refs: []string{ref}, Platforms: []string{"windows/amd64:10.0.20348.2849"}},
+		))
+		_, stderr, err := e.hwk("load-image", "--archive", archive, "--name", cluster)
+		if err == nil || !strings.Contains(stderr, "image "+ref+" (windows/amd64 ltsc2022 (10.0.20348.2849)) fits none of the nodes") {
+			t.Errorf("windows-only image: err %v, stderr:\n%s", err, stderr)
+		}
+		if on := held("hwk.dev/e2e-linux:ok"); len(on) > 0 {
+			t.Errorf("the Linux image of a refused archive is on %v", on)
+		}
+	})
+
+	t.Run("multi-platform", func(t *testing.T) {
+		const ref = "hwk.dev/e2e-multi:1"
+		archive := write("multi.tar", imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{ref},
+			Platforms: []string{"linux/amd64", "linux/arm64", "windows/amd64:10.0.20348.2849"}, LayerBytes: 1 << 20}))
+		if _, _, err := e.hwk("load-image", "--archive", archive, "--name", cluster); err != nil {
+			t.Fatalf("multi-platform archive: %v", err)
+		}
+		for _, n := range []string{cp, worker} {
+			ls := docker(t, nil, "exec", n, "ctr", "-n", "k8s.io", "images", "ls", "name=="+ref)
+			if !regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(ref)+`\s.*\slinux/amd64\s`).MatchString(ls) || strings.Contains(ls, "arm64") || strings.Contains(ls, "windows") {
+				t.Errorf("%s holds other platforms than linux/amd64 of %s:\n%s", n, ref, ls)
+			}
+		}
+	})
+}

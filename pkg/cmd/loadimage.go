@@ -1,0 +1,202 @@
+package cmd
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hwk-dev/hwk/pkg/cluster"
+	"github.com/hwk-dev/hwk/pkg/ui"
+)
+
+func newLoadImageCommand(g *globals, s Streams) *cobra.Command {
+	var (
+		archives []string
+		nodes    []string
+		out      outputFlag
+	)
+	cmd := &cobra.Command{
+		Use:   "load-image [IMAGE...] [--archive FILE...] [--name CLUSTER] [--nodes N1,N2]",
+		Short: "Put local container images onto the cluster's nodes that can run them",
+		Long: `Load images from the local Docker engine, or from archive files, into the
+containerd of the cluster's nodes, where pods with imagePullPolicy: Never or
+IfNotPresent find them.
+
+Each image goes to the nodes that can run it: Linux images to Linux nodes,
+Windows images to Windows nodes whose Windows build runs them (a 2022 node
+runs only ltsc2022 images; a 2025 node ltsc2022 and ltsc2025 ones). Of a
+multi-platform image each node gets only its own platform. A node that holds
+the image already is skipped, or only given the missing name. Every image
+is read and matched to the nodes before any node is changed, so an image no
+node can run, a missing image or a corrupt archive loads nothing.
+
+--archive takes what 'docker save' writes (either layout) or an OCI image
+layout in a tar, plain or gzip-compressed; it needs no Docker engine.`,
+		Example: `  docker build -t my/app:dev . && hwk load-image my/app:dev
+  hwk load-image my/app:dev my/worker:dev --name ci --nodes hwk-worker-1
+  hwk load-image --archive app.tar`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) == 0 && len(archives) == 0 {
+				return fmt.Errorf("name the images to load, or archives with --archive\n  e.g. `hwk load-image my/app:dev` or `hwk load-image --archive app.tar`")
+			}
+			p := g.provider(s, "")
+			prog := newLoadProgress(p.Progress, s.ErrOut, g.quiet)
+			var res *cluster.LoadResult
+			what := plural(len(args)+len(archives), "image")
+			if len(archives) > 0 && len(args) == 0 {
+				what = plural(len(archives), "archive")
+			}
+			err := p.Progress.Step(fmt.Sprintf("Loading %s into cluster %q", what, g.name), func() error {
+				defer prog.stop()
+				var err error
+				res, err = p.LoadImages(c.Context(), g.name, cluster.LoadOptions{
+					Images:   args,
+					Archives: archives,
+					Nodes:    nodes,
+					Progress: prog.update,
+				})
+				return err
+			})
+			if res != nil {
+				if perr := out.print(s.Out, res, func() { printLoadResult(s.Out, res) }); perr != nil {
+					return perr
+				}
+			}
+			if err != nil {
+				return &shownError{err: err, summary: "load-image failed; see above"}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&archives, "archive", nil, "image archive file to load (docker save or OCI layout tar); repeatable")
+	cmd.Flags().StringSliceVar(&nodes, "nodes", nil, "load only into these nodes (comma-separated names, see `hwk get nodes`)")
+	out.register(cmd, "text", "text", "json", "yaml")
+	_ = cmd.MarkFlagFilename("archive", "tar", "tar.gz", "tgz")
+	return cmd
+}
+
+// printLoadResult writes one line per image: what happened on each node.
+func printLoadResult(w io.Writer, res *cluster.LoadResult) {
+	for _, im := range res.Images {
+		var parts []string
+		var present, skipped []string
+		for _, n := range im.Nodes {
+			switch n.Outcome {
+			case cluster.LoadLoaded:
+				parts = append(parts, fmt.Sprintf("loaded to %s in %s (%s)", n.Node, ui.FormatDuration(n.Took), rate(n.Bytes, n.Took)))
+			case cluster.LoadTagged:
+				parts = append(parts, fmt.Sprintf("tagged on %s (it held the image under another name)", n.Node))
+			case cluster.LoadPresent:
+				present = append(present, n.Node)
+			case cluster.LoadSkipped:
+				skipped = append(skipped, fmt.Sprintf("%s (%s)", n.Node, n.Reason))
+			case cluster.LoadFailed:
+				parts = append(parts, fmt.Sprintf("FAILED on %s", n.Node))
+			}
+		}
+		if len(present) > 0 {
+			parts = append(parts, "already present on "+strings.Join(present, ", "))
+		}
+		if len(skipped) > 0 {
+			parts = append(parts, "not for "+strings.Join(skipped, ", "))
+		}
+		fmt.Fprintf(w, "%s: %s\n", im.Image, strings.Join(parts, "; "))
+	}
+}
+
+func rate(bytes int64, took time.Duration) string {
+	if took <= 0 {
+		return humanSize(bytes)
+	}
+	return fmt.Sprintf("%s, %s/s", humanSize(bytes), humanSize(int64(float64(bytes)/took.Seconds())))
+}
+
+// loadProgress shows bytes and rate per node: on the spinner line on a
+// terminal, and as a line per node every few seconds elsewhere.
+type loadProgress struct {
+	status *ui.Status
+	log    io.Writer
+	quiet  bool
+	start  time.Time
+
+	mu      sync.Mutex
+	sent    map[string]int64
+	total   map[string]int64
+	printed time.Time
+	done    chan struct{}
+	once    sync.Once
+}
+
+func newLoadProgress(st *ui.Status, log io.Writer, quiet bool) *loadProgress {
+	lp := &loadProgress{status: st, log: st.Writer(log), quiet: quiet, start: time.Now(),
+		sent: map[string]int64{}, total: map[string]int64{}, done: make(chan struct{})}
+	if !quiet {
+		go lp.loop()
+	}
+	return lp
+}
+
+func (lp *loadProgress) update(node string, sent, total int64) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	lp.sent[node], lp.total[node] = sent, total
+}
+
+func (lp *loadProgress) loop() {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-lp.done:
+			return
+		case now := <-tick.C:
+			lp.mu.Lock()
+			lines := lp.lines(now)
+			due := now.Sub(lp.printed) >= 5*time.Second
+			if due {
+				lp.printed = now
+			}
+			lp.mu.Unlock()
+			if len(lines) == 0 {
+				continue
+			}
+			if lp.status.Terminal() {
+				lp.status.Detail(strings.Join(lines, "  "))
+			} else if due {
+				for _, l := range lines {
+					fmt.Fprintf(lp.log, "    %s\n", l)
+				}
+			}
+		}
+	}
+}
+
+// lines is each node's progress: name, bytes sent (of how many, when
+// known) and the average rate since the start.
+func (lp *loadProgress) lines(now time.Time) []string {
+	names := make([]string, 0, len(lp.sent))
+	for n := range lp.sent {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	secs := now.Sub(lp.start).Seconds()
+	var out []string
+	for _, n := range names {
+		l := fmt.Sprintf("%s %s", n, humanSize(lp.sent[n]))
+		if t := lp.total[n]; t > 0 {
+			l += " of ~" + humanSize(t)
+		}
+		if secs > 0 {
+			l += fmt.Sprintf(" (%s/s)", humanSize(int64(float64(lp.sent[n])/secs)))
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+func (lp *loadProgress) stop() { lp.once.Do(func() { close(lp.done) }) }

@@ -1,0 +1,221 @@
+// Package containerd is hwk's hand on the containerd inside a node: what
+// images it holds in the namespace the kubelet uses, importing an image
+// archive into it, and tagging. It runs containerd's own clients (ctr,
+// crictl) through the node handle, on Linux and Windows nodes alike.
+package containerd
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+// Namespace is the containerd namespace the kubelet's CRI uses.
+const Namespace = "k8s.io"
+
+// Where the Windows node image installs containerd's clients.
+const (
+	windowsCtr    = `C:\Program Files\containerd\ctr.exe`
+	windowsCrictl = `C:\Program Files\containerd\crictl.exe`
+	// windowsSpool is where an archive waits on a Windows node for ctr:
+	// see Import.
+	windowsSpool = `C:\ProgramData\hwk\images`
+)
+
+// Inventory is what a node's containerd holds.
+type Inventory struct {
+	// Arch is the node's machine architecture as uname or Windows spells
+	// it (x86_64, AMD64).
+	Arch string
+	// IDs maps each image ID (config digest, as crictl shows it) to its
+	// names.
+	IDs map[string][]string
+	// Targets maps each image name to the digest of what it points at (a
+	// manifest or an index), as ctr shows it.
+	Targets map[string]string
+}
+
+// Has reports whether ref names an image whose ID or target is one of
+// digests.
+func (inv *Inventory) Has(ref string, digests ...string) bool {
+	for _, d := range digests {
+		if d == "" {
+			continue
+		}
+		if inv.Targets[ref] == d || contains(inv.IDs[d], ref) {
+			return true
+		}
+	}
+	return false
+}
+
+// NameFor is a name under which the node holds one of digests (by ID or
+// target), for tagging it with another; "" when it holds none.
+func (inv *Inventory) NameFor(digests ...string) string {
+	for _, d := range digests {
+		if d == "" {
+			continue
+		}
+		for _, ref := range inv.IDs[d] {
+			return ref
+		}
+		for ref, t := range inv.Targets {
+			if t == d {
+				return ref
+			}
+		}
+	}
+	return ""
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// inventoryScript prints the architecture, ctr's image list and crictl's,
+// with a separator line between them: one round trip per node.
+func inventoryScript(shell node.Shell) string {
+	if shell == node.PowerShell {
+		return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+$env:PROCESSOR_ARCHITECTURE
+'---'
+& %s -n %s images ls
+if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+'---'
+& %s images -o json
+exit $LASTEXITCODE
+`, psQuote(windowsCtr), Namespace, psQuote(windowsCrictl))
+	}
+	return fmt.Sprintf(`set -e
+uname -m
+echo ---
+ctr -n %s images ls
+echo ---
+crictl images -o json
+`, Namespace)
+}
+
+// List reads what n's containerd holds.
+func List(ctx context.Context, n *node.Node) (*Inventory, error) {
+	var out strings.Builder
+	if err := n.RunScript(ctx, inventoryScript(n.Shell()), node.Cmd{Stdout: &out}); err != nil {
+		return nil, fmt.Errorf("list images on node %s: %w", n.Name(), err)
+	}
+	inv, err := parseInventory(out.String())
+	if err != nil {
+		return nil, fmt.Errorf("list images on node %s: %w", n.Name(), err)
+	}
+	return inv, nil
+}
+
+func parseInventory(s string) (*Inventory, error) {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	parts := strings.SplitN(s, "\n---\n", 3)
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("unexpected output: %q", node.LastLines(s, 3))
+	}
+	inv := &Inventory{Arch: strings.TrimSpace(parts[0]), IDs: map[string][]string{}, Targets: map[string]string{}}
+	sc := bufio.NewScanner(strings.NewReader(parts[1]))
+	for first := true; sc.Scan(); first = false {
+		f := strings.Fields(sc.Text())
+		if first || len(f) < 3 {
+			continue // the header line
+		}
+		inv.Targets[f[0]] = f[2]
+	}
+	var list struct {
+		Images []struct {
+			ID          string   `json:"id"`
+			RepoTags    []string `json:"repoTags"`
+			RepoDigests []string `json:"repoDigests"`
+		} `json:"images"`
+	}
+	if err := json.Unmarshal([]byte(parts[2]), &list); err != nil {
+		return nil, fmt.Errorf("read crictl's image list: %w", err)
+	}
+	for _, im := range list.Images {
+		inv.IDs[im.ID] = append(inv.IDs[im.ID], im.RepoTags...)
+	}
+	return inv, nil
+}
+
+// Import streams an image archive (docker save or OCI layout, as a tar)
+// into n's containerd, unpacked for the kubelet. On Linux the archive goes
+// straight to ctr's standard input. On Windows it is written to a spool
+// file first: the node's login shell is PowerShell, which does not hand a
+// binary standard input on to a native program intact, so ctr.exe reads
+// the file, which is removed however the import ends.
+func Import(ctx context.Context, n *node.Node, archive io.Reader) error {
+	var err error
+	if n.OS() == config.Windows {
+		err = importWindows(ctx, n, archive)
+	} else {
+		err = n.Run(ctx, node.Cmd{Args: importArgs(config.Linux, "-"), Stdin: archive})
+	}
+	if err != nil {
+		return fmt.Errorf("import images on node %s: %w", n.Name(), err)
+	}
+	return nil
+}
+
+// importArgs is ctr's import command line for a node of os reading file.
+// Every platform in the archive is imported: hwk writes only the one the
+// node runs (and Docker's save holds only one per image), so ctr has
+// nothing to choose and must not drop what hwk chose.
+func importArgs(os config.OS, file string) []string {
+	if os == config.Windows {
+		return []string{windowsCtr, "-n", Namespace, "images", "import", "--all-platforms", "--snapshotter", "windows", file}
+	}
+	return []string{"ctr", "-n", Namespace, "images", "import", "--all-platforms", file}
+}
+
+func importWindows(ctx context.Context, n *node.Node, archive io.Reader) error {
+	spool := windowsSpool + `\load-` + randomSuffix() + ".tar"
+	if err := n.CopyTo(ctx, archive, spool, 0o600); err != nil {
+		return err
+	}
+	script := fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+try {
+  %s
+  if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+} finally {
+  Remove-Item -Force -LiteralPath %s -ErrorAction SilentlyContinue
+}
+`, node.Quote(node.PowerShell, importArgs(config.Windows, spool)...), psQuote(spool))
+	return n.RunScript(ctx, script, node.Cmd{})
+}
+
+// Tag gives the image named src the name dst as well, replacing whatever
+// dst named before.
+func Tag(ctx context.Context, n *node.Node, src, dst string) error {
+	ctr := "ctr"
+	if n.OS() == config.Windows {
+		ctr = windowsCtr
+	}
+	if err := n.Run(ctx, node.Cmd{Args: []string{ctr, "-n", Namespace, "images", "tag", "--force", src, dst}}); err != nil {
+		return fmt.Errorf("tag %s as %s on node %s: %w", src, dst, n.Name(), err)
+	}
+	return nil
+}
+
+func psQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// randomSuffix keeps two loads into one node from sharing a spool file.
+func randomSuffix() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,723 @@
+// Package imagearchive reads container image archives — what `docker save`
+// writes, in its classic layout and in the OCI layout of Docker 25 and
+// later, and OCI image layouts packed in a tar — and writes, for one node,
+// an archive holding only the images and platforms that node needs. It
+// also knows which platforms a node can run (Runs, Best).
+package imagearchive
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/distribution/reference"
+)
+
+// Media types hwk reads and writes.
+const (
+	mediaOCIIndex       = "application/vnd.oci.image.index.v1+json"
+	mediaOCIManifest    = "application/vnd.oci.image.manifest.v1+json"
+	mediaOCIConfig      = "application/vnd.oci.image.config.v1+json"
+	mediaDockerList     = "application/vnd.docker.distribution.manifest.list.v2+json"
+	mediaDockerManifest = "application/vnd.docker.distribution.manifest.v2+json"
+	mediaDockerConfig   = "application/vnd.docker.container.image.v1+json"
+	mediaLayerTar       = "application/vnd.oci.image.layer.v1.tar"
+	mediaLayerGzip      = "application/vnd.oci.image.layer.v1.tar+gzip"
+	mediaLayerZstd      = "application/vnd.oci.image.layer.v1.tar+zstd"
+
+	// annotationName is the full reference containerd names an image by
+	// on import; annotationRefName is OCI's, often only a tag.
+	annotationName    = "io.containerd.image.name"
+	annotationRefName = "org.opencontainers.image.ref.name"
+)
+
+// smallEntry bounds the entries Scan keeps in memory: manifests, indexes
+// and configs are far smaller; layers are read through.
+const smallEntry = 4 << 20
+
+// Archive is what Scan found in an image archive.
+type Archive struct {
+	Images []Image
+	// Bytes is the size of every entry in the archive.
+	Bytes int64
+	// entries are the archive's regular files (symlinks resolved) by name.
+	entries map[string]*entry
+	// blobs are OCI-style blobs by digest, whatever the entry's name.
+	blobs map[string]*entry
+}
+
+// Image is one image of an archive: one name or several for the same
+// content, and the platforms it is built for.
+type Image struct {
+	// Refs are the image's names, fully qualified
+	// (docker.io/library/busybox:1.37); empty for an image the archive
+	// does not name.
+	Refs []string
+	// Digest is what the archive names the image by: the index or
+	// manifest digest in an OCI layout, the config digest (the image ID)
+	// in a classic docker save.
+	Digest string
+	// Manifests are the image's platforms, in the archive's order.
+	Manifests []Manifest
+}
+
+// Name is how messages call the image: its first name, else its digest.
+func (im Image) Name() string {
+	if len(im.Refs) > 0 {
+		return im.Refs[0]
+	}
+	return im.Digest
+}
+
+// Platforms lists the platforms the image is built for.
+func (im Image) Platforms() []Platform {
+	ps := make([]Platform, len(im.Manifests))
+	for i, m := range im.Manifests {
+		ps[i] = m.Platform
+	}
+	return ps
+}
+
+// Manifest is one platform of an image.
+type Manifest struct {
+	Platform Platform
+	// Config is the config's digest: the image ID crictl reports once
+	// the image is in a node's containerd.
+	Config string
+	// Digest is the manifest's digest. hwk makes the manifest of a
+	// classic docker-save image itself, so it is set there too.
+	Digest string
+	// Bytes is the size of the manifest's config and layers.
+	Bytes int64
+	// Missing names a blob the manifest needs that the archive lacks
+	// (Docker's containerd store exports indexes whose other platforms
+	// it never pulled); such a manifest cannot be loaded.
+	Missing string
+
+	mediaType string
+	raw       []byte // the manifest's JSON
+	// blobs are the digests of the config and layers.
+	blobs []string
+}
+
+// entry is one file of the archive.
+type entry struct {
+	name   string
+	size   int64
+	digest string // sha256:..., of the content
+	head   []byte // the first bytes, to tell compressed layers
+	data   []byte // the content, when small
+}
+
+// FormatError is an archive that is not a readable image archive.
+type FormatError struct{ Reason string }
+
+func (e *FormatError) Error() string { return e.Reason }
+
+func formatErr(format string, a ...any) error { return &FormatError{Reason: fmt.Sprintf(format, a...)} }
+
+// Scan reads a whole archive (plain or gzip-compressed tar) and describes
+// its images. Every blob's content is checked against its digest on the
+// way, so a corrupt archive fails here, before anything reaches a node.
+func Scan(r io.Reader) (*Archive, error) {
+	tr, err := openTar(r)
+	if err != nil {
+		return nil, err
+	}
+	a := &Archive{entries: map[string]*entry{}, blobs: map[string]*entry{}}
+	links := map[string]string{}
+	buf := make([]byte, 1<<20)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, formatErr("not a readable tar archive: %v", err)
+		}
+		name := cleanName(h.Name)
+		switch h.Typeflag {
+		case tar.TypeReg:
+		case tar.TypeSymlink, tar.TypeLink:
+			target := h.Linkname
+			if h.Typeflag == tar.TypeSymlink {
+				target = path.Join(path.Dir(name), target)
+			}
+			links[name] = cleanName(target)
+			continue
+		default:
+			continue
+		}
+		e := &entry{name: name, size: h.Size}
+		hash := sha256.New()
+		var small bytes.Buffer
+		w := io.Writer(hash)
+		if h.Size <= smallEntry {
+			w = io.MultiWriter(hash, &small)
+		}
+		hw := &headWriter{n: 8}
+		n, err := io.CopyBuffer(io.MultiWriter(w, hw), tr, buf)
+		if err != nil {
+			return nil, formatErr("archive is cut short or unreadable in %s: %v", name, err)
+		}
+		if n != h.Size {
+			return nil, formatErr("archive is cut short in %s", name)
+		}
+		e.digest = "sha256:" + hex.EncodeToString(hash.Sum(nil))
+		e.head = hw.b
+		if h.Size <= smallEntry {
+			e.data = small.Bytes()
+		}
+		a.entries[name] = e
+		a.Bytes += h.Size
+		if d, ok := blobDigest(name); ok {
+			if d != e.digest {
+				return nil, formatErr("archive is corrupt: %s holds content with digest %s", name, e.digest)
+			}
+			a.blobs[d] = e
+		}
+	}
+	for name, target := range links {
+		// A link's chain is short (docker save links a repeated layer to
+		// its first copy); a few hops catch a loop.
+		for i := 0; i < 8 && a.entries[target] == nil && links[target] != ""; i++ {
+			target = links[target]
+		}
+		if e := a.entries[target]; e != nil {
+			a.entries[name] = e
+		}
+	}
+	switch {
+	case a.entries["index.json"] != nil:
+		err = a.readOCI()
+	case a.entries["manifest.json"] != nil:
+		err = a.readDocker()
+	default:
+		err = formatErr("no index.json or manifest.json: not an image archive from `docker save` or an OCI image layout")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(a.Images) == 0 {
+		return nil, formatErr("the archive holds no images")
+	}
+	return a, nil
+}
+
+// openTar reads r as a tar, gunzipping it first when it is compressed.
+func openTar(r io.Reader) (*tar.Reader, error) {
+	br := bufio.NewReaderSize(r, 1<<20)
+	magic, err := br.Peek(2)
+	if err != nil {
+		return nil, formatErr("not a readable tar archive: %v", err)
+	}
+	if magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, formatErr("bad gzip stream: %v", err)
+		}
+		return tar.NewReader(zr), nil
+	}
+	return tar.NewReader(br), nil
+}
+
+// headWriter keeps the first n bytes written to it.
+type headWriter struct {
+	n int
+	b []byte
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if need := h.n - len(h.b); need > 0 {
+		h.b = append(h.b, p[:min(need, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func cleanName(n string) string { return strings.TrimPrefix(path.Clean("/"+n), "/") }
+
+// blobDigest is the digest an OCI layout's blobs/ALG/HEX path names.
+func blobDigest(name string) (string, bool) {
+	parts := strings.Split(name, "/")
+	if len(parts) != 3 || parts[0] != "blobs" || parts[1] != "sha256" || len(parts[2]) != 64 {
+		return "", false
+	}
+	if _, err := hex.DecodeString(parts[2]); err != nil {
+		return "", false
+	}
+	return "sha256:" + parts[2], true
+}
+
+// descriptor is an OCI content descriptor.
+type descriptor struct {
+	MediaType   string            `json:"mediaType"`
+	Digest      string            `json:"digest"`
+	Size        int64             `json:"size"`
+	Platform    *ociPlatform      `json:"platform,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+type ociPlatform struct {
+	OS           string `json:"os"`
+	Architecture string `json:"architecture"`
+	Variant      string `json:"variant,omitempty"`
+	OSVersion    string `json:"os.version,omitempty"`
+}
+
+type index struct {
+	SchemaVersion int          `json:"schemaVersion"`
+	MediaType     string       `json:"mediaType,omitempty"`
+	Manifests     []descriptor `json:"manifests"`
+}
+
+type manifest struct {
+	SchemaVersion int          `json:"schemaVersion"`
+	MediaType     string       `json:"mediaType,omitempty"`
+	Config        descriptor   `json:"config"`
+	Layers        []descriptor `json:"layers"`
+}
+
+type imageConfig struct {
+	OS           string `json:"os"`
+	Architecture string `json:"architecture"`
+	Variant      string `json:"variant,omitempty"`
+	OSVersion    string `json:"os.version,omitempty"`
+	RootFS       struct {
+		DiffIDs []string `json:"diff_ids"`
+	} `json:"rootfs"`
+}
+
+func (c imageConfig) platform() Platform {
+	return Platform{OS: c.OS, Architecture: c.Architecture, Variant: c.Variant, OSVersion: c.OSVersion}.Normalize()
+}
+
+// readOCI reads an OCI image layout: index.json names the images, each a
+// manifest or an index of per-platform manifests.
+func (a *Archive) readOCI() error {
+	var idx index
+	if err := json.Unmarshal(a.entries["index.json"].data, &idx); err != nil {
+		return formatErr("index.json: %v", err)
+	}
+	byDigest := map[string]int{}
+	for _, d := range idx.Manifests {
+		if d.Digest == "" {
+			return formatErr("index.json: a manifest entry has no digest")
+		}
+		i, ok := byDigest[d.Digest]
+		if !ok {
+			im := Image{Digest: d.Digest}
+			ms, err := a.manifests(d, 0)
+			if err != nil {
+				return err
+			}
+			im.Manifests = ms
+			a.Images = append(a.Images, im)
+			i = len(a.Images) - 1
+			byDigest[d.Digest] = i
+		}
+		if ref := refFromAnnotations(d.Annotations); ref != "" && !contains(a.Images[i].Refs, ref) {
+			a.Images[i].Refs = append(a.Images[i].Refs, ref)
+		}
+	}
+	return nil
+}
+
+// manifests resolves a descriptor to the runnable manifests under it.
+// Attestations and other non-image entries of an index are skipped.
+func (a *Archive) manifests(d descriptor, depth int) ([]Manifest, error) {
+	if depth > 4 {
+		return nil, formatErr("indexes nested too deep at %s", d.Digest)
+	}
+	e := a.blobs[d.Digest]
+	switch d.MediaType {
+	case mediaOCIIndex, mediaDockerList:
+		if e == nil {
+			return nil, formatErr("archive lacks the index %s", d.Digest)
+		}
+		var idx index
+		if err := json.Unmarshal(e.data, &idx); err != nil {
+			return nil, formatErr("index %s: %v", d.Digest, err)
+		}
+		var out []Manifest
+		for _, c := range idx.Manifests {
+			if c.Platform != nil && (c.Platform.OS == "unknown" || c.Platform.Architecture == "unknown") {
+				continue // a build attestation, not an image
+			}
+			ms, err := a.manifests(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ms...)
+		}
+		return out, nil
+	case mediaOCIManifest, mediaDockerManifest:
+	default:
+		return nil, nil // a blob type hwk does not run (artifacts, signatures)
+	}
+	m := Manifest{Digest: d.Digest, mediaType: d.MediaType}
+	if d.Platform != nil {
+		m.Platform = Platform{OS: d.Platform.OS, Architecture: d.Platform.Architecture, Variant: d.Platform.Variant, OSVersion: d.Platform.OSVersion}.Normalize()
+	}
+	if e == nil {
+		m.Missing = d.Digest
+		return []Manifest{m}, nil
+	}
+	m.raw = e.data
+	var mf manifest
+	if err := json.Unmarshal(e.data, &mf); err != nil {
+		return nil, formatErr("manifest %s: %v", d.Digest, err)
+	}
+	m.blobs = append(m.blobs, mf.Config.Digest)
+	for _, l := range mf.Layers {
+		m.blobs = append(m.blobs, l.Digest)
+	}
+	for _, b := range m.blobs {
+		be := a.blobs[b]
+		if be == nil {
+			if m.Missing == "" {
+				m.Missing = b
+			}
+			continue
+		}
+		m.Bytes += be.size
+	}
+	m.Config = mf.Config.Digest
+	if ce := a.blobs[mf.Config.Digest]; ce != nil {
+		var c imageConfig
+		if err := json.Unmarshal(ce.data, &c); err != nil {
+			return nil, formatErr("config %s: %v", mf.Config.Digest, err)
+		}
+		// The config is the image's own word on its platform; an
+		// index entry may leave os.version out.
+		m.Platform = c.platform()
+	}
+	return []Manifest{m}, nil
+}
+
+// dockerManifestEntry is one image of a classic docker save's manifest.json.
+type dockerManifestEntry struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+// readDocker reads a classic docker save: manifest.json lists each image's
+// config file, tags and layer tars. hwk writes a manifest for each, as
+// containerd's importer would, so that every archive reaches a node as an
+// OCI layout.
+func (a *Archive) readDocker() error {
+	var entries []dockerManifestEntry
+	if err := json.Unmarshal(a.entries["manifest.json"].data, &entries); err != nil {
+		return formatErr("manifest.json: %v", err)
+	}
+	for _, de := range entries {
+		ce := a.entries[cleanName(de.Config)]
+		if ce == nil {
+			return formatErr("archive lacks %s, the config manifest.json names", de.Config)
+		}
+		var c imageConfig
+		if err := json.Unmarshal(ce.data, &c); err != nil {
+			return formatErr("config %s: %v", de.Config, err)
+		}
+		if d, ok := legacyConfigDigest(de.Config); ok && d != ce.digest {
+			return formatErr("archive is corrupt: %s holds content with digest %s", de.Config, ce.digest)
+		}
+		if len(c.RootFS.DiffIDs) != len(de.Layers) {
+			return formatErr("archive is corrupt: %s lists %d layers, manifest.json %d", de.Config, len(c.RootFS.DiffIDs), len(de.Layers))
+		}
+		mf := manifest{SchemaVersion: 2, MediaType: mediaOCIManifest,
+			Config: descriptor{MediaType: mediaOCIConfig, Digest: ce.digest, Size: ce.size}}
+		a.blobs[ce.digest] = ce
+		m := Manifest{Platform: c.platform(), Config: ce.digest, Bytes: ce.size, mediaType: mediaOCIManifest}
+		m.blobs = append(m.blobs, ce.digest)
+		for i, l := range de.Layers {
+			le := a.entries[cleanName(l)]
+			if le == nil {
+				return formatErr("archive lacks the layer %s that manifest.json names", l)
+			}
+			if le.digest != c.RootFS.DiffIDs[i] {
+				// A compressed layer's digest is not its diff ID; only
+				// an uncompressed one can be checked against the config.
+				if layerMediaType(le.head) == mediaLayerTar {
+					return formatErr("archive is corrupt: layer %s has digest %s, its config expects %s", l, le.digest, c.RootFS.DiffIDs[i])
+				}
+			}
+			a.blobs[le.digest] = le
+			mf.Layers = append(mf.Layers, descriptor{MediaType: layerMediaType(le.head), Digest: le.digest, Size: le.size})
+			m.blobs = append(m.blobs, le.digest)
+			m.Bytes += le.size
+		}
+		raw, err := json.Marshal(mf)
+		if err != nil {
+			return err
+		}
+		m.raw = raw
+		m.Digest = digestOf(raw)
+		im := Image{Digest: ce.digest, Manifests: []Manifest{m}}
+		for _, t := range de.RepoTags {
+			if ref, err := normalizeRef(t); err == nil && !contains(im.Refs, ref) {
+				im.Refs = append(im.Refs, ref)
+			}
+		}
+		a.Images = append(a.Images, im)
+	}
+	return nil
+}
+
+// legacyConfigDigest is the digest a classic config file's name carries
+// (<hex>.json, or blobs/sha256/<hex> in Docker 25's compatible
+// manifest.json).
+func legacyConfigDigest(name string) (string, bool) {
+	name = cleanName(name)
+	if d, ok := blobDigest(name); ok {
+		return d, true
+	}
+	hexPart := strings.TrimSuffix(name, ".json")
+	if len(hexPart) != 64 || strings.Contains(hexPart, "/") {
+		return "", false
+	}
+	if _, err := hex.DecodeString(hexPart); err != nil {
+		return "", false
+	}
+	return "sha256:" + hexPart, true
+}
+
+func layerMediaType(head []byte) string {
+	switch {
+	case len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b:
+		return mediaLayerGzip
+	case len(head) >= 4 && head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f && head[3] == 0xfd:
+		return mediaLayerZstd
+	}
+	return mediaLayerTar
+}
+
+func digestOf(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+// refFromAnnotations is the full name an index entry gives its image:
+// containerd's annotation, else OCI's when it is a whole reference rather
+// than only a tag.
+func refFromAnnotations(ann map[string]string) string {
+	for _, k := range []string{annotationName, annotationRefName} {
+		v := ann[k]
+		if v == "" || (k == annotationRefName && !strings.ContainsAny(v, "/:@")) {
+			continue
+		}
+		if ref, err := normalizeRef(v); err == nil {
+			return ref
+		}
+	}
+	return ""
+}
+
+// normalizeRef spells a name the way containerd stores it:
+// busybox becomes docker.io/library/busybox:latest.
+func normalizeRef(s string) (string, error) {
+	named, err := reference.ParseNormalizedNamed(s)
+	if err != nil {
+		return "", err
+	}
+	return reference.TagNameOnly(named).String(), nil
+}
+
+// NormalizeRef is normalizeRef for callers outside: the name containerd
+// and crictl will show for s.
+func NormalizeRef(s string) (string, error) { return normalizeRef(s) }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Selection picks one manifest of one image for a node, under the
+// names it is to have there.
+type Selection struct {
+	Image    int
+	Manifest int
+	// Refs are the names to give it; empty means all of the image's.
+	Refs []string
+}
+
+// ErrIncomplete is a selected manifest whose blobs the archive lacks.
+var ErrIncomplete = errors.New("the archive lacks part of the image")
+
+// Plan is the archive a node gets: its index and the blobs it needs.
+type Plan struct {
+	index []byte
+	blobs map[string]bool
+	// Bytes is how much the written archive holds, a little less than
+	// Write's count (tar headers).
+	Bytes int64
+}
+
+// Plan works out the archive of sels.
+func (a *Archive) Plan(sels []Selection) (*Plan, error) {
+	p := &Plan{blobs: map[string]bool{}}
+	idx := index{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []descriptor{}}
+	for _, s := range sels {
+		im := a.Images[s.Image]
+		m := im.Manifests[s.Manifest]
+		if m.Missing != "" {
+			return nil, fmt.Errorf("%s (%s): %w: blob %s is not in it", im.Name(), m.Platform, ErrIncomplete, m.Missing)
+		}
+		refs := s.Refs
+		if len(refs) == 0 {
+			refs = im.Refs
+		}
+		p.blobs[m.Digest] = true
+		for _, b := range m.blobs {
+			if !p.blobs[b] {
+				p.blobs[b] = true
+				p.Bytes += a.blobs[b].size
+			}
+		}
+		p.Bytes += int64(len(m.raw))
+		plat := &ociPlatform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant, OSVersion: m.Platform.OSVersion}
+		for _, ref := range refs {
+			idx.Manifests = append(idx.Manifests, descriptor{
+				MediaType: m.mediaType, Digest: m.Digest, Size: int64(len(m.raw)), Platform: plat,
+				Annotations: map[string]string{annotationName: ref, annotationRefName: tagOf(ref)},
+			})
+		}
+	}
+	raw, err := json.Marshal(idx)
+	if err != nil {
+		return nil, err
+	}
+	p.index = raw
+	return p, nil
+}
+
+func tagOf(ref string) string {
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return ref
+	}
+	if t, ok := named.(reference.Tagged); ok {
+		return t.Tag()
+	}
+	return ref
+}
+
+// Write writes the plan's archive, an OCI image layout in a tar, to w,
+// copying blobs from src, the scanned archive read again from its start.
+// A blob whose content differs from the scan fails the write; w then ends
+// in bytes no tar reader accepts (see Poison), so that what reads it
+// cannot mistake a cut-short archive for a whole one.
+func (a *Archive) Write(w io.Writer, src io.Reader, p *Plan) (err error) {
+	defer func() {
+		if err != nil {
+			Poison(w)
+		}
+	}()
+	tw := tar.NewWriter(w)
+	add := func(name string, data []byte) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o444, Size: int64(len(data)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := tw.Write(data)
+		return err
+	}
+	if err := add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	if err := add("index.json", p.index); err != nil {
+		return err
+	}
+	written := map[string]bool{}
+	// Manifests hwk holds in memory (every manifest it wrote for a
+	// classic archive, and any it read) go first.
+	var mdigests []string
+	for d := range p.blobs {
+		mdigests = append(mdigests, d)
+	}
+	sort.Strings(mdigests)
+	for _, d := range mdigests {
+		raw := a.manifestJSON(d)
+		if raw == nil {
+			continue
+		}
+		if err := add(blobName(d), raw); err != nil {
+			return err
+		}
+		written[d] = true
+	}
+	tr, err := openTar(src)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read the archive again: %w", err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		e := a.entries[cleanName(h.Name)]
+		if e == nil || !p.blobs[e.digest] || written[e.digest] || e.size != h.Size {
+			continue
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: blobName(e.digest), Mode: 0o444, Size: e.size, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		hash := sha256.New()
+		if _, err := io.CopyBuffer(io.MultiWriter(tw, hash), tr, buf); err != nil {
+			return fmt.Errorf("copy %s: %w", h.Name, err)
+		}
+		if got := "sha256:" + hex.EncodeToString(hash.Sum(nil)); got != e.digest {
+			return fmt.Errorf("the archive changed since it was read: %s now has digest %s", h.Name, got)
+		}
+		written[e.digest] = true
+	}
+	for d := range p.blobs {
+		if !written[d] {
+			return fmt.Errorf("the archive changed since it was read: blob %s is gone", d)
+		}
+	}
+	return tw.Close()
+}
+
+// manifestJSON is the JSON of a manifest the archive holds, by digest.
+func (a *Archive) manifestJSON(d string) []byte {
+	for _, im := range a.Images {
+		for _, m := range im.Manifests {
+			if m.Digest == d {
+				return m.raw
+			}
+		}
+	}
+	return nil
+}
+
+func blobName(d string) string { return "blobs/sha256/" + strings.TrimPrefix(d, "sha256:") }
+
+// Poison ends a stream that is being read as a tar with bytes no tar
+// reader takes for a header or for the end of the archive, so that a
+// reader given a stream cut off between two entries fails rather than
+// taking what it got for the whole archive.
+func Poison(w io.Writer) {
+	junk := bytes.Repeat([]byte{0xff}, 2*512)
+	_, _ = w.Write(junk)
+}

@@ -1,0 +1,253 @@
+package imagearchive_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/hwk-dev/hwk/pkg/imagearchive"
+	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
+)
+
+func mustParse(t *testing.T, s string) imagearchive.Platform {
+	t.Helper()
+	p, err := imagearchive.ParsePlatform(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRuns(t *testing.T) {
+	for _, c := range []struct {
+		host, img string
+		ok        bool
+		why       string
+	}{
+		{"linux/amd64", "linux/amd64", true, ""},
+		{"linux/x86_64", "linux/amd64", true, ""},
+		{"linux/amd64", "linux/arm64", false, "built for linux/arm64, the node is linux/amd64"},
+		{"linux/amd64", "windows/amd64:10.0.20348.2849", false, "a windows image cannot run on a linux node"},
+		{"windows/amd64:10.0.20348", "linux/amd64", false, "a linux image cannot run on a windows node"},
+		{"windows/amd64:10.0.20348", "windows/amd64:10.0.20348.2849", true, ""},
+		{"windows/amd64:10.0.20348", "windows/amd64:10.0.26100.1742", false, "newer Windows (ltsc2025, build 26100) than the node's ltsc2022"},
+		{"windows/amd64:10.0.20348", "windows/amd64:10.0.17763.1", false, "older Windows (ltsc2019, build 17763)"},
+		{"windows/amd64:10.0.26100", "windows/amd64:10.0.20348.2849", true, ""},
+		{"windows/amd64:10.0.26100", "windows/amd64:10.0.26100.1", true, ""},
+		{"windows/amd64:10.0.26100", "windows/amd64:10.0.17763.1", false, "accepts (ltsc2022, build 20348 or newer)"},
+		{"windows/amd64:10.0.17763", "windows/amd64:10.0.17763.5", true, ""},
+		{"windows/amd64:10.0.17763", "windows/amd64:10.0.20348", false, "newer Windows"},
+		{"windows/amd64:10.0.20348", "windows/amd64", false, "no os.version"},
+	} {
+		ok, why := imagearchive.Runs(mustParse(t, c.host), mustParse(t, c.img))
+		if ok != c.ok || !strings.Contains(why, c.why) {
+			t.Errorf("Runs(%s, %s) = %v, %q; want %v, %q", c.host, c.img, ok, why, c.ok, c.why)
+		}
+	}
+}
+
+func TestBestPrefersNewestWindowsBuild(t *testing.T) {
+	cands := []imagearchive.Platform{mustParse(t, "linux/amd64"), mustParse(t, "windows/amd64:10.0.20348.1"), mustParse(t, "windows/amd64:10.0.26100.1")}
+	if got := imagearchive.Best(mustParse(t, "windows/amd64:10.0.26100"), cands); got != 2 {
+		t.Errorf("a 2025 node: Best = %d, want 2 (the ltsc2025 image)", got)
+	}
+	if got := imagearchive.Best(mustParse(t, "windows/amd64:10.0.20348"), cands); got != 1 {
+		t.Errorf("a 2022 node: Best = %d, want 1", got)
+	}
+	if got := imagearchive.Best(mustParse(t, "linux/arm64"), cands); got != -1 {
+		t.Errorf("an arm64 node: Best = %d, want -1", got)
+	}
+}
+
+func scan(t *testing.T, b []byte) *imagearchive.Archive {
+	t.Helper()
+	a, err := imagearchive.Scan(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	return a
+}
+
+func TestScanOCI(t *testing.T) {
+	a := scan(t, imagearchivetest.OCI(
+		imagearchivetest.Image{Refs: []string{"example.com/app:1", "example.com/app:latest"}, Platforms: []string{"linux/amd64"}},
+		imagearchivetest.Image{Refs: []string{"busybox:1.37"}, Platforms: []string{"linux/amd64", "linux/arm64/v8", "windows/amd64:10.0.20348.2849"}},
+	))
+	if len(a.Images) != 2 {
+		t.Fatalf("images = %d, want 2", len(a.Images))
+	}
+	app, bb := a.Images[0], a.Images[1]
+	if got := strings.Join(app.Refs, " "); got != "example.com/app:1 example.com/app:latest" {
+		t.Errorf("refs = %s", got)
+	}
+	if got := strings.Join(bb.Refs, " "); got != "docker.io/library/busybox:1.37" {
+		t.Errorf("refs not normalized: %s", got)
+	}
+	var plats []string
+	for _, p := range bb.Platforms() {
+		plats = append(plats, p.String())
+	}
+	if got := strings.Join(plats, " "); got != "linux/amd64 linux/arm64 windows/amd64:10.0.20348.2849" {
+		t.Errorf("platforms = %s", got)
+	}
+	for _, m := range bb.Manifests {
+		if m.Missing != "" || !strings.HasPrefix(m.Config, "sha256:") || !strings.HasPrefix(m.Digest, "sha256:") || m.Bytes == 0 {
+			t.Errorf("manifest %+v incomplete", m)
+		}
+	}
+}
+
+func TestScanDockerClassic(t *testing.T) {
+	a := scan(t, imagearchivetest.Docker(
+		imagearchivetest.Image{Refs: []string{"my/app:dev"}, Platforms: []string{"linux/amd64"}},
+		imagearchivetest.Image{Refs: []string{"my/win:dev"}, Platforms: []string{"windows/amd64:10.0.20348.1"}},
+	))
+	if len(a.Images) != 2 || a.Images[0].Refs[0] != "docker.io/my/app:dev" {
+		t.Fatalf("images = %+v", a.Images)
+	}
+	w := a.Images[1]
+	if w.Manifests[0].Platform.String() != "windows/amd64:10.0.20348.1" || w.Digest != w.Manifests[0].Config {
+		t.Errorf("windows image = %+v", w.Manifests[0])
+	}
+}
+
+func TestScanGzip(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}}))
+	_ = zw.Close()
+	if a := scan(t, gz.Bytes()); len(a.Images) != 1 {
+		t.Errorf("images = %d", len(a.Images))
+	}
+}
+
+func TestScanMissingPlatform(t *testing.T) {
+	a := scan(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64", "linux/arm64"}, Drop: []int{1}}))
+	ms := a.Images[0].Manifests
+	if ms[0].Missing != "" || ms[1].Missing == "" {
+		t.Fatalf("missing = %q, %q; want only arm64 missing", ms[0].Missing, ms[1].Missing)
+	}
+	if _, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 1}}); !errors.Is(err, imagearchive.ErrIncomplete) {
+		t.Errorf("Plan of the missing platform: %v, want ErrIncomplete", err)
+	}
+}
+
+func TestScanRejectsBadArchives(t *testing.T) {
+	good := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}, LayerBytes: 64 << 10})
+	classic := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}, LayerBytes: 64 << 10})
+	for name, c := range map[string]struct {
+		data []byte
+		want string
+	}{
+		"not a tar":         {[]byte("hello, this is not an archive at all"), "not a readable tar archive"},
+		"empty":             {nil, "not a readable tar archive"},
+		"cut short":         {good[:len(good)/2], "cut short"},
+		"oci blob flipped":  {imagearchivetest.Corrupt(good, []byte("0-linux/amd640-linux")), "archive is corrupt"},
+		"layer tar flipped": {imagearchivetest.Corrupt(classic, []byte("0-linux/amd640-linux")), "archive is corrupt"},
+		"no manifest":       {tarOf(map[string]string{"hello.txt": "hi"}), "not an image archive"},
+		"missing layer":     {tarOf(map[string]string{"manifest.json": `[{"Config":"c.json","RepoTags":["a:1"],"Layers":["l/layer.tar"]}]`, "c.json": `{"os":"linux","architecture":"amd64","rootfs":{"diff_ids":["sha256:00"]}}`}), "lacks the layer"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := imagearchive.Scan(bytes.NewReader(c.data))
+			var fe *imagearchive.FormatError
+			if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Scan = %v, want a FormatError with %q", err, c.want)
+			}
+		})
+	}
+}
+
+func tarOf(files map[string]string) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for n, c := range files {
+		_ = tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(c))
+	}
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+// TestWriteKeepsOnlyTheSelection writes, from a three-platform index and
+// a second image, an archive of one platform of the first, and reads it
+// back as a node's containerd would.
+func TestWriteKeepsOnlyTheSelection(t *testing.T) {
+	src := imagearchivetest.OCI(
+		imagearchivetest.Image{Refs: []string{"busybox:1.37"}, Platforms: []string{"linux/amd64", "linux/arm64", "windows/amd64:10.0.20348.1"}, LayerBytes: 32 << 10},
+		imagearchivetest.Image{Refs: []string{"other:1"}, Platforms: []string{"linux/amd64"}},
+	)
+	a := scan(t, src)
+	plan, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := a.Write(&out, bytes.NewReader(src), plan); err != nil {
+		t.Fatal(err)
+	}
+	b := scan(t, out.Bytes())
+	if len(b.Images) != 1 || len(b.Images[0].Manifests) != 1 {
+		t.Fatalf("written archive holds %+v, want one image of one platform", b.Images)
+	}
+	got := b.Images[0]
+	want := a.Images[0].Manifests[2]
+	if got.Refs[0] != "docker.io/library/busybox:1.37" || got.Manifests[0].Config != want.Config || got.Manifests[0].Digest != want.Digest {
+		t.Errorf("written image = %+v, want busybox's windows manifest %s", got, want.Digest)
+	}
+	if b.Bytes > a.Bytes/2 {
+		t.Errorf("written archive has %d bytes of %d: the other platforms came along", b.Bytes, a.Bytes)
+	}
+}
+
+func TestWriteClassicAsOCI(t *testing.T) {
+	src := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev", "my/app:latest"}, Platforms: []string{"linux/amd64"}})
+	a := scan(t, src)
+	plan, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := a.Write(&out, bytes.NewReader(src), plan); err != nil {
+		t.Fatal(err)
+	}
+	b := scan(t, out.Bytes())
+	if got := strings.Join(b.Images[0].Refs, " "); got != "docker.io/my/app:dev docker.io/my/app:latest" {
+		t.Errorf("refs = %s", got)
+	}
+	if b.Images[0].Manifests[0].Config != a.Images[0].Digest {
+		t.Errorf("config %s, want the image ID %s", b.Images[0].Manifests[0].Config, a.Images[0].Digest)
+	}
+}
+
+// TestWritePoisonsOnChange: when the file changed after Scan, what was
+// written must not read as a whole archive.
+func TestWritePoisonsOnChange(t *testing.T) {
+	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}, LayerBytes: 64 << 10})
+	a := scan(t, src)
+	plan, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	changed := imagearchivetest.Corrupt(src, []byte("0-linux/amd640-linux"))
+	if err := a.Write(&out, bytes.NewReader(changed), plan); err == nil || !strings.Contains(err.Error(), "changed since it was read") {
+		t.Fatalf("Write = %v, want a changed-archive error", err)
+	}
+	tr := tar.NewReader(&out)
+	for {
+		_, err := tr.Next()
+		if err == io.EOF {
+			t.Fatal("the poisoned stream read as a whole tar archive")
+		}
+		if err != nil {
+			break
+		}
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			break
+		}
+	}
+}

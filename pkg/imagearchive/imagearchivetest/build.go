@@ -1,0 +1,184 @@
+// Package imagearchivetest crafts image archives for tests: OCI layouts
+// with single- and multi-platform images, and classic docker saves, each
+// with real layers whose digests hold.
+package imagearchivetest
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Image is one image to put in an archive.
+type Image struct {
+	// Refs are its names (index.json annotations, or RepoTags).
+	Refs []string
+	// Platforms are os/arch[:osversion] strings; more than one makes a
+	// multi-platform index (OCI layouts only).
+	Platforms []string
+	// Drop leaves the blobs of these platform indexes out, as Docker's
+	// containerd store does for platforms it never pulled.
+	Drop []int
+	// LayerBytes sizes the one layer each platform gets; 0 means 1 KiB.
+	LayerBytes int
+}
+
+type blob struct {
+	digest string
+	data   []byte
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(s[:])
+}
+
+func parse(p string) map[string]string {
+	spec, ver, _ := strings.Cut(p, ":")
+	parts := strings.Split(spec, "/")
+	m := map[string]string{"os": parts[0], "architecture": parts[1]}
+	if len(parts) > 2 {
+		m["variant"] = parts[2]
+	}
+	if ver != "" {
+		m["os.version"] = ver
+	}
+	return m
+}
+
+// layer is a small tar holding one file whose content depends on seed.
+func layer(seed string, size int) []byte {
+	if size == 0 {
+		size = 1024
+	}
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	content := bytes.Repeat([]byte(seed), size/len(seed)+1)[:size]
+	_ = tw.WriteHeader(&tar.Header{Name: "data/" + strings.NewReplacer("/", "_", ":", "_").Replace(seed), Mode: 0o644, Size: int64(size), Typeflag: tar.TypeReg})
+	_, _ = tw.Write(content)
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+func config(plat map[string]string, diffID string) []byte {
+	c := map[string]any{"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}}, "config": map[string]any{}}
+	for k, v := range plat {
+		c[k] = v
+	}
+	b, _ := json.Marshal(c)
+	return b
+}
+
+// OCI writes an OCI image layout tar holding images.
+func OCI(images ...Image) []byte {
+	var blobs []blob
+	add := func(data []byte) (string, int64) {
+		d := digest(data)
+		blobs = append(blobs, blob{d, data})
+		return d, int64(len(data))
+	}
+	var top []map[string]any
+	for n, im := range images {
+		var descs []map[string]any
+		for i, p := range im.Platforms {
+			plat := parse(p)
+			l := layer(fmt.Sprintf("%d-%s", n, p), im.LayerBytes)
+			ld, ls := digest(l), int64(len(l))
+			cfg := config(plat, ld)
+			cd, cs := digest(cfg), int64(len(cfg))
+			mf, _ := json.Marshal(map[string]any{
+				"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+				"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
+				"layers": []map[string]any{{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": ls}},
+			})
+			dropped := false
+			for _, d := range im.Drop {
+				dropped = dropped || d == i
+			}
+			var md string
+			var ms int64
+			if dropped {
+				md, ms = digest(mf), int64(len(mf))
+			} else {
+				add(l)
+				add(cfg)
+				md, ms = add(mf)
+			}
+			descs = append(descs, map[string]any{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": ms, "platform": plat})
+		}
+		target := descs[0]
+		if len(descs) > 1 {
+			idx, _ := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": descs})
+			d, s := add(idx)
+			target = map[string]any{"mediaType": "application/vnd.oci.image.index.v1+json", "digest": d, "size": s}
+		}
+		for _, ref := range im.Refs {
+			t := map[string]any{}
+			for k, v := range target {
+				t[k] = v
+			}
+			tag := ref[strings.LastIndex(ref, ":")+1:]
+			t["annotations"] = map[string]string{"io.containerd.image.name": ref, "org.opencontainers.image.ref.name": tag}
+			top = append(top, t)
+		}
+	}
+	idx, _ := json.Marshal(map[string]any{"schemaVersion": 2, "manifests": top})
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	file(tw, "oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`))
+	file(tw, "index.json", idx)
+	seen := map[string]bool{}
+	for _, bl := range blobs {
+		if seen[bl.digest] {
+			continue
+		}
+		seen[bl.digest] = true
+		file(tw, "blobs/sha256/"+strings.TrimPrefix(bl.digest, "sha256:"), bl.data)
+	}
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+// Docker writes a classic `docker save` archive (Docker before 25) of
+// single-platform images.
+func Docker(images ...Image) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	var manifest []map[string]any
+	for n, im := range images {
+		plat := parse(im.Platforms[0])
+		l := layer(fmt.Sprintf("%d-%s", n, im.Platforms[0]), im.LayerBytes)
+		ld := digest(l)
+		cfg := config(plat, ld)
+		cd := strings.TrimPrefix(digest(cfg), "sha256:")
+		dir := strings.TrimPrefix(digest([]byte(ld+cd)), "sha256:")
+		file(tw, dir+"/VERSION", []byte("1.0"))
+		file(tw, dir+"/json", []byte("{}"))
+		file(tw, dir+"/layer.tar", l)
+		file(tw, cd+".json", cfg)
+		manifest = append(manifest, map[string]any{"Config": cd + ".json", "RepoTags": im.Refs, "Layers": []string{dir + "/layer.tar"}})
+	}
+	mj, _ := json.Marshal(manifest)
+	file(tw, "manifest.json", mj)
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+func file(tw *tar.Writer, name string, data []byte) {
+	_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg})
+	_, _ = tw.Write(data)
+}
+
+// Corrupt flips a byte in the middle of the archive's largest blob, so
+// its tar structure holds and its digest does not.
+func Corrupt(archive []byte, needle []byte) []byte {
+	out := bytes.Clone(archive)
+	if i := bytes.Index(out, needle); i >= 0 {
+		out[i] ^= 0xff
+	}
+	return out
+}
