@@ -7,11 +7,14 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X github.com/hwk-dev/hwk/pkg/version.Version=$(VERSION) -X github.com/hwk-dev/hwk/pkg/version.Commit=$(COMMIT)
 STATICCHECK_VERSION := v0.7.0
 STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
+# kind, pinned, for the load benchmark's side-by-side figures.
+KIND_VERSION := v0.32.0
+KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/...
 
-.PHONY: all build test unit lint cross clean node-image node-image-test e2e up test-libvirt
+.PHONY: all build test unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load
 
 all: build
 
@@ -62,6 +65,19 @@ e2e: build
 # for hwk up go in ARGS.
 up:
 	hack/up.sh $(ARGS)
+
+# hwk load-image beside kind load docker-image: the same ~500 MB image into
+# the same node (a one-node hwk cluster labelled for kind), several
+# rounds, medians and the throughput ratio. Needs root and a Docker engine
+# and the node image (docker format). Flags for hack/benchload in ARGS
+# (e.g. ARGS="-rounds 5").
+bench-load: build $(KIND)
+	$(BIN)/hwk node-image build linux --source source --formats docker
+	$(GO) run ./hack/benchload -hwk $(BIN)/hwk -kind $(KIND) $(ARGS)
+
+$(KIND):
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
+	mv $(BIN)/tools/kind $(KIND)
 
 lint: $(STATICCHECK)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -34,6 +34,7 @@ const BuildCommand = "hwk node-image build linux --formats docker"
 type Driver struct {
 	opts   []client.Opt
 	hostOS string
+	extra  map[string]string
 
 	mu  sync.Mutex
 	cli *client.Client
@@ -51,6 +52,15 @@ func New(opts ...client.Opt) *Driver {
 		opts = []client.Opt{client.FromEnv}
 	}
 	return &Driver{opts: opts, hostOS: runtime.GOOS}
+}
+
+// WithLabels puts labels on every container and volume the driver makes,
+// beside hwk's own, for tools that find containers by label (kind finds
+// its nodes by io.x-k8s.kind.cluster; hwk's load benchmark uses that).
+// hwk's own labels win where names clash.
+func (d *Driver) WithLabels(l map[string]string) *Driver {
+	d.extra = l
+	return d
 }
 
 // Name implements drivers.Driver.

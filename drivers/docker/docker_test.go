@@ -11,6 +11,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
 func preflightAt(t *testing.T, host, hostOS string) *drivers.UnavailableError {
@@ -46,5 +47,16 @@ func TestNoDaemon(t *testing.T) {
 	ue := preflightAt(t, "tcp://"+addr, "linux")
 	if !strings.Contains(ue.Fix, "unset DOCKER_HOST") {
 		t.Errorf("tcp: %q / %q", ue.Reason, ue.Fix)
+	}
+}
+
+func TestExtraLabels(t *testing.T) {
+	d := New().WithLabels(map[string]string{"io.x-k8s.kind.cluster": "bench", LabelCluster: "someone-else"})
+	l := d.labels(drivers.MachineSpec{Ref: drivers.Ref{Cluster: "c", Name: "c-cp"}, Role: config.ControlPlane, OS: config.Linux})
+	if l["io.x-k8s.kind.cluster"] != "bench" || l[LabelCluster] != "c" || l[LabelNode] != "c-cp" {
+		t.Errorf("labels = %v: want the extra label and hwk's own winning", l)
+	}
+	if l := New().labels(drivers.MachineSpec{Ref: drivers.Ref{Cluster: "c", Name: "n"}}); len(l) != 4 {
+		t.Errorf("labels without extras = %v", l)
 	}
 }

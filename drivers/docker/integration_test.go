@@ -309,7 +309,7 @@ func TestDeleteHalfCreated(t *testing.T) {
 	// A create that got as far as the volume, and one that made its
 	// container but never started it.
 	s1 := spec(cluster, cluster+"-a", config.Worker, img, ip)
-	_, err := c.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(s1.Name), Labels: labels(s1)})
+	_, err := c.VolumeCreate(ctx, client.VolumeCreateOptions{Name: volumeName(s1.Name), Labels: d.labels(s1)})
 	must(t, err)
 	s2 := spec(cluster, cluster+"-b", config.Worker, img, ip.Next())
 	s2.Start = false

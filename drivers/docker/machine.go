@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"path"
 	"slices"
@@ -93,13 +94,18 @@ func hostConfig(spec drivers.MachineSpec, volume string, privileged bool) *conta
 
 func volumeName(node string) string { return node + "-containerd" }
 
-func labels(spec drivers.MachineSpec) map[string]string {
-	return map[string]string{
+func (d *Driver) labels(spec drivers.MachineSpec) map[string]string {
+	l := map[string]string{}
+	for k, v := range d.extra {
+		l[k] = v
+	}
+	maps.Copy(l, map[string]string{
 		LabelCluster: spec.Cluster,
 		LabelNode:    spec.Name,
 		LabelRole:    string(spec.Role),
 		LabelOS:      string(spec.OS),
-	}
+	})
+	return l
 }
 
 // Create implements drivers.Driver.
@@ -134,7 +140,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	}
 
 	vol := volumeName(spec.Name)
-	if _, err := c.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: labels(spec)}); err != nil {
+	if _, err := c.VolumeCreate(ctx, client.VolumeCreateOptions{Name: vol, Labels: d.labels(spec)}); err != nil {
 		return d.wrap(c, fmt.Errorf("create node %s: create volume %s: %w", spec.Name, vol, err))
 	}
 	seed, err := seedArchive(spec.Seed)
@@ -145,7 +151,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", spec.Name, err)
 	}
-	lbl := labels(spec)
+	lbl := d.labels(spec)
 	lbl[LabelPrivileged] = strconv.FormatBool(priv)
 	stopTimeout := stopTimeout
 	exposed := network.PortSet{}
