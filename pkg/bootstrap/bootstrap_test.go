@@ -16,7 +16,6 @@ import (
 	"math/big"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -29,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -426,54 +426,16 @@ func TestAddresses(t *testing.T) {
 	}
 }
 
-// TestPowerShellSyntax parses the PowerShell hwk runs on Windows nodes with
-// the tree-sitter PowerShell grammar (hack/pscheck; `npm ci --prefix
-// hack/pscheck` installs it). No PowerShell runs here: this catches syntax,
-// not wrong cmdlets. HWK_REQUIRE_PSCHECK=1 turns a missing checker into a
-// failure.
+// TestPowerShellSyntax parses the PowerShell hwk runs on Windows nodes
+// (see internal/pscheck).
 func TestPowerShellSyntax(t *testing.T) {
-	checker, err := filepath.Abs("../../hack/pscheck")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, nodeErr := exec.LookPath("node")
-	if _, err := os.Stat(filepath.Join(checker, "node_modules", "tree-sitter-powershell")); err != nil || nodeErr != nil {
-		if os.Getenv("HWK_REQUIRE_PSCHECK") == "1" {
-			t.Fatalf("the PowerShell checker is not installed (npm ci --prefix hack/pscheck): %v %v", err, nodeErr)
-		}
-		t.Skip("the PowerShell checker is not installed (npm ci --prefix hack/pscheck)")
-	}
-	dir := t.TempDir()
 	start, err := images.Manifests.ReadFile("manifests/kube-proxy-windows-start.ps1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	scripts := map[string]string{
+	pscheck.Check(t, map[string]string{
 		"kube-proxy-start.ps1": string(start),
 		"join.ps1":             WindowsJoinScript(WindowsConfigDir + `\kubeadm-join.yaml`),
 		"kubelet-log.ps1":      kubeletLogScript(10),
-	}
-	var files []string
-	for name, s := range scripts {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, p)
-	}
-	check := func(files ...string) (string, error) {
-		out, err := exec.Command("node", append([]string{filepath.Join(checker, "check.mjs")}, files...)...).Output()
-		return string(out), err
-	}
-	if out, err := check(files...); err != nil {
-		t.Errorf("PowerShell syntax errors:\n%s", out)
-	}
-	// The control: the checker does flag a broken script.
-	broken := filepath.Join(dir, "broken.ps1")
-	if err := os.WriteFile(broken, []byte("if ($x) {\n  Write-Output 'open'\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := check(broken); err == nil {
-		t.Errorf("the checker passed a script with an unclosed block:\n%s", out)
-	}
+	})
 }

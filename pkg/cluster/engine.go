@@ -42,8 +42,6 @@ type EngineImage struct {
 	Multi bool
 	// Size is the engine's idea of the image's size, for progress.
 	Size int64
-
-	engine Engine
 }
 
 // EnginePlatform is one platform of an engine image.
@@ -100,13 +98,13 @@ func (e *dockerEngine) Inspect(ctx context.Context, name string) (*EngineImage, 
 		}
 		return nil, e.wrap(fmt.Errorf("inspect image %s: %w", name, err))
 	}
-	return engineImage(name, res.InspectResponse, e)
+	return engineImage(name, res.InspectResponse)
 }
 
 // engineImage reads an inspect response: the names to load the image
 // under and its platforms.
-func engineImage(arg string, r image.InspectResponse, eng Engine) (*EngineImage, error) {
-	ei := &EngineImage{ID: r.ID, Size: r.Size, engine: eng}
+func engineImage(arg string, r image.InspectResponse) (*EngineImage, error) {
+	ei := &EngineImage{ID: r.ID, Size: r.Size}
 	byID := r.ID == arg || strings.HasPrefix(strings.TrimPrefix(r.ID, "sha256:"), strings.TrimPrefix(arg, "sha256:"))
 	if named, err := reference.ParseNormalizedNamed(arg); err == nil && !byID {
 		if _, digested := named.(reference.Digested); !digested {

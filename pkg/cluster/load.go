@@ -53,12 +53,14 @@ type LoadResult struct {
 
 // ImageLoad is one image's outcome on each node.
 type ImageLoad struct {
-	Image string `json:"image"`
-	// Platform is what the image was loaded as on each node it reached.
+	// Image is the image's first name; Names are all of them.
+	Image string     `json:"image"`
+	Names []string   `json:"names"`
 	Nodes []NodeLoad `json:"nodes"`
 }
 
-// NodeLoad is one image on one node.
+// NodeLoad is one image on one node. Platform is what the image was
+// loaded as there.
 type NodeLoad struct {
 	Node     string        `json:"node"`
 	Outcome  string        `json:"outcome"`
@@ -92,6 +94,7 @@ type loadImage struct {
 	archive *archiveFile
 	index   int
 	engine  *EngineImage
+	eng     Engine
 }
 
 type archiveFile struct {
@@ -251,7 +254,7 @@ func readSources(ctx context.Context, opts LoadOptions) ([]*loadImage, error) {
 			if err != nil {
 				return nil, err
 			}
-			li := &loadImage{name: ei.Refs[0], refs: ei.Refs, engine: ei}
+			li := &loadImage{name: ei.Refs[0], refs: ei.Refs, engine: ei, eng: eng}
 			for _, m := range ei.Platforms {
 				li.platforms = append(li.platforms, m.Platform)
 				li.complete = append(li.complete, m.Available)
@@ -369,7 +372,7 @@ func dedupe(list []string) []string {
 func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*loadNode, plan [][]decision, opts LoadOptions) (*LoadResult, error) {
 	res := &LoadResult{}
 	for i, im := range images {
-		il := ImageLoad{Image: im.name}
+		il := ImageLoad{Image: im.name, Names: im.refs}
 		for j, n := range nodes {
 			d := plan[i][j]
 			nl := NodeLoad{Node: n.name, Outcome: d.outcome, Reason: d.reason}
@@ -555,7 +558,7 @@ func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes [
 	multi := false
 	for _, i := range idx {
 		ei := images[i].engine
-		eng = ei.engine
+		eng = images[i].eng
 		names = append(names, ei.SaveNames...)
 		p := images[i].platforms[plan[i][j].manifest]
 		if !slices.Contains(platforms, p) {
@@ -593,6 +596,7 @@ func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int
 		sent atomic.Int64
 	}
 	sinks := make([]*sink, len(job.nodes))
+	errs := make([]error, len(job.nodes))
 	var wg sync.WaitGroup
 	for s, j := range job.nodes {
 		pr, pw := io.Pipe()
@@ -602,10 +606,9 @@ func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := containerd.Import(ctx, n.handle, pr)
+			errs[s] = containerd.Import(ctx, n.handle, pr)
 			// A node that fails stops reading; the others go on.
 			pr.CloseWithError(errNodeGone)
-			done(j, sk.sent.Load(), time.Since(start), err)
 		}()
 	}
 	// Fan out: each chunk of the source goes to every node still taking
@@ -636,7 +639,7 @@ func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int
 			break
 		}
 		if err != nil {
-			readErr = err
+			readErr = fmt.Errorf("the image stream broke off: %w", err)
 			break
 		}
 	}
@@ -645,15 +648,22 @@ func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int
 			continue
 		}
 		if readErr != nil {
-			// The source broke: make sure no node takes what came for
-			// a whole archive.
+			// Make sure no node takes what came for a whole archive.
 			imagearchive.Poison(sk.pw)
-			sk.pw.CloseWithError(fmt.Errorf("read images: %w", readErr))
+			sk.pw.CloseWithError(readErr)
 		} else {
 			sk.pw.Close()
 		}
 	}
 	wg.Wait()
+	for s, sk := range sinks {
+		err := errs[s]
+		if readErr != nil {
+			// The node's failure only echoes the broken source.
+			err = readErr
+		}
+		done(sk.j, sk.sent.Load(), time.Since(start), err)
+	}
 }
 
 var errNodeGone = errors.New("the node stopped reading")

@@ -91,7 +91,10 @@ func (f *fakeContainerd) Run(_ context.Context, cmd node.Cmd) error {
 		delete(f.files, file) // the script's finally
 		return f.load(bytes.NewReader(data), cmd.Stderr)
 	case len(cmd.Args) > 4 && cmd.Args[3] == "images" && cmd.Args[4] == "import":
-		return f.load(cmd.Stdin, cmd.Stderr)
+		// As docker exec and SSH do, a read error ends the command's
+		// input like EOF: the command sees only what came.
+		data, _ := io.ReadAll(cmd.Stdin)
+		return f.load(bytes.NewReader(data), cmd.Stderr)
 	case len(cmd.Args) > 6 && cmd.Args[4] == "tag":
 		src, dst := cmd.Args[6], cmd.Args[7]
 		f.targets[dst], f.configs[dst], f.platform[dst] = f.targets[src], f.configs[src], f.platform[src]

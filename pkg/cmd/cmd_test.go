@@ -235,11 +235,18 @@ func TestClusterCommandsWithoutClusters(t *testing.T) {
 	if code, stdout, _ := run(t, "get", "clusters", "-o", "json"); code != 0 || strings.TrimSpace(stdout) != "[]" {
 		t.Errorf("get clusters -o json: exit %d %q", code, stdout)
 	}
-	for _, args := range [][]string{{"get", "nodes"}, {"get", "kubeconfig"}, {"status"}} {
+	for _, args := range [][]string{{"get", "nodes"}, {"get", "kubeconfig"}, {"status"}, {"load-image", "my/app:dev"}, {"load-image", "-q", "--archive", "app.tar"}} {
 		code, _, stderr := run(t, append(args, "--name", "nope")...)
 		if code != 1 || !strings.Contains(stderr, "no cluster named nope") {
 			t.Errorf("%v: exit %d\n%s", args, code, stderr)
 		}
+	}
+}
+
+func TestLoadImageWithoutImages(t *testing.T) {
+	code, _, stderr := run(t, "load-image")
+	if code != 1 || !strings.Contains(stderr, "name the images to load, or archives with --archive") {
+		t.Errorf("load-image with nothing to load: exit %d\n%s", code, stderr)
 	}
 }
 

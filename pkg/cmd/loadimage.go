@@ -67,10 +67,10 @@ layout in a tar, plain or gzip-compressed; it needs no Docker engine.`,
 					return perr
 				}
 			}
-			if err != nil {
-				return &shownError{err: err, summary: "load-image failed; see above"}
+			if err != nil && !g.quiet {
+				return &shownError{err: err, summary: "hwk load-image failed (details above)"}
 			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().StringSliceVar(&archives, "archive", nil, "image archive file to load (docker save or OCI layout tar); repeatable")
@@ -105,7 +105,7 @@ func printLoadResult(w io.Writer, res *cluster.LoadResult) {
 		if len(skipped) > 0 {
 			parts = append(parts, "not for "+strings.Join(skipped, ", "))
 		}
-		fmt.Fprintf(w, "%s: %s\n", im.Image, strings.Join(parts, "; "))
+		fmt.Fprintf(w, "%s: %s\n", strings.Join(im.Names, ", "), strings.Join(parts, "; "))
 	}
 }
 

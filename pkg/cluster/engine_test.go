@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/pkg/imagearchive"
+	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
+)
+
+// fakeEngine answers the Docker API calls load-image makes, as an engine
+// of the given API version does: 1.41 is Debian's Docker 20.10 (classic
+// store); 1.52 is Docker 29, whose containerd image store keeps several
+// platforms under one name and exports only those asked for.
+type fakeEngine struct {
+	api     string
+	inspect map[string]any
+	archive []byte
+
+	mu       sync.Mutex
+	requests []string
+}
+
+func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.requests = append(f.requests, r.URL.Path+"?"+r.URL.RawQuery)
+	f.mu.Unlock()
+	w.Header().Set("Api-Version", f.api)
+	w.Header().Set("Ostype", "linux")
+	path := r.URL.Path[strings.Index(r.URL.Path[1:], "/")+1:] // drop /vX.Y
+	switch {
+	case r.URL.Path == "/_ping":
+		_, _ = w.Write([]byte("OK"))
+	case strings.HasPrefix(path, "/images/") && strings.HasSuffix(path, "/json"):
+		_ = json.NewEncoder(w).Encode(f.inspect)
+	case path == "/images/get":
+		w.Header().Set("Content-Type", "application/x-tar")
+		_, _ = w.Write(f.archive)
+	default:
+		http.Error(w, `{"message":"unexpected"}`, http.StatusNotFound)
+	}
+}
+
+func (f *fakeEngine) saw(prefix string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.requests {
+		if strings.Contains(r, prefix) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func engineFor(t *testing.T, f *fakeEngine) Engine {
+	t.Helper()
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	e, err := NewEngine(client.WithHost("tcp://"+strings.TrimPrefix(srv.URL, "http://")), client.WithHTTPClient(srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestLoadFromContainerdStore: Docker 29's containerd store holds a
+// multi-platform image of which only amd64 was pulled; hwk asks for the
+// node's platform only (kind's "content digest not found", kind#3795,
+// comes from saving them all), and a second load finds it present by the
+// manifest digest, the only digest that store gives.
+func TestLoadFromContainerdStore(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	archive := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"docker.io/my/app:dev"}, Platforms: []string{"linux/amd64"}})
+	a, err := imagearchive.Scan(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	amd64 := a.Images[0].Manifests[0].Digest
+	f := &fakeEngine{api: "1.52", archive: archive, inspect: map[string]any{
+		"Id": "sha256:" + strings.Repeat("ab", 32), "RepoTags": []string{"my/app:dev"},
+		"Os": "linux", "Architecture": "amd64", "Size": len(archive),
+		"Manifests": []map[string]any{
+			{"ID": amd64, "Kind": "image", "Available": true, "ImageData": map[string]any{"Platform": map[string]string{"os": "linux", "architecture": "amd64"}}},
+			{"ID": "sha256:" + strings.Repeat("cd", 32), "Kind": "image", "Available": false, "ImageData": map[string]any{"Platform": map[string]string{"os": "linux", "architecture": "arm64"}}},
+			{"ID": "sha256:" + strings.Repeat("ef", 32), "Kind": "attestation", "Available": true},
+		},
+	}}
+	opts := LoadOptions{Images: []string{"my/app:dev"}, Engine: engineFor(t, f)}
+	res, err := p.LoadImages(context.Background(), "lc", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(res); got != "docker.io/my/app:dev@cp=loaded docker.io/my/app:dev@w=loaded" {
+		t.Errorf("outcomes = %s", got)
+	}
+	if got := f.saw("manifests=1"); len(got) != 1 {
+		t.Errorf("inspect requests with manifests=1: %v", got)
+	}
+	saves := f.saw("/images/get")
+	if len(saves) != 1 || !strings.Contains(saves[0], "platform=%7B%22architecture%22%3A%22amd64%22%2C%22os%22%3A%22linux%22%7D") {
+		t.Errorf("want one save for both nodes, of linux/amd64 only; saw %v", saves)
+	}
+	for _, n := range []string{"cp", "w"} {
+		if got := d.nodes[n].holds()["docker.io/my/app:dev"]; got != "linux/amd64" {
+			t.Errorf("%s holds %q", n, got)
+		}
+	}
+	res, err = p.LoadImages(context.Background(), "lc", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(res); got != "docker.io/my/app:dev@cp=present docker.io/my/app:dev@w=present" {
+		t.Errorf("second load: %s", got)
+	}
+	if saves := f.saw("/images/get"); len(saves) != 1 {
+		t.Errorf("second load saved again: %v", saves)
+	}
+}
+
+// TestLoadFromClassicStore: an engine older than API 1.48 is asked for
+// neither manifests nor a platform (its client would refuse to send
+// them), and the image ID is the config digest crictl reports.
+func TestLoadFromClassicStore(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux", "win", "2022")
+	archive := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev"}, Platforms: []string{"linux/amd64"}})
+	a, err := imagearchive.Scan(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeEngine{api: "1.41", archive: archive, inspect: map[string]any{
+		"Id": a.Images[0].Digest, "RepoTags": []string{"my/app:dev"}, "Os": "linux", "Architecture": "amd64", "Size": len(archive),
+	}}
+	opts := LoadOptions{Images: []string{a.Images[0].Digest[len("sha256:"):][:12]}, Engine: engineFor(t, f)}
+	res, err := p.LoadImages(context.Background(), "lc", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Loaded by ID: it goes under the tags it has.
+	if got := outcomes(res); got != "docker.io/my/app:dev@cp=loaded docker.io/my/app:dev@win=skipped" {
+		t.Errorf("outcomes = %s", got)
+	}
+	for _, r := range f.requests {
+		if strings.Contains(r, "platform=") || strings.Contains(r, "manifests=") {
+			t.Errorf("API 1.41 engine was sent %s", r)
+		}
+	}
+	if d.nodes["cp"].configs["docker.io/my/app:dev"] != a.Images[0].Digest {
+		t.Errorf("node holds config %s, want the engine's ID", d.nodes["cp"].configs["docker.io/my/app:dev"])
+	}
+	res, err = p.LoadImages(context.Background(), "lc", opts)
+	if err != nil || outcomes(res) != "docker.io/my/app:dev@cp=present docker.io/my/app:dev@win=skipped" {
+		t.Errorf("second load: %v %v", outcomes(res), err)
+	}
+}
+
+func TestLoadMissingEngineImage(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Api-Version", "1.41")
+		if r.URL.Path == "/_ping" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"message":"No such image: nope:1"}`))
+	}))
+	defer srv.Close()
+	e, err := NewEngine(client.WithHost("tcp://" + strings.TrimPrefix(srv.URL, "http://")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.LoadImages(context.Background(), "lc", LoadOptions{Images: []string{"nope:1"}, Engine: e})
+	if err == nil || !strings.Contains(err.Error(), "image nope:1 is not in the local Docker engine") || !strings.Contains(err.Error(), "nothing was loaded") {
+		t.Errorf("err = %v", err)
+	}
+	if d.nodes["cp"].imports != 0 {
+		t.Error("a node was sent images")
+	}
+}
+
+// brokenSave is an engine save that stops, with an error, right before
+// the archive's end-of-archive marker: a tar reader given what came would
+// take it for the whole archive.
+type brokenSave struct {
+	Engine
+	archive []byte
+}
+
+type failingReader struct {
+	r io.Reader
+}
+
+func (f failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, errors.New("unexpected EOF from the engine")
+	}
+	return n, err
+}
+
+func (b brokenSave) Save(context.Context, []string, []imagearchive.Platform) (io.ReadCloser, error) {
+	return io.NopCloser(failingReader{bytes.NewReader(b.archive[:len(b.archive)-1024])}), nil
+}
+
+func TestLoadBrokenStreamLoadsNothing(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	archive := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev"}, Platforms: []string{"linux/amd64"}})
+	if _, err := imagearchive.Scan(bytes.NewReader(archive[:len(archive)-1024])); err != nil {
+		t.Fatalf("the control: an archive without its end marker should read as whole, got %v", err)
+	}
+	f := &fakeEngine{api: "1.41", inspect: map[string]any{"Id": "sha256:" + strings.Repeat("12", 32), "RepoTags": []string{"my/app:dev"}, "Os": "linux", "Architecture": "amd64"}}
+	_, err := p.LoadImages(context.Background(), "lc", LoadOptions{Images: []string{"my/app:dev"}, Engine: brokenSave{Engine: engineFor(t, f), archive: archive}})
+	if err == nil || !strings.Contains(err.Error(), "unexpected EOF from the engine") {
+		t.Errorf("err = %v", err)
+	}
+	for n, f := range d.nodes {
+		if len(f.holds()) != 0 {
+			t.Errorf("%s holds %v from a broken stream", n, f.holds())
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package containerd
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+// What a Linux node printed (ctr 2.3 and crictl 1.36), trimmed.
+const linuxInventory = `x86_64
+---
+REF                                                                     TYPE                                                 DIGEST                                                                  SIZE      PLATFORMS   LABELS
+docker.io/hwk-test/app:dev                                              application/vnd.docker.distribution.manifest.v2+json sha256:e09907930675e0ac35d6d9aa5c92b4f7d45358a7da2ec44a446cf95cd3e3930c 1.9 MiB   linux/amd64 io.cri-containerd.image=managed
+sha256:1aefbc84a6d94ab7d4a2f5a026c01ab0a2a7e33622de303374700e272fa3d4c1 application/vnd.docker.distribution.manifest.v2+json sha256:e09907930675e0ac35d6d9aa5c92b4f7d45358a7da2ec44a446cf95cd3e3930c 1.9 MiB   linux/amd64 io.cri-containerd.image=managed
+---
+{
+  "images": [
+    {
+      "id": "sha256:1aefbc84a6d94ab7d4a2f5a026c01ab0a2a7e33622de303374700e272fa3d4c1",
+      "repoTags": ["docker.io/hwk-test/app:dev"],
+      "repoDigests": [],
+      "size": "1982256"
+    }
+  ]
+}
+`
+
+func TestParseInventory(t *testing.T) {
+	for name, out := range map[string]string{
+		"linux":   linuxInventory,
+		"windows": strings.ReplaceAll(strings.Replace(linuxInventory, "x86_64", "AMD64", 1), "\n", "\r\n"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			inv, err := parseInventory(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const (
+				ref      = "docker.io/hwk-test/app:dev"
+				id       = "sha256:1aefbc84a6d94ab7d4a2f5a026c01ab0a2a7e33622de303374700e272fa3d4c1"
+				manifest = "sha256:e09907930675e0ac35d6d9aa5c92b4f7d45358a7da2ec44a446cf95cd3e3930c"
+			)
+			if !inv.Has(ref, id) || !inv.Has(ref, "", manifest) {
+				t.Errorf("Has(%s) by ID or manifest = false: %+v", ref, inv)
+			}
+			if inv.Has("docker.io/hwk-test/app:v2", id) {
+				t.Error("Has a name the node does not hold")
+			}
+			if got := inv.NameFor("sha256:0000", id); got != ref {
+				t.Errorf("NameFor = %q, want %s", got, ref)
+			}
+			if got := inv.NameFor("sha256:0000"); got != "" {
+				t.Errorf("NameFor an unknown digest = %q", got)
+			}
+		})
+	}
+	if _, err := parseInventory("x86_64\n"); err == nil {
+		t.Error("cut-short output parsed")
+	}
+}
+
+// recorder is a transport that keeps what it was asked to run.
+type recorder struct {
+	cmds  []node.Cmd
+	stdin [][]byte
+}
+
+func (r *recorder) Run(_ context.Context, cmd node.Cmd) error {
+	var in bytes.Buffer
+	if cmd.Stdin != nil {
+		_, _ = in.ReadFrom(cmd.Stdin)
+	}
+	r.cmds = append(r.cmds, cmd)
+	r.stdin = append(r.stdin, in.Bytes())
+	return nil
+}
+
+func decode(t *testing.T, args []string) string {
+	t.Helper()
+	raw, err := base64.StdEncoding.DecodeString(args[len(args)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+	}
+	return string(utf16.Decode(u))
+}
+
+func TestImportLinuxStreamsToCtr(t *testing.T) {
+	r := &recorder{}
+	n := node.New("cp", config.Linux, r)
+	if err := Import(context.Background(), n, strings.NewReader("archive")); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.cmds) != 1 || strings.Join(r.cmds[0].Args, " ") != "ctr -n k8s.io images import --local --all-platforms -" || string(r.stdin[0]) != "archive" {
+		t.Errorf("ran %q with %q", r.cmds[0].Args, r.stdin[0])
+	}
+}
+
+// TestImportWindowsSpools: the archive goes to a spool file, ctr.exe
+// imports it with the Windows snapshotter, and the file goes whatever
+// happens. The scripts are checked as PowerShell.
+func TestImportWindowsSpools(t *testing.T) {
+	r := &recorder{}
+	n := node.New("win", config.Windows, r)
+	if err := Import(context.Background(), n, strings.NewReader("archive")); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.cmds) != 2 {
+		t.Fatalf("ran %d commands, want a copy and an import", len(r.cmds))
+	}
+	copyScript, importScript := decode(t, r.cmds[0].Args), decode(t, r.cmds[1].Args)
+	if string(r.stdin[0]) != "archive" || !strings.Contains(copyScript, `$dst = 'C:\ProgramData\hwk\images\load-`) {
+		t.Errorf("copy script:\n%s", copyScript)
+	}
+	spool := copyScript[strings.Index(copyScript, `C:\ProgramData`):]
+	spool = spool[:strings.Index(spool, "'")]
+	for _, want := range []string{
+		`& 'C:\Program Files\containerd\ctr.exe' '-n' 'k8s.io' 'images' 'import' '--local' '--all-platforms' '--snapshotter' 'windows' '` + spool + `'`,
+		`} finally {`,
+		`Remove-Item -Force -LiteralPath '` + spool + `'`,
+	} {
+		if !strings.Contains(importScript, want) {
+			t.Errorf("import script lacks %q:\n%s", want, importScript)
+		}
+	}
+	pscheck.Check(t, map[string]string{
+		"copy.ps1":      copyScript,
+		"import.ps1":    importScript,
+		"inventory.ps1": inventoryScript(node.PowerShell),
+	})
+}
+
+func TestTag(t *testing.T) {
+	r := &recorder{}
+	if err := Tag(context.Background(), node.New("cp", config.Linux, r), "sha256:abc", "docker.io/my/app:v2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.cmds[0].Args, " "); got != "ctr -n k8s.io images tag --force sha256:abc docker.io/my/app:v2" {
+		t.Errorf("ran %s", got)
+	}
+}
