@@ -67,7 +67,9 @@ type NodeLoad struct {
 	Platform string        `json:"platform,omitempty"`
 	Reason   string        `json:"reason,omitempty"`
 	Bytes    int64         `json:"bytes,omitempty"`
-	Took     time.Duration `json:"took,omitempty"`
+	Took     time.Duration `json:"-"`
+	// Seconds is Took for JSON and YAML readers.
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // loadNode is a node an image may go to.
@@ -120,6 +122,7 @@ func (p *Provider) LoadImages(ctx context.Context, name string, opts LoadOptions
 	if len(opts.Images) == 0 && len(opts.Archives) == 0 {
 		return nil, errors.New("no images to load\n  fix: name images of the local Docker engine (`hwk load-image my/app:dev`) or archives (`--archive app.tar`)")
 	}
+	opts.Images, opts.Archives = dedupe(opts.Images), dedupe(opts.Archives)
 	lock, err := p.store().Lock(name)
 	if err != nil {
 		return nil, err
@@ -406,6 +409,7 @@ func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*lo
 			}
 			set(i, j, func(nl *NodeLoad) {
 				nl.Took = time.Since(start)
+				nl.Seconds = nl.Took.Seconds()
 				if err != nil {
 					nl.Outcome, nl.Reason = LoadFailed, err.Error()
 				}
@@ -422,7 +426,7 @@ func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*lo
 			job.run(ctx, opts, func(j int, bytes int64, took time.Duration, err error) {
 				for _, i := range job.images {
 					set(i, j, func(nl *NodeLoad) {
-						nl.Bytes, nl.Took = bytes, took
+						nl.Bytes, nl.Took, nl.Seconds = bytes, took, took.Seconds()
 						if err != nil {
 							nl.Outcome, nl.Reason = LoadFailed, err.Error()
 						}

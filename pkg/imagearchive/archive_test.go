@@ -172,6 +172,21 @@ func tarOf(files map[string]string) []byte {
 	return b.Bytes()
 }
 
+// rewrite scans src, writes the archive of sels from it and scans that.
+func rewrite(t *testing.T, src []byte, sels ...imagearchive.Selection) (from, written *imagearchive.Archive) {
+	t.Helper()
+	a := scan(t, src)
+	plan, err := a.Plan(sels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := a.Write(&out, bytes.NewReader(src), plan); err != nil {
+		t.Fatal(err)
+	}
+	return a, scan(t, out.Bytes())
+}
+
 // TestWriteKeepsOnlyTheSelection writes, from a three-platform index and
 // a second image, an archive of one platform of the first, and reads it
 // back as a node's containerd would.
@@ -180,16 +195,7 @@ func TestWriteKeepsOnlyTheSelection(t *testing.T) {
 		imagearchivetest.Image{Refs: []string{"busybox:1.37"}, Platforms: []string{"linux/amd64", "linux/arm64", "windows/amd64:10.0.20348.1"}, LayerBytes: 32 << 10},
 		imagearchivetest.Image{Refs: []string{"other:1"}, Platforms: []string{"linux/amd64"}},
 	)
-	a := scan(t, src)
-	plan, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := a.Write(&out, bytes.NewReader(src), plan); err != nil {
-		t.Fatal(err)
-	}
-	b := scan(t, out.Bytes())
+	a, b := rewrite(t, src, imagearchive.Selection{Image: 0, Manifest: 2})
 	if len(b.Images) != 1 || len(b.Images[0].Manifests) != 1 {
 		t.Fatalf("written archive holds %+v, want one image of one platform", b.Images)
 	}
@@ -205,16 +211,7 @@ func TestWriteKeepsOnlyTheSelection(t *testing.T) {
 
 func TestWriteClassicAsOCI(t *testing.T) {
 	src := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev", "my/app:latest"}, Platforms: []string{"linux/amd64"}})
-	a := scan(t, src)
-	plan, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 0}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := a.Write(&out, bytes.NewReader(src), plan); err != nil {
-		t.Fatal(err)
-	}
-	b := scan(t, out.Bytes())
+	a, b := rewrite(t, src, imagearchive.Selection{Image: 0, Manifest: 0})
 	if got := strings.Join(b.Images[0].Refs, " "); got != "docker.io/my/app:dev docker.io/my/app:latest" {
 		t.Errorf("refs = %s", got)
 	}

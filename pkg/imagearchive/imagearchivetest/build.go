@@ -173,8 +173,9 @@ func file(tw *tar.Writer, name string, data []byte) {
 	_, _ = tw.Write(data)
 }
 
-// Corrupt flips a byte in the middle of the archive's largest blob, so
-// its tar structure holds and its digest does not.
+// Corrupt flips the first byte of needle (some content of a blob) where it
+// first occurs in the archive, so that the tar structure holds and the
+// blob's digest does not.
 func Corrupt(archive []byte, needle []byte) []byte {
 	out := bytes.Clone(archive)
 	if i := bytes.Index(out, needle); i >= 0 {
