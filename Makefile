@@ -1,4 +1,5 @@
-# hwk's build. `make test` is what CI runs (see .ci/run); it needs only Go.
+# hwk's build. `make test` is what CI runs (see .ci/run); it needs Go, and
+# Node.js with npm for the PowerShell syntax check.
 
 GO       ?= go
 BIN      ?= bin
@@ -14,16 +15,29 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/...
 
-.PHONY: all build test unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load
+.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hwk ./cmd/hwk
 
-# Unit tests plus the integration tests that run on this machine.
-test:
-	$(GO) test -race -count=1 ./...
+# Unit tests plus the integration tests that run on this machine. The
+# PowerShell hwk generates is checked by the Go tests that make it, which
+# fail without the checker here.
+test: check-ps
+	HWK_REQUIRE_PSCHECK=1 $(GO) test -race -count=1 ./...
+
+# Every PowerShell file in the tree through a real PowerShell grammar
+# (tree-sitter's, from npm, pinned by hack/pscheck/package-lock.json). No
+# PowerShell runs here: this catches syntax, not wrong cmdlets.
+PSCHECK := hack/pscheck/node_modules/tree-sitter-powershell
+check-ps: $(PSCHECK)
+	node --no-deprecation hack/pscheck/check.mjs $$(git ls-files '*.ps1')
+
+$(PSCHECK):
+	@command -v npm >/dev/null || { echo "check-ps needs Node.js and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix hack/pscheck --no-audit --no-fund --loglevel=error
 
 # Unit tests only: no binary builds, no daemons.
 unit:

@@ -43,7 +43,7 @@ func Check(t testing.TB, scripts map[string]string) {
 		files = append(files, p)
 	}
 	check := func(files ...string) (string, error) {
-		out, err := exec.Command("node", append([]string{filepath.Join(checker, "check.mjs")}, files...)...).Output()
+		out, err := exec.Command("node", append([]string{"--no-deprecation", filepath.Join(checker, "check.mjs")}, files...)...).Output()
 		return string(out), err
 	}
 	if out, err := check(files...); err != nil {

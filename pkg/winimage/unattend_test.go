@@ -1,0 +1,235 @@
+package winimage
+
+import (
+	"bytes"
+	"encoding/xml"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hwk-dev/hwk/internal/pscheck"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file; run with -update if the change is meant:\n%s", name, got)
+	}
+}
+
+// xnode is any XML element, for asserting an answer file field by field.
+type xnode struct {
+	XMLName  xml.Name
+	Attrs    []xml.Attr `xml:",any,attr"`
+	Children []xnode    `xml:",any"`
+	Text     string     `xml:",chardata"`
+}
+
+func (n xnode) attr(local string) string {
+	for _, a := range n.Attrs {
+		if a.Name.Local == local {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// find follows a path of element names; a step "name[attr=value]" picks
+// the child whose attribute matches.
+func (n xnode) find(t *testing.T, path string) xnode {
+	t.Helper()
+	cur := n
+	for _, step := range strings.Split(path, "/") {
+		name, cond, _ := strings.Cut(strings.TrimSuffix(step, "]"), "[")
+		k, v, _ := strings.Cut(cond, "=")
+		found := false
+		for _, c := range cur.Children {
+			if c.XMLName.Local == name && (cond == "" || c.attr(k) == v) {
+				cur, found = c, true
+				break
+			}
+		}
+		if !found {
+			t.Fatalf("no %s in %s", step, path)
+		}
+	}
+	return cur
+}
+
+func (n xnode) text(t *testing.T, path string) string {
+	t.Helper()
+	return strings.TrimSpace(n.find(t, path).Text)
+}
+
+var testOptions = UnattendOptions{
+	Version:       "2022",
+	Edition:       "Windows Server 2022 Datacenter Evaluation",
+	AdminPassword: "Hwk-Test.Passw0rd#2026",
+}
+
+func TestUnattendGolden(t *testing.T) {
+	for name, o := range map[string]UnattendOptions{
+		"autounattend-2022.xml": testOptions,
+		"autounattend-2025-key.xml": {Version: "2025", Edition: "Windows Server 2025 Datacenter", AdminPassword: testOptions.AdminPassword,
+			ProductKey: "AAAAA-BBBBB-CCCCC-DDDDD-EEEEE", Locale: "de-DE", ComputerName: "hwk-build-25"},
+	} {
+		got, err := Unattend(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		golden(t, name, got)
+	}
+}
+
+// TestUnattendFields reads the answer file as Windows Setup does and
+// checks what makes the install unattended, UEFI and the right edition.
+func TestUnattendFields(t *testing.T) {
+	raw, err := Unattend(testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc xnode
+	if err := xml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("the answer file is not XML: %v", err)
+	}
+	if doc.XMLName.Space != "urn:schemas-microsoft-com:unattend" || doc.XMLName.Local != "unattend" {
+		t.Fatalf("root %v", doc.XMLName)
+	}
+	var passes []string
+	for _, s := range doc.Children {
+		passes = append(passes, s.attr("pass"))
+		for _, c := range s.Children {
+			if c.attr("processorArchitecture") != "amd64" || c.attr("publicKeyToken") != "31bf3856ad364e35" {
+				t.Errorf("component %s in %s lacks amd64/public key token", c.attr("name"), s.attr("pass"))
+			}
+		}
+	}
+	if got := strings.Join(passes, " "); got != "windowsPE specialize oobeSystem" {
+		t.Errorf("passes = %s", got)
+	}
+
+	setup := doc.find(t, "settings[pass=windowsPE]/component[name=Microsoft-Windows-Setup]")
+	disk := setup.find(t, "DiskConfiguration/Disk")
+	if disk.text(t, "DiskID") != "0" || disk.text(t, "WillWipeDisk") != "true" {
+		t.Error("disk 0 is not wiped")
+	}
+	parts := disk.find(t, "CreatePartitions").Children
+	if len(parts) != 3 {
+		t.Fatalf("%d partitions, want EFI, MSR, Windows", len(parts))
+	}
+	for i, want := range []struct{ typ, size string }{{"EFI", "260"}, {"MSR", "16"}, {"Primary", ""}} {
+		p := parts[i]
+		if p.text(t, "Order") != string(rune('1'+i)) || p.text(t, "Type") != want.typ {
+			t.Errorf("partition %d: %s", i+1, p.text(t, "Type"))
+		}
+		if want.size != "" && p.text(t, "Size") != want.size {
+			t.Errorf("%s partition size %s, want %s", want.typ, p.text(t, "Size"), want.size)
+		}
+	}
+	if parts[2].text(t, "Extend") != "true" {
+		t.Error("the Windows partition does not take the rest of the disk")
+	}
+	mods := disk.find(t, "ModifyPartitions").Children
+	if mods[0].text(t, "PartitionID") != "1" || mods[0].text(t, "Format") != "FAT32" ||
+		mods[1].text(t, "PartitionID") != "3" || mods[1].text(t, "Format") != "NTFS" || mods[1].text(t, "Letter") != "C" {
+		t.Errorf("partition formats: %+v", mods)
+	}
+	img := setup.find(t, "ImageInstall/OSImage")
+	if img.text(t, "InstallFrom/MetaData/Key") != "/IMAGE/NAME" || img.text(t, "InstallFrom/MetaData/Value") != testOptions.Edition {
+		t.Error("the edition is not picked by name")
+	}
+	if img.text(t, "InstallTo/DiskID") != "0" || img.text(t, "InstallTo/PartitionID") != "3" {
+		t.Error("Windows does not go to disk 0 partition 3")
+	}
+	if setup.text(t, "UserData/AcceptEula") != "true" {
+		t.Error("EULA not accepted: Setup would stop and ask")
+	}
+
+	oobe := doc.find(t, "settings[pass=oobeSystem]/component[name=Microsoft-Windows-Shell-Setup]")
+	for _, f := range []string{"HideEULAPage", "HideLocalAccountScreen", "HideOnlineAccountScreens", "HideWirelessSetupInOOBE"} {
+		if oobe.text(t, "OOBE/"+f) != "true" {
+			t.Errorf("OOBE/%s is not true: OOBE would stop and ask", f)
+		}
+	}
+	if oobe.text(t, "UserAccounts/AdministratorPassword/Value") != testOptions.AdminPassword ||
+		oobe.text(t, "AutoLogon/Password/Value") != testOptions.AdminPassword ||
+		oobe.text(t, "AutoLogon/Username") != "Administrator" || oobe.text(t, "AutoLogon/LogonCount") != "1" {
+		t.Error("administrator password or automatic logon wrong")
+	}
+	cmd := oobe.find(t, "FirstLogonCommands/SynchronousCommand")
+	if cmd.text(t, "CommandLine") != FirstLogonCommand() || cmd.text(t, "Order") != "1" {
+		t.Errorf("first logon command = %q", cmd.text(t, "CommandLine"))
+	}
+	if got := doc.text(t, "settings[pass=specialize]/component[name=Microsoft-Windows-Shell-Setup]/ComputerName"); got != "hwk-build" {
+		t.Errorf("computer name %q", got)
+	}
+
+	// Evaluation media need no key, and a ProductKey element without one
+	// would make Setup ask.
+	if bytes.Contains(raw, []byte("<ProductKey>")) {
+		t.Error("a product key element without a key")
+	}
+}
+
+func TestFirstLogonCommandIsPowerShell(t *testing.T) {
+	if strings.Contains(firstLogonScript(), `"`) {
+		t.Fatal("the first logon script has a double quote, which would end the -Command argument")
+	}
+	pscheck.Check(t, map[string]string{"first-logon.ps1": firstLogonScript()})
+}
+
+func TestUnattendRefusesBadOptions(t *testing.T) {
+	for name, c := range map[string]struct {
+		mod  func(*UnattendOptions)
+		want string
+	}{
+		"version":     {func(o *UnattendOptions) { o.Version = "2019" }, `version "2019": use 2022 or 2025`},
+		"edition":     {func(o *UnattendOptions) { o.Edition = " " }, "no edition"},
+		"weak":        {func(o *UnattendOptions) { o.AdminPassword = "password" }, "at least 14 characters"},
+		"classes":     {func(o *UnattendOptions) { o.AdminPassword = "alllowercaseletters" }, "lower case, upper case, digits and symbols"},
+		"quote":       {func(o *UnattendOptions) { o.AdminPassword = "Hwk-Test.Passw0rd#2026<" }, "leave out quotes"},
+		"key":         {func(o *UnattendOptions) { o.ProductKey = "ABCDE-12345" }, "product key"},
+		"long name":   {func(o *UnattendOptions) { o.ComputerName = "hwk-build-node-2022" }, "at most 15"},
+		"digits name": {func(o *UnattendOptions) { o.ComputerName = "2022" }, "not all digits"},
+		"locale":      {func(o *UnattendOptions) { o.Locale = "english" }, "language tag"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := testOptions
+			c.mod(&o)
+			if _, err := Unattend(o); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestNewPassword(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 50; i++ {
+		p, err := NewPassword()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckPassword(p); err != nil || len(p) != 24 {
+			t.Errorf("NewPassword() = %q: %v", p, err)
+		}
+		if seen[p] {
+			t.Errorf("NewPassword repeated %q", p)
+		}
+		seen[p] = true
+	}
+}
