@@ -4,11 +4,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/sshkey"
+	"github.com/hwk-dev/hwk/pkg/winseed"
 )
 
 // TestSeedISO: the seed written is an ISO labelled cidata whose files,
@@ -77,5 +80,41 @@ func TestSeedRefusesOtherFiles(t *testing.T) {
 	_, err := seedFiles(s, subnet)
 	if err == nil || err.Error() != "node demo-cp: the libvirt driver's seed cannot place /etc/motd (only the SSH host key)" {
 		t.Errorf("error %v", err)
+	}
+}
+
+// TestWindowsSeedReadsAsHwkSeed: what the driver puts on a Windows node's
+// seed is what hwk-seed for Windows (pkg/winseed) reads: the contract
+// between the two sides of first boot.
+func TestWindowsSeedReadsAsHwkSeed(t *testing.T) {
+	cluster, err := sshkey.New("cluster")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, err := sshkey.New("demo-win-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := spec("demo-win-1", config.Windows, config.Worker, "172.31.250.11")
+	s.Seed.SSHAuthorizedKeys = []string{cluster.Public}
+	s.Seed.Files = []drivers.File{
+		{Path: "/etc/ssh/ssh_host_ed25519_key", Mode: 0o600, Content: host.Private},
+		{Path: "/etc/ssh/ssh_host_ed25519_key.pub", Mode: 0o644, Content: []byte(host.Public + "\n")},
+	}
+	files, err := seedFiles(s, subnet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{}
+	for name, data := range files {
+		fsys[name] = &fstest.MapFile{Data: data}
+	}
+	ws, err := winseed.Read(fsys)
+	if err != nil {
+		t.Fatalf("hwk-seed for Windows refuses the driver's seed: %v", err)
+	}
+	if ws.Hostname != "demo-win-1" || ws.Address.String() != "172.31.250.11/24" || ws.Gateway.String() != "172.31.250.1" ||
+		len(ws.DNS) != 1 || ws.DNS[0].String() != "172.31.250.1" || !ws.HasHostKey || ws.AuthorizedKeys[0] != cluster.Public {
+		t.Errorf("hwk-seed reads %+v", ws)
 	}
 }

@@ -1,0 +1,61 @@
+// Command hwk-seed is the first-boot program of hwk's Windows node image.
+// At every boot (a scheduled task, as SYSTEM) it finds the node's cidata
+// seed disk, and the first time it sees a seed it gives the machine the
+// node's static address, DNS, the cluster's SSH key for Administrator, the
+// SSH host key hwk pinned for it, and its name (then restarts once). What
+// it does is pkg/winseed's script; --print shows it without running it,
+// on any OS.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/hwk-dev/hwk/pkg/winseed"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hwk-seed", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("seed", "", "the seed's directory (default: the disk labelled cidata; Windows only)")
+	printOnly := fs.Bool("print", false, "print the PowerShell that applies the seed instead of running it")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := apply(*dir, *printOnly, stdout); err != nil {
+		fmt.Fprintf(stderr, "hwk-seed: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func apply(dir string, print bool, stdout io.Writer) error {
+	if dir == "" {
+		var err error
+		if dir, err = findSeed(); err != nil {
+			return err
+		}
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("seed %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return errors.New("seed " + dir + ": not a directory")
+	}
+	s, err := winseed.Read(os.DirFS(dir))
+	if err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	script := s.Script(dir)
+	if print {
+		_, err := io.WriteString(stdout, script)
+		return err
+	}
+	return runScript(script, stdout)
+}

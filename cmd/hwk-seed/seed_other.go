@@ -1,0 +1,18 @@
+//go:build !windows
+
+package main
+
+import (
+	"errors"
+	"io"
+)
+
+// hwk-seed changes a Windows machine; elsewhere it can only show what it
+// would run (--print) for a seed directory given with --seed.
+func findSeed() (string, error) {
+	return "", errors.New("no --seed directory given (only on Windows does hwk-seed look for the cidata disk itself)")
+}
+
+func runScript(string, io.Writer) error {
+	return errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")
+}
