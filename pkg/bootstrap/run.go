@@ -132,5 +132,5 @@ func KubeletJournal(ctx context.Context, n *node.Node, lines int) string {
 // kubeletLogScript prints the end of the kubelet's log on a Windows node
 // (where PrepareNode.ps1's nssm service writes it).
 func kubeletLogScript(lines int) string {
-	return fmt.Sprintf(`Get-Content -Tail %d -Path 'C:\var\log\kubelet\kubelet.err.log'`, lines)
+	return logTailScript(windowsLogs[0].path, lines)
 }

@@ -1,0 +1,202 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+// WindowsJoin is how a Windows node joins: wait for its SSH (the first
+// boot of a clone renames it and restarts it once), check it runs the
+// Windows build its image was made for, kubeadm join, then wait for
+// Calico's vSwitch and restart the kubelet once, since the kubelet loses
+// the API server when the vSwitch takes over the node's adapter (Calico's
+// Windows troubleshooting guide). Readiness of the node and of its
+// calico-node-windows and kube-proxy-windows pods is up's WaitReady.
+type WindowsJoin struct {
+	Node *node.Node
+	// Version is the Windows Server release of the node ("2022").
+	Version string
+	// Config is the node's JoinConfiguration (JoinConfig).
+	Config []byte
+	// Log gets kubeadm's output.
+	Log io.Writer
+	// SSH bounds the wait for the node to answer; Network the wait for
+	// Calico's vSwitch. Poll is the time between tries.
+	SSH, Network, Poll time.Duration
+}
+
+// WindowsJoinError is a failed step of a Windows join.
+type WindowsJoinError struct {
+	Node string
+	Step string
+	Err  error
+}
+
+func (e *WindowsJoinError) Error() string {
+	return fmt.Sprintf("%s on %s: %v", e.Step, e.Node, e.Err)
+}
+
+func (e *WindowsJoinError) Unwrap() error { return e.Err }
+
+// The steps, as WindowsJoinError names them.
+const (
+	StepSSH     = "wait for SSH"
+	StepBuild   = "check the Windows build"
+	StepJoin    = "kubeadm join"
+	StepNetwork = "wait for Calico's network"
+	StepKubelet = "restart the kubelet"
+)
+
+// windowsBuildScript prints the running Windows' build number.
+const windowsBuildScript = `[Environment]::OSVersion.Version.Build`
+
+// calicoNetworkScript prints "yes" once Calico has made its HNS network:
+// the HNS cmdlets where Windows has them, else the vSwitch's host adapter
+// (vEthernet (...)) that carries the node's address.
+const calicoNetworkScript = `$ErrorActionPreference = 'Stop'
+$found = $false
+if (Get-Command -Name Get-HnsNetwork -ErrorAction SilentlyContinue) {
+    $found = [bool](Get-HnsNetwork | Where-Object { $_.Name -eq 'Calico' })
+} else {
+    $found = [bool](Get-NetAdapter -Name 'vEthernet (*' -ErrorAction SilentlyContinue | Where-Object Status -eq 'Up')
+}
+if ($found) { 'yes' } else { 'no' }
+`
+
+// restartKubeletScript restarts the kubelet and says its state.
+const restartKubeletScript = `$ErrorActionPreference = 'Stop'
+Restart-Service -Name kubelet -Force
+(Get-Service -Name kubelet).Status
+`
+
+// Run joins the node.
+func (j *WindowsJoin) Run(ctx context.Context) error {
+	fail := func(step string, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &WindowsJoinError{Node: j.Node.Name(), Step: step, Err: err}
+	}
+	out, err := j.retry(ctx, j.SSH, windowsBuildScript, func(err error) bool {
+		// A command that ran and failed means SSH works: stop there.
+		var ee *node.ExitError
+		return !errors.As(err, &ee)
+	})
+	var ee *node.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return fail(StepBuild, fmt.Errorf("read the build: %w", err))
+	case err != nil:
+		return fail(StepSSH, fmt.Errorf("no answer within %s: %w\n  fix: the node may still be in its first boot (it restarts once to take its name); see its console, then `hwk down` and up again", j.SSH, err))
+	}
+	if err := CheckWindowsBuild(j.Version, strings.TrimSpace(out)); err != nil {
+		return fail(StepBuild, err)
+	}
+	if err := Join(ctx, j.Node, j.Config, j.Log); err != nil {
+		return fail(StepJoin, err)
+	}
+	deadline := time.Now().Add(j.Network)
+	for {
+		out, err := j.Node.Output(ctx, node.ScriptArgs(node.PowerShell, calicoNetworkScript)...)
+		if err == nil && strings.TrimSpace(out) == "yes" {
+			break
+		}
+		if time.Now().After(deadline) {
+			why := "Calico has not made its network (HNS network \"Calico\") on the node"
+			if err != nil {
+				why = err.Error()
+			}
+			return fail(StepNetwork, fmt.Errorf("after %s: %s\n  fix: check the calico-node-windows pod on the node (`kubectl -n kube-system get pods -o wide`)", j.Network, why))
+		}
+		if err := sleep(ctx, j.Poll); err != nil {
+			return err
+		}
+	}
+	status, err := j.Node.Output(ctx, node.ScriptArgs(node.PowerShell, restartKubeletScript)...)
+	if err != nil {
+		return fail(StepKubelet, err)
+	}
+	if s := strings.TrimSpace(status); s != "Running" {
+		return fail(StepKubelet, fmt.Errorf("the kubelet is %s after its restart", s))
+	}
+	return nil
+}
+
+// retry runs script until it succeeds, again is false for its error, or
+// the timeout passes; it returns the script's output.
+func (j *WindowsJoin) retry(ctx context.Context, timeout time.Duration, script string, again func(error) bool) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := j.Node.Output(ctx, node.ScriptArgs(node.PowerShell, script)...)
+		if err == nil || !again(err) || time.Now().After(deadline) {
+			return out, err
+		}
+		if err := sleep(ctx, j.Poll); err != nil {
+			return "", err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// CheckWindowsBuild checks that build (the node's, as Windows reports
+// it) is the one Windows Server version's images run on: process
+// isolation needs the two to match.
+func CheckWindowsBuild(version, build string) error {
+	want, ok := WindowsBuilds[version]
+	if !ok {
+		return fmt.Errorf("Windows Server %q is not a version hwk supports", version)
+	}
+	wantBuild := want[strings.LastIndex(want, ".")+1:]
+	if _, err := strconv.Atoi(build); err != nil {
+		return fmt.Errorf("the node reports Windows build %q, not a number", build)
+	}
+	if build != wantBuild {
+		return fmt.Errorf("the node runs Windows build %s, but the cluster asked for Windows Server %s (build %s), whose container images it would not run\n  fix: rebuild the node image from a Windows Server %s ISO (`hwk node-image build windows --version %s`)",
+			build, version, wantBuild, version, version)
+	}
+	return nil
+}
+
+// Where hwk's Windows node image writes the logs WindowsLogs reads.
+var windowsLogs = []struct{ title, path string }{
+	{"kubelet", `C:\var\log\kubelet\kubelet.err.log`},
+	{"containerd", `C:\var\log\containerd\containerd.log`},
+	{"calico-node", `C:\var\log\calico\calico-node.log`},
+}
+
+// WindowsLogs is the end of the kubelet's, containerd's and Calico's logs
+// on a Windows node, for failure messages; a log it cannot read says why.
+func WindowsLogs(ctx context.Context, n *node.Node, lines int) string {
+	var b strings.Builder
+	for _, l := range windowsLogs {
+		fmt.Fprintf(&b, "--- %s (%s)\n", l.title, l.path)
+		out, err := n.Output(ctx, node.ScriptArgs(node.PowerShell, logTailScript(l.path, lines))...)
+		if err != nil {
+			fmt.Fprintf(&b, "(cannot read it: %v)\n", err)
+			continue
+		}
+		b.WriteString(strings.TrimRight(out, "\r\n") + "\n")
+	}
+	return b.String()
+}
+
+func logTailScript(path string, lines int) string {
+	return fmt.Sprintf(`Get-Content -Tail %d -LiteralPath '%s'`, lines, strings.ReplaceAll(path, "'", "''"))
+}

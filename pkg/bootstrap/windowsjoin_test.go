@@ -1,0 +1,260 @@
+package bootstrap
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/node"
+)
+
+// scriptedNode is a Windows node's SSH handle that answers each kind of
+// command from a script of replies, and records what it was asked.
+type scriptedNode struct {
+	mu      sync.Mutex
+	replies map[string][]reply // by step kind; the last reply repeats
+	asked   []string
+}
+
+type reply struct {
+	out  string
+	code int   // non-zero: the command ran and failed
+	err  error // the transport failed (SSH not up)
+}
+
+var errNoSSH = errors.New("ssh 172.31.250.11:22: connect: connection refused")
+
+func decodePS(args []string) string {
+	if len(args) == 0 || args[0] != "powershell.exe" {
+		return strings.Join(args, " ")
+	}
+	raw, _ := base64.StdEncoding.DecodeString(args[len(args)-1])
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+	}
+	return string(utf16.Decode(u))
+}
+
+// kind names a command by what it does.
+func kind(script string) string {
+	switch {
+	case script == windowsBuildScript:
+		return "build"
+	case strings.Contains(script, "OpenStandardInput"):
+		return "copy-config"
+	case strings.Contains(script, "kubeadm.exe' join"):
+		return "join"
+	case script == calicoNetworkScript:
+		return "network"
+	case script == restartKubeletScript:
+		return "restart-kubelet"
+	}
+	return "unknown: " + script
+}
+
+func (s *scriptedNode) Run(_ context.Context, cmd node.Cmd) error {
+	if cmd.Stdin != nil {
+		_, _ = io.Copy(io.Discard, cmd.Stdin)
+	}
+	k := kind(decodePS(cmd.Args))
+	s.mu.Lock()
+	s.asked = append(s.asked, k)
+	rs := s.replies[k]
+	var r reply
+	if len(rs) > 0 {
+		r = rs[0]
+		if len(rs) > 1 {
+			s.replies[k] = rs[1:]
+		}
+	}
+	s.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	fmt.Fprint(cmd.Stdout, r.out)
+	if r.code != 0 {
+		fmt.Fprint(cmd.Stderr, "it failed")
+		return &node.ExitError{Code: r.code}
+	}
+	return nil
+}
+
+func (s *scriptedNode) sequence() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.asked, " ")
+}
+
+func happyReplies() map[string][]reply {
+	return map[string][]reply{
+		"build":           {{err: errNoSSH}, {err: errNoSSH}, {out: "20348\r\n"}},
+		"network":         {{out: "no\r\n"}, {out: "yes\r\n"}},
+		"restart-kubelet": {{out: "Running\r\n"}},
+	}
+}
+
+func runJoin(t *testing.T, replies map[string][]reply, version string) (*scriptedNode, error) {
+	t.Helper()
+	s := &scriptedNode{replies: replies}
+	j := &WindowsJoin{
+		Node: node.New("hwk-win-1", config.Windows, s), Version: version, Config: []byte("kind: JoinConfiguration\n"),
+		Log: io.Discard, SSH: 200 * time.Millisecond, Network: 200 * time.Millisecond, Poll: 10 * time.Millisecond,
+	}
+	return s, j.Run(context.Background())
+}
+
+func TestWindowsJoinSequence(t *testing.T) {
+	s, err := runJoin(t, happyReplies(), "2022")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.sequence(), "build build build copy-config join network network restart-kubelet"; got != want {
+		t.Errorf("commands:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestWindowsJoinFailures(t *testing.T) {
+	for name, c := range map[string]struct {
+		mod     func(map[string][]reply)
+		version string
+		step    string
+		want    []string
+		seq     string
+	}{
+		"ssh never comes up": {
+			mod:  func(r map[string][]reply) { r["build"] = []reply{{err: errNoSSH}} },
+			step: StepSSH, want: []string{"no answer within 200ms", "connection refused", "first boot"},
+		},
+		"build does not match": {
+			mod:     func(r map[string][]reply) { r["build"] = []reply{{out: "26100\r\n"}} },
+			version: "2022", step: StepBuild,
+			want: []string{"the node runs Windows build 26100, but the cluster asked for Windows Server 2022 (build 20348)", "hwk node-image build windows --version 2022"},
+			seq:  "build",
+		},
+		"build unreadable": {
+			mod:  func(r map[string][]reply) { r["build"] = []reply{{code: 1}} },
+			step: StepBuild, want: []string{"read the build", "exited with status 1"}, seq: "build",
+		},
+		"join fails": {
+			mod:  func(r map[string][]reply) { r["join"] = []reply{{code: 1}} },
+			step: StepJoin, want: []string{"exited with status 1", "it failed"},
+			seq: "build build build copy-config join",
+		},
+		"no calico network": {
+			mod:  func(r map[string][]reply) { r["network"] = []reply{{out: "no"}} },
+			step: StepNetwork, want: []string{"after 200ms", `HNS network "Calico"`},
+		},
+		"kubelet does not come back": {
+			mod:  func(r map[string][]reply) { r["restart-kubelet"] = []reply{{out: "Stopped"}} },
+			step: StepKubelet, want: []string{"the kubelet is Stopped after its restart"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := happyReplies()
+			c.mod(r)
+			version := c.version
+			if version == "" {
+				version = "2022"
+			}
+			s, err := runJoin(t, r, version)
+			var we *WindowsJoinError
+			if !errors.As(err, &we) || we.Step != c.step {
+				t.Fatalf("err = %v, want a %q failure", err, c.step)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			if c.seq != "" && s.sequence() != c.seq {
+				t.Errorf("commands after the failure: %s, want %s", s.sequence(), c.seq)
+			}
+		})
+	}
+}
+
+// TestWindowsJoinRetriesUntilTimeout: the SSH wait keeps trying at the
+// poll interval and gives up after its timeout, not at once, not never.
+func TestWindowsJoinRetriesUntilTimeout(t *testing.T) {
+	r := happyReplies()
+	r["build"] = []reply{{err: errNoSSH}}
+	start := time.Now()
+	s, err := runJoin(t, r, "2022")
+	took := time.Since(start)
+	if err == nil || took < 200*time.Millisecond || took > 2*time.Second {
+		t.Errorf("gave up after %s with %v", took, err)
+	}
+	if n := strings.Count(s.sequence(), "build"); n < 5 {
+		t.Errorf("tried %d times in %s at a 10ms poll", n, took)
+	}
+}
+
+func TestWindowsJoinStopsOnCancel(t *testing.T) {
+	s := &scriptedNode{replies: map[string][]reply{"build": {{err: errNoSSH}}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	j := &WindowsJoin{Node: node.New("w", config.Windows, s), Version: "2022", Log: io.Discard, SSH: time.Hour, Network: time.Hour, Poll: 10 * time.Millisecond}
+	if err := j.Run(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want the context's", err)
+	}
+}
+
+func TestCheckWindowsBuild(t *testing.T) {
+	if err := CheckWindowsBuild("2025", "26100"); err != nil {
+		t.Error(err)
+	}
+	for _, c := range [][2]string{{"2025", "20348"}, {"2019", "17763"}, {"2022", "x"}} {
+		if err := CheckWindowsBuild(c[0], c[1]); err == nil {
+			t.Errorf("CheckWindowsBuild(%s, %s) passed", c[0], c[1])
+		}
+	}
+}
+
+func TestWindowsLogs(t *testing.T) {
+	s := &scriptedNode{}
+	out := WindowsLogs(context.Background(), node.New("w", config.Windows, &logNode{s}), 5)
+	for _, want := range []string{
+		`--- kubelet (C:\var\log\kubelet\kubelet.err.log)`, "E1122 kubelet line",
+		`--- containerd (C:\var\log\containerd\containerd.log)`, "(cannot read it:",
+		`--- calico-node (C:\var\log\calico\calico-node.log)`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("logs lack %q:\n%s", want, out)
+		}
+	}
+}
+
+// logNode answers log reads: the kubelet's log exists, containerd's not.
+type logNode struct{ *scriptedNode }
+
+func (l *logNode) Run(_ context.Context, cmd node.Cmd) error {
+	script := decodePS(cmd.Args)
+	switch {
+	case strings.Contains(script, "kubelet.err.log"):
+		fmt.Fprint(cmd.Stdout, "E1122 kubelet line\r\n")
+		return nil
+	case strings.Contains(script, "containerd.log"):
+		return &node.ExitError{Code: 1}
+	}
+	fmt.Fprint(cmd.Stdout, "calico line\r\n")
+	return nil
+}
+
+func TestWindowsJoinScriptsParse(t *testing.T) {
+	pscheck.Check(t, map[string]string{
+		"build.ps1":   windowsBuildScript,
+		"network.ps1": calicoNetworkScript,
+		"restart.ps1": restartKubeletScript,
+		"tail.ps1":    logTailScript(`C:\var\log\it's.log`, 10),
+	})
+}
