@@ -13,7 +13,7 @@ KIND_VERSION := v0.32.0
 KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 
 # Packages with Windows-only files, whose tests must at least compile for Windows.
-WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./pkg/winseed ./pkg/winimage
+WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage
 
 .PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load
 
