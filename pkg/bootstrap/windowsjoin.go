@@ -161,7 +161,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 func CheckWindowsBuild(version, build string) error {
 	want, ok := WindowsBuilds[version]
 	if !ok {
-		return fmt.Errorf("Windows Server %q is not a version hwk supports", version)
+		return fmt.Errorf("version %q: hwk supports Windows Server 2022 and 2025", version)
 	}
 	wantBuild := want[strings.LastIndex(want, ".")+1:]
 	if _, err := strconv.Atoi(build); err != nil {
