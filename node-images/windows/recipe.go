@@ -7,5 +7,5 @@ import "embed"
 
 // Recipe is the recipe's files.
 //
-//go:embed autounattend.xml.tmpl
+//go:embed autounattend.xml.tmpl sysprep-unattend.xml.tmpl provision.ps1
 var Recipe embed.FS

@@ -97,10 +97,21 @@ func firstLogonScript() string {
 
 // Unattend renders Autounattend.xml for an unattended UEFI install.
 func Unattend(o UnattendOptions) ([]byte, error) {
+	return render("autounattend.xml.tmpl", o)
+}
+
+// SysprepUnattend renders the answer file the image's clones boot with
+// after sysprep: an out-of-box experience that asks nothing (Edition and
+// ProductKey play no part).
+func SysprepUnattend(o UnattendOptions) ([]byte, error) {
+	return render("sysprep-unattend.xml.tmpl", o)
+}
+
+func render(name string, o UnattendOptions) ([]byte, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	tmpl, err := template.New("autounattend.xml.tmpl").Funcs(template.FuncMap{}).ParseFS(recipe.Recipe, "autounattend.xml.tmpl")
+	tmpl, err := template.ParseFS(recipe.Recipe, name)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/internal/pscheck"
+	recipe "github.com/hwk-dev/hwk/node-images/windows"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -92,6 +93,66 @@ func TestUnattendGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		golden(t, name, got)
+	}
+	got, err := SysprepUnattend(testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "sysprep-unattend.xml", got)
+}
+
+// TestSysprepUnattendFields: a clone's first boot asks nothing and
+// leaves its name to hwk-seed.
+func TestSysprepUnattendFields(t *testing.T) {
+	raw, err := SysprepUnattend(testOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc xnode
+	if err := xml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("not XML: %v", err)
+	}
+	if got := doc.text(t, "settings[pass=specialize]/component[name=Microsoft-Windows-Shell-Setup]/ComputerName"); got != "*" {
+		t.Errorf("computer name %q, want * (hwk-seed names the node)", got)
+	}
+	oobe := doc.find(t, "settings[pass=oobeSystem]/component[name=Microsoft-Windows-Shell-Setup]")
+	for _, f := range []string{"HideEULAPage", "HideLocalAccountScreen", "HideOnlineAccountScreens", "HideWirelessSetupInOOBE", "SkipMachineOOBE"} {
+		if oobe.text(t, "OOBE/"+f) != "true" {
+			t.Errorf("OOBE/%s is not true", f)
+		}
+	}
+	if oobe.text(t, "UserAccounts/AdministratorPassword/Value") != testOptions.AdminPassword {
+		t.Error("administrator password")
+	}
+	if bytes.Contains(raw, []byte("AutoLogon")) || bytes.Contains(raw, []byte("FirstLogonCommands")) {
+		t.Error("a clone would log on by itself")
+	}
+}
+
+// TestProvisionScript checks what the provisioning script and the rest of
+// hwk must agree on.
+func TestProvisionScript(t *testing.T) {
+	raw, err := recipe.Recipe.ReadFile("provision.ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	for _, want := range []string{
+		"Get-Volume -FileSystemLabel '" + SeedLabel + "'",
+		`sysprep.exe" /generalize /oobe /shutdown /mode:vm /quiet /unattend:C:\hwk\sysprep-unattend.xml`,
+		`"$work\sysprep-unattend.xml"`,
+		`--log-file 'C:\var\log\containerd\containerd.log'`,
+		`binPath= 'C:\k\hwk-kubelet.exe'`,
+		`"$work\bin\hwk-seed.exe"`,
+		"Enable-WindowsOptionalFeature -Online -FeatureName Containers",
+		"/featurename:Microsoft-Hyper-V-Online",
+		"-LocalPort 10250", "-LocalPort 4789",
+		"PasswordAuthentication no",
+		`Remove-Item -Force -Path "$env:ProgramData\ssh\ssh_host_*"`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("provision.ps1 lacks %q", want)
+		}
 	}
 }
 

@@ -1,0 +1,226 @@
+# hwk's Windows node image: provisioning, run inside the guest during
+# `hwk node-image build windows`. The first automatic logon after Setup
+# runs it from the build disk (volume label HWKSEED); it carries on across
+# its restarts as a startup task, and ends with sysprep, which generalizes
+# the disk and powers the machine off. The host sees progress and the
+# outcome on the first serial port ("hwk-provision: ..." lines).
+#
+# The build disk holds everything; the guest downloads nothing:
+#   build.json                  versions and image names (written by hwk)
+#   bin\containerd\             containerd.exe, ctr.exe, containerd-shim-runhcs-v1.exe
+#   bin\crictl.exe
+#   bin\k\                      kubelet.exe, kubeadm.exe, hwk-kubelet.exe
+#   bin\hwk-seed.exe
+#   openssh\OpenSSH-Win64\      Win32-OpenSSH, for releases without sshd built in
+#   images\*.tar                container images (pause, Calico, kube-proxy)
+#   sysprep-unattend.xml        the answer file clones boot with
+$ErrorActionPreference = 'Stop'
+$ProgressPreference = 'SilentlyContinue'
+
+$work = 'C:\hwk\build'
+$phaseFile = 'C:\hwk\provision.phase'
+$taskName = 'hwk-provision'
+
+function Say([string]$message) {
+    $line = "hwk-provision: $message"
+    Write-Output $line
+    # The serial console is how the host follows the build.
+    try {
+        $port = New-Object System.IO.Ports.SerialPort 'COM1', 115200
+        $port.Open()
+        $port.WriteLine($line)
+        $port.Close()
+    } catch {
+        Write-Output "hwk-provision: (no serial port: $($_.Exception.Message))"
+    }
+}
+
+function Invoke-Native([string]$what, [scriptblock]$command) {
+    & $command
+    if ($LASTEXITCODE -ne 0) {
+        throw "$what exited with status $LASTEXITCODE"
+    }
+}
+
+function Get-Phase {
+    if (Test-Path -LiteralPath $phaseFile) {
+        return [int](Get-Content -Raw -LiteralPath $phaseFile).Trim()
+    }
+    return 1
+}
+
+function Set-Phase([int]$phase) {
+    Set-Content -LiteralPath $phaseFile -Value $phase
+}
+
+# Phase 1: copy the build disk, keep Windows from changing under the build,
+# enable the features containers need, restart.
+function Invoke-Phase1 {
+    $seed = (Get-Volume -FileSystemLabel 'HWKSEED' | Select-Object -First 1).DriveLetter
+    if (-not $seed) {
+        throw 'the build disk (HWKSEED) is not attached'
+    }
+    Say "phase 1: copying the build disk ($($seed):) to $work"
+    New-Item -ItemType Directory -Force -Path $work | Out-Null
+    Copy-Item -Recurse -Force -Path "$($seed):\*" -Destination $work
+
+    # The rest runs at startup as SYSTEM, across restarts.
+    $action = New-ScheduledTaskAction -Execute 'powershell.exe' `
+        -Argument "-NoLogo -NoProfile -ExecutionPolicy Bypass -File $work\provision.ps1"
+    $trigger = New-ScheduledTaskTrigger -AtStartup
+    Register-ScheduledTask -TaskName $taskName -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Out-Null
+
+    Say 'phase 1: turning Windows Update off'
+    # A node image is rebuilt, not patched in place; an update during a
+    # cluster's life would restart the node under its pods.
+    $au = 'HKLM:\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU'
+    New-Item -Force -Path $au | Out-Null
+    New-ItemProperty -Force -Path $au -Name NoAutoUpdate -PropertyType DWord -Value 1 | Out-Null
+    Set-Service -Name wuauserv -StartupType Disabled
+    Stop-Service -Name wuauserv -Force -ErrorAction SilentlyContinue
+
+    Say 'phase 1: registry settings for container networking'
+    $overrides = 'HKLM:\SYSTEM\CurrentControlSet\Policies\Microsoft\FeatureManagement\Overrides'
+    New-Item -Force -Path $overrides | Out-Null
+    $build = [Environment]::OSVersion.Version.Build
+    if ($build -eq 20348) {
+        # Windows Server 2022 after the April 2025 update breaks HNS
+        # overlay networking unless this feature is held back
+        # (kubernetes-sigs/image-builder #1798).
+        New-ItemProperty -Force -Path $overrides -Name 1114842764 -PropertyType DWord -Value 0 | Out-Null
+    }
+    if ($build -ge 26100) {
+        # Windows Server 2025's overlay networking fix is behind this
+        # feature flag (kubernetes-sigs/image-builder 0ed6c7c5b).
+        New-ItemProperty -Force -Path $overrides -Name 520997518 -PropertyType DWord -Value 1 | Out-Null
+    }
+    # Keep ephemeral ports out of the range Kubernetes services use
+    # (image-builder's systemprep role).
+    Invoke-Native 'netsh' { netsh.exe int ipv4 set dynamicportrange tcp 34000 31536 }
+    # Enabling Hyper-V disturbs networking while Windows boots; WinRM,
+    # started late, is then not stuck (image-builder's systemprep role).
+    Invoke-Native 'sc.exe config winrm' { sc.exe config winrm start= delayed-auto }
+
+    Say 'phase 1: enabling the Containers feature and Hyper-V networking'
+    Enable-WindowsOptionalFeature -Online -FeatureName Containers -All -NoRestart | Out-Null
+    # Calico's HNS network needs the Hyper-V virtual switch, not the
+    # hypervisor: enable the role, then turn its hypervisor part off, so no
+    # nested virtualization is needed (sig-windows-tools
+    # Install-Containerd.ps1, -skipHypervisorSupportCheck).
+    Invoke-Native 'dism enable Hyper-V' { dism.exe /online /enable-feature /featurename:Microsoft-Hyper-V /all /NoRestart }
+    Invoke-Native 'dism disable Hyper-V-Online' { dism.exe /online /disable-feature /featurename:Microsoft-Hyper-V-Online /NoRestart }
+    Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V-Management-PowerShell -NoRestart | Out-Null
+
+    Set-Phase 2
+    Say 'phase 1: done, restarting'
+    Restart-Computer -Force
+}
+
+# Phase 2: containerd, the kubelet, images, SSH, first boot; then sysprep.
+function Invoke-Phase2 {
+    $cfg = Get-Content -Raw -LiteralPath "$work\build.json" | ConvertFrom-Json
+    Say "phase 2: Windows Server $($cfg.windowsVersion), Kubernetes $($cfg.kubernetesVersion), containerd $($cfg.containerdVersion)"
+
+    Say 'phase 2: containerd'
+    $ctrd = "$env:ProgramFiles\containerd"
+    New-Item -ItemType Directory -Force -Path $ctrd, 'C:\opt\cni\bin', 'C:\etc\cni\net.d', 'C:\var\log\containerd' | Out-Null
+    Copy-Item -Force -Path "$work\bin\containerd\*.exe", "$work\bin\crictl.exe" -Destination $ctrd
+    $config = & "$ctrd\containerd.exe" config default | Out-String
+    if ($LASTEXITCODE -ne 0) {
+        throw "containerd config default exited with status $LASTEXITCODE"
+    }
+    # Calico's CNI installs into the directories its Windows DaemonSet
+    # names (c:\opt\cni\bin, c:\etc\cni\net.d); the sandbox image is pinned
+    # so the kubelet's image GC never removes it.
+    $config = $config -replace "(?m)^(\s*)bin_dirs\s*=.*$", "`$1bin_dirs = ['c:/opt/cni/bin']"
+    $config = $config -replace "(?m)^(\s*)conf_dir\s*=.*$", "`$1conf_dir = 'c:/etc/cni/net.d'"
+    $config = $config -replace "(?m)^(\s*)sandbox\s*=.*$", "`$1sandbox = '$($cfg.pauseImage)'"
+    Set-Content -LiteralPath "$ctrd\config.toml" -Value $config -Encoding ascii
+    Invoke-Native 'containerd --register-service' {
+        & "$ctrd\containerd.exe" --register-service --config "$ctrd\config.toml" --log-file 'C:\var\log\containerd\containerd.log'
+    }
+    Set-Service -Name containerd -StartupType Automatic
+    Start-Service -Name containerd
+    [Environment]::SetEnvironmentVariable('CONTAINER_RUNTIME_ENDPOINT', 'npipe:\\.\pipe\containerd-containerd', 'Machine')
+    $path = [Environment]::GetEnvironmentVariable('Path', 'Machine')
+    [Environment]::SetEnvironmentVariable('Path', "$path;$ctrd;C:\k", 'Machine')
+
+    Say 'phase 2: the kubelet'
+    New-Item -ItemType Directory -Force -Path 'C:\k', 'C:\var\log\kubelet', 'C:\var\lib\kubelet\etc\kubernetes\manifests', 'C:\etc\kubernetes\pki' | Out-Null
+    Copy-Item -Force -Path "$work\bin\k\*.exe" -Destination 'C:\k'
+    # hwk-kubelet reads kubeadm's flags at each start; it runs only once
+    # kubeadm join has configured the node.
+    Invoke-Native 'sc.exe create kubelet' { sc.exe create kubelet binPath= 'C:\k\hwk-kubelet.exe' start= demand depend= containerd DisplayName= 'Kubernetes kubelet' }
+    Invoke-Native 'sc.exe failure kubelet' { sc.exe failure kubelet reset= 0 actions= restart/5000/restart/5000/restart/5000 }
+    New-NetFirewallRule -Name kubelet -DisplayName 'kubelet (hwk)' -Protocol TCP -LocalPort 10250 -Action Allow -Enabled True | Out-Null
+    New-NetFirewallRule -Name calico-vxlan -DisplayName 'Calico VXLAN (hwk)' -Protocol UDP -LocalPort 4789 -Action Allow -Enabled True | Out-Null
+
+    Say 'phase 2: container images'
+    foreach ($image in Get-ChildItem -LiteralPath "$work\images" -Filter '*.tar') {
+        Say "phase 2: importing $($image.Name)"
+        Invoke-Native "ctr import $($image.Name)" {
+            & "$ctrd\ctr.exe" -n k8s.io images import --all-platforms $image.FullName
+        }
+    }
+
+    Say 'phase 2: OpenSSH server'
+    if (-not (Get-Service -Name sshd -ErrorAction SilentlyContinue)) {
+        $ssh = "$env:ProgramFiles\OpenSSH"
+        Copy-Item -Recurse -Force -Path "$work\openssh\OpenSSH-Win64" -Destination $ssh
+        & "$ssh\install-sshd.ps1"
+    }
+    # PowerShell as the login shell: hwk's node handle speaks it.
+    New-Item -Force -Path 'HKLM:\SOFTWARE\OpenSSH' | Out-Null
+    New-ItemProperty -Force -Path 'HKLM:\SOFTWARE\OpenSSH' -Name DefaultShell -PropertyType String `
+        -Value "$env:SystemRoot\System32\WindowsPowerShell\v1.0\powershell.exe" | Out-Null
+    # Keys only; administrators' keys come from
+    # administrators_authorized_keys (sshd's default Match block), which
+    # hwk-seed writes on each clone's first boot.
+    Start-Service -Name sshd
+    Stop-Service -Name sshd
+    $sshdConfig = "$env:ProgramData\ssh\sshd_config"
+    $text = Get-Content -Raw -LiteralPath $sshdConfig
+    $text = $text -replace '(?m)^#?\s*PasswordAuthentication\s+\w+', 'PasswordAuthentication no'
+    $text = $text -replace '(?m)^#?\s*PubkeyAuthentication\s+\w+', 'PubkeyAuthentication yes'
+    Set-Content -LiteralPath $sshdConfig -Value $text -Encoding ascii
+    Set-Service -Name sshd -StartupType Automatic
+    if (-not (Get-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -ErrorAction SilentlyContinue)) {
+        New-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -DisplayName 'OpenSSH Server (hwk)' -Protocol TCP -LocalPort 22 -Action Allow -Enabled True | Out-Null
+    }
+
+    Say 'phase 2: first boot (hwk-seed)'
+    $hwk = "$env:ProgramFiles\hwk"
+    New-Item -ItemType Directory -Force -Path $hwk | Out-Null
+    Copy-Item -Force -LiteralPath "$work\bin\hwk-seed.exe" -Destination "$hwk\hwk-seed.exe"
+    $action = New-ScheduledTaskAction -Execute "$hwk\hwk-seed.exe"
+    $trigger = New-ScheduledTaskTrigger -AtStartup
+    Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Out-Null
+
+    Say 'phase 2: generalizing'
+    # Every clone must make its own host keys, or get the one hwk pinned
+    # from its seed.
+    Remove-Item -Force -Path "$env:ProgramData\ssh\ssh_host_*" -ErrorAction SilentlyContinue
+    Copy-Item -Force -LiteralPath "$work\sysprep-unattend.xml" -Destination 'C:\hwk\sysprep-unattend.xml'
+    Unregister-ScheduledTask -TaskName $taskName -Confirm:$false
+    Remove-Item -Recurse -Force -LiteralPath $work
+    Remove-Item -Force -LiteralPath $phaseFile
+    Say 'done: sysprep generalizes the disk and powers off'
+    Invoke-Native 'sysprep' {
+        & "$env:SystemRoot\System32\Sysprep\sysprep.exe" /generalize /oobe /shutdown /mode:vm /quiet /unattend:C:\hwk\sysprep-unattend.xml
+    }
+}
+
+Start-Transcript -Append -Path 'C:\hwk-provision.log' | Out-Null
+try {
+    switch (Get-Phase) {
+        1 { Invoke-Phase1 }
+        2 { Invoke-Phase2 }
+        default { throw "unknown phase $(Get-Phase)" }
+    }
+} catch {
+    Say "FAILED: $($_.Exception.Message) (at $($_.InvocationInfo.PositionMessage))"
+    Say 'the full log is C:\hwk-provision.log in the guest; powering off'
+    Stop-Computer -Force
+} finally {
+    Stop-Transcript | Out-Null
+}
