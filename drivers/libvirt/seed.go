@@ -1,22 +1,15 @@
 package libvirt
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 
-	diskfs "github.com/diskfs/go-diskfs"
-	"github.com/diskfs/go-diskfs/disk"
-	"github.com/diskfs/go-diskfs/filesystem"
-	"github.com/diskfs/go-diskfs/filesystem/iso9660"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/isoimage"
 )
 
 // seedLabel is the volume label cloud-init's and cloudbase-init's NoCloud
@@ -92,56 +85,14 @@ func seedFiles(s drivers.MachineSpec, subnet netip.Prefix) (map[string][]byte, e
 }
 
 // writeSeedISO writes files to a new ISO 9660 image at path, labelled
-// cidata, with Rock Ridge (Linux sees names as written) and Joliet
-// (Windows does too; without it cloudbase-init sees META_DATA).
+// cidata, with names both Linux and Windows see as written.
 func writeSeedISO(path string, files map[string][]byte) error {
-	if _, err := os.Stat(path); err == nil {
-		if err := os.Remove(path); err != nil {
-			return err
-		}
+	list := make([]isoimage.File, 0, len(files))
+	for name, data := range files {
+		list = append(list, isoimage.File{Name: name, Data: data})
 	}
-	var size int64 = 1 << 20 // room for the descriptors
-	for _, data := range files {
-		size += int64(len(data)) + 4096
-	}
-	d, err := diskfs.Create(path, size, diskfs.SectorSize(2048))
-	if err != nil {
-		return fmt.Errorf("create seed %s: %w", path, err)
-	}
-	defer d.Close()
-	work, err := os.MkdirTemp(filepath.Dir(path), ".seed-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(work)
-	fs, err := d.CreateFilesystem(disk.FilesystemSpec{Partition: 0, FSType: filesystem.TypeISO9660, VolumeLabel: seedLabel, WorkDir: work, Reproducible: true})
-	if err != nil {
-		return fmt.Errorf("create seed %s: %w", path, err)
-	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		f, err := fs.OpenFile("/"+n, os.O_CREATE|os.O_RDWR)
-		if err != nil {
-			return fmt.Errorf("seed %s: %w", n, err)
-		}
-		_, err = f.Write(files[n])
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("seed %s: %w", n, err)
-		}
-	}
-	iso, ok := fs.(*iso9660.FileSystem)
-	if !ok {
-		return errors.New("seed: go-diskfs made no ISO 9660 filesystem")
-	}
-	if err := iso.Finalize(iso9660.FinalizeOptions{RockRidge: true, Joliet: true, VolumeIdentifier: seedLabel}); err != nil {
-		return fmt.Errorf("finalize seed %s: %w", path, err)
+	if err := isoimage.Write(path, seedLabel, list); err != nil {
+		return fmt.Errorf("seed: %w", err)
 	}
 	return nil
 }
