@@ -1,0 +1,128 @@
+package winimage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf16"
+)
+
+// Edition is one installable image of a Windows ISO's install.wim.
+type Edition struct {
+	Index       int
+	Name        string
+	Description string
+	// Build is the Windows build the edition installs (20348 for Windows
+	// Server 2022).
+	Build int
+}
+
+// ServerCore reports whether the edition installs Server Core, which
+// hwk's nodes use (no desktop: smaller and faster to boot).
+func (e Edition) ServerCore() bool { return !strings.Contains(e.Name, "Desktop Experience") }
+
+// WIM's header: the resource that holds the image list as XML sits at
+// offset 72 (the layout of wimlib's and Microsoft's WIM documentation).
+const (
+	wimHeaderSize = 208
+	wimXMLHeader  = 72
+)
+
+var wimMagic = []byte("MSWIM\x00\x00\x00")
+
+// Editions reads the editions from an install.wim: its header, then the
+// XML resource that lists every image (UTF-16, never compressed).
+func Editions(r io.ReaderAt) ([]Edition, error) {
+	head := make([]byte, wimHeaderSize)
+	if _, err := r.ReadAt(head, 0); err != nil {
+		return nil, fmt.Errorf("install.wim: read the header: %w", err)
+	}
+	if !bytes.Equal(head[:8], wimMagic) {
+		if bytes.HasPrefix(head, []byte("MSWIM")) || bytes.HasPrefix(head, []byte("ESD")) {
+			return nil, fmt.Errorf("install.wim: not a WIM this version of hwk reads")
+		}
+		return nil, fmt.Errorf("install.wim: not a WIM file (an install.esd? use an ISO with sources\\install.wim)")
+	}
+	res := head[wimXMLHeader : wimXMLHeader+24]
+	size := int64(binary.LittleEndian.Uint64(append(res[:7:7], 0)))
+	offset := int64(binary.LittleEndian.Uint64(res[8:16]))
+	if size <= 2 || size > 64<<20 {
+		return nil, fmt.Errorf("install.wim: the image list is %d bytes, not a sane size", size)
+	}
+	raw := make([]byte, size)
+	if _, err := r.ReadAt(raw, offset); err != nil {
+		return nil, fmt.Errorf("install.wim: read the image list: %w", err)
+	}
+	return parseWIMXML(raw)
+}
+
+// parseWIMXML reads the UTF-16LE image list.
+func parseWIMXML(raw []byte) ([]Edition, error) {
+	if len(raw)%2 != 0 {
+		return nil, fmt.Errorf("install.wim: the image list is not UTF-16")
+	}
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = binary.LittleEndian.Uint16(raw[2*i:])
+	}
+	text := strings.TrimPrefix(string(utf16.Decode(u)), "\ufeff")
+	var doc struct {
+		Images []struct {
+			Index       int    `xml:"INDEX,attr"`
+			Name        string `xml:"NAME"`
+			Description string `xml:"DESCRIPTION"`
+			Build       int    `xml:"WINDOWS>VERSION>BUILD"`
+		} `xml:"IMAGE"`
+	}
+	if err := xml.Unmarshal([]byte(text), &doc); err != nil {
+		return nil, fmt.Errorf("install.wim: the image list: %w", err)
+	}
+	if len(doc.Images) == 0 {
+		return nil, fmt.Errorf("install.wim lists no images")
+	}
+	out := make([]Edition, len(doc.Images))
+	for i, im := range doc.Images {
+		out[i] = Edition{Index: im.Index, Name: im.Name, Description: im.Description, Build: im.Build}
+	}
+	return out, nil
+}
+
+// ChooseEdition picks the edition to install for Windows Server version:
+// the one named want, else the Datacenter Server Core edition. It fails
+// when the ISO is of another Windows build, naming what it holds.
+func ChooseEdition(editions []Edition, version, want string) (Edition, error) {
+	build := map[string]int{"2022": buildOf2022, "2025": buildOf2025}[version]
+	if build == 0 {
+		return Edition{}, fmt.Errorf("version %q: use 2022 or 2025", version)
+	}
+	var names []string
+	for _, e := range editions {
+		names = append(names, fmt.Sprintf("%q (build %d)", e.Name, e.Build))
+	}
+	list := strings.Join(names, ", ")
+	if want != "" {
+		for _, e := range editions {
+			if strings.EqualFold(e.Name, want) {
+				if e.Build != build {
+					return Edition{}, fmt.Errorf("edition %q is build %d, not Windows Server %s (build %d)", e.Name, e.Build, version, build)
+				}
+				return e, nil
+			}
+		}
+		return Edition{}, fmt.Errorf("the ISO has no edition %q; it has %s", want, list)
+	}
+	for _, e := range editions {
+		if e.Build == build && e.ServerCore() && strings.Contains(e.Name, "Datacenter") {
+			return e, nil
+		}
+	}
+	return Edition{}, fmt.Errorf("the ISO has no Windows Server %s (build %d) Datacenter Server Core edition; it has %s\n  fix: pick one with --edition, or use a Windows Server %s ISO", version, build, list, version)
+}
+
+const (
+	buildOf2022 = 20348
+	buildOf2025 = 26100
+)
