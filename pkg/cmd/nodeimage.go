@@ -138,16 +138,17 @@ func newNodeImageListCommand(s Streams) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if list == nil {
-				list = []*nodeimage.Manifest{}
+			public := make([]*nodeimage.Manifest, 0, len(list))
+			for _, m := range list {
+				public = append(public, m.Public())
 			}
-			return out.print(s.Out, list, func() {
+			return out.print(s.Out, public, func() {
 				if len(list) == 0 {
 					fmt.Fprintln(s.Out, "No node images yet; build one with: sudo hwk node-image build linux")
 					return
 				}
 				tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tKUBERNETES\tSOURCE\tFORMATS\tSIZE\tBUILT\tCOMPONENTS")
+				fmt.Fprintln(tw, "NAME\tOS\tKUBERNETES\tSOURCE\tFORMATS\tSIZE\tBUILT\tCOMPONENTS")
 				for _, m := range list {
 					var fs []string
 					for _, f := range nodeimage.Formats {
@@ -155,7 +156,7 @@ func newNodeImageListCommand(s Streams) *cobra.Command {
 							fs = append(fs, string(f))
 						}
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.KubernetesVersion, m.Source,
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Label(), m.KubernetesVersion, m.Source,
 						strings.Join(fs, ","), humanSize(m.Size()), m.Built.Local().Format("2006-01-02 15:04"), components(m))
 				}
 				tw.Flush()

@@ -33,6 +33,8 @@ type Manifest struct {
 	Images    []Image             `json:"images"`
 	Artifacts map[Format]Artifact `json:"artifacts"`
 	Stages    []Stage             `json:"stages"`
+	// Windows describes a Windows node image; nil for Linux.
+	Windows *Windows `json:"windows,omitempty"`
 	// Dir is where the manifest was read from (not stored).
 	Dir string `json:"-"`
 }
@@ -46,6 +48,39 @@ type Artifact struct {
 	// DockerImage is the engine's reference and ID for the docker format.
 	DockerImage string `json:"dockerImage,omitempty"`
 	DockerID    string `json:"dockerID,omitempty"`
+}
+
+// Windows is what a Windows node image was made from. Its manifest holds
+// the image's Administrator password, so it is written 0600 and Public
+// leaves the password out.
+type Windows struct {
+	// Version is the Windows Server release ("2022").
+	Version string `json:"version"`
+	Edition string `json:"edition"`
+	Build   int    `json:"build"`
+	// ISOSHA256 is the checksum of the ISO the image was installed from.
+	ISOSHA256     string `json:"isoSHA256"`
+	AdminPassword string `json:"adminPassword,omitempty"`
+}
+
+// Public is the manifest without secrets, for printing.
+func (m *Manifest) Public() *Manifest {
+	if m.Windows == nil || m.Windows.AdminPassword == "" {
+		return m
+	}
+	c := *m
+	w := *m.Windows
+	w.AdminPassword = ""
+	c.Windows = &w
+	return &c
+}
+
+// Label is the image's OS as people say it: linux, windows 2022.
+func (m *Manifest) Label() string {
+	if m.Windows != nil {
+		return m.OS + " " + m.Windows.Version
+	}
+	return m.OS
 }
 
 // Image is a container image preloaded into the node.
@@ -82,7 +117,11 @@ func (m *Manifest) write() error {
 	if err != nil {
 		return err
 	}
-	return state.WriteFileAtomic(filepath.Join(m.Dir, manifestFile), append(data, '\n'), 0o644)
+	mode := os.FileMode(0o644)
+	if m.Windows != nil {
+		mode = 0o600 // the Administrator password
+	}
+	return state.WriteFileAtomic(filepath.Join(m.Dir, manifestFile), append(data, '\n'), mode)
 }
 
 // Size is the total size of the image's file artifacts.

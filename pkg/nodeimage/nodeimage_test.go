@@ -523,3 +523,34 @@ func TestPackKeepsMergedUsr(t *testing.T) {
 		t.Errorf("layer entries %v, want usr/bin/calico-node", got)
 	}
 }
+
+// TestWindowsManifestIsPrivate: a Windows image's manifest holds its
+// Administrator password, so it is written 0600; a Linux one stays 0644.
+func TestWindowsManifestIsPrivate(t *testing.T) {
+	for _, c := range []struct {
+		m    *Manifest
+		mode os.FileMode
+	}{
+		{&Manifest{Name: "l", OS: "linux"}, 0o644},
+		{&Manifest{Name: "w", OS: "windows", Windows: &Windows{Version: "2022", AdminPassword: "Secret-Passw0rd#1"}}, 0o600},
+	} {
+		c.m.Dir = t.TempDir()
+		if err := c.m.write(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(filepath.Join(c.m.Dir, manifestFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm() != c.mode {
+			t.Errorf("%s manifest is %v, want %v", c.m.OS, st.Mode().Perm(), c.mode)
+		}
+		back, err := readManifest(c.m.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.m.Windows != nil && (back.Windows.AdminPassword != "Secret-Passw0rd#1" || back.Public().Windows.AdminPassword != "" || back.Windows.AdminPassword == "") {
+			t.Error("the password is not kept, or Public does not drop it (or changed the original)")
+		}
+	}
+}
