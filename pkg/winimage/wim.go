@@ -5,9 +5,14 @@ import (
 	"encoding/binary"
 	"encoding/xml"
 	"fmt"
+	"errors"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/pkg/udf"
 )
 
 // Edition is one installable image of a Windows ISO's install.wim.
@@ -57,6 +62,40 @@ func Editions(r io.ReaderAt) ([]Edition, error) {
 		return nil, fmt.Errorf("install.wim: read the image list: %w", err)
 	}
 	return parseWIMXML(raw)
+}
+
+// ISOEditions reads the editions of a Windows installation ISO: its
+// sources/install.wim, found in the disc's UDF tree (the ISO 9660 side of
+// Microsoft's media holds only a README).
+func ISOEditions(iso string) ([]Edition, error) {
+	f, err := os.Open(iso)
+	if err != nil {
+		return nil, fmt.Errorf("--iso: %w", err)
+	}
+	defer f.Close()
+	u, err := udf.Open(f)
+	if errors.Is(err, udf.ErrNotUDF) {
+		return nil, fmt.Errorf("--iso %s is not Windows installation media: %w", iso, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--iso %s: %w", iso, err)
+	}
+	wim, err := u.OpenFile("sources/install.wim")
+	if errors.Is(err, fs.ErrNotExist) {
+		hint := ""
+		if _, e := u.OpenFile("sources/install.esd"); e == nil {
+			hint = " (it has sources/install.esd: consumer media made by the Media Creation Tool; use a Windows Server ISO)"
+		}
+		return nil, fmt.Errorf("--iso %s has no sources/install.wim%s", iso, hint)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--iso %s: %w", iso, err)
+	}
+	eds, err := Editions(wim)
+	if err != nil {
+		return nil, fmt.Errorf("--iso %s: %w", iso, err)
+	}
+	return eds, nil
 }
 
 // parseWIMXML reads the UTF-16LE image list.

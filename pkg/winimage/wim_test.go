@@ -3,9 +3,14 @@ package winimage
 import (
 	"bytes"
 	"encoding/binary"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/pkg/isoimage"
 )
 
 // wim crafts an install.wim: the 208-byte header with the XML resource
@@ -83,5 +88,59 @@ func TestEditionsRefusesOtherFiles(t *testing.T) {
 				t.Errorf("err = %v, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+// isoWith writes an ISO the way Windows media are made (UDF bridge) with
+// genisoimage, holding files.
+func isoWith(t *testing.T, files map[string][]byte) string {
+	t.Helper()
+	if _, err := exec.LookPath("genisoimage"); err != nil {
+		if os.Getenv("HWK_REQUIRE_GENISOIMAGE") != "" {
+			t.Fatal("genisoimage is required (Debian: apt-get install genisoimage)")
+		}
+		t.Skip("no genisoimage")
+	}
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tree")
+	for name, data := range files {
+		p := filepath.Join(tree, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	iso := filepath.Join(dir, "server.iso")
+	if out, err := exec.Command("genisoimage", "-quiet", "-udf", "-iso-level", "3", "-J", "-o", iso, tree).CombinedOutput(); err != nil {
+		t.Fatalf("genisoimage: %v\n%s", err, out)
+	}
+	return iso
+}
+
+func TestISOEditions(t *testing.T) {
+	iso := isoWith(t, map[string][]byte{"README.TXT": []byte("UDF"), "SOURCES/INSTALL.WIM": wim(t, server2022List), "setup.exe": {1}})
+	eds, err := ISOEditions(iso)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eds) != 4 || eds[2].Name != "Windows Server 2022 Datacenter Evaluation" {
+		t.Errorf("editions = %+v", eds)
+	}
+
+	esd := isoWith(t, map[string][]byte{"sources/install.esd": []byte("ESD")})
+	if _, err := ISOEditions(esd); err == nil || !strings.Contains(err.Error(), "has no sources/install.wim (it has sources/install.esd") {
+		t.Errorf("an ESD ISO: %v", err)
+	}
+	notWin := filepath.Join(t.TempDir(), "x.iso")
+	if err := isoimage.Write(notWin, "cidata", []isoimage.File{{Name: "meta-data", Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ISOEditions(notWin); err == nil || !strings.Contains(err.Error(), "is not Windows installation media") {
+		t.Errorf("a non-UDF ISO: %v", err)
+	}
+	if _, err := ISOEditions(filepath.Join(t.TempDir(), "missing.iso")); err == nil || !strings.Contains(err.Error(), "--iso") {
+		t.Errorf("a missing ISO: %v", err)
 	}
 }
