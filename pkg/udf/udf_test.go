@@ -178,7 +178,7 @@ func TestRefusesWhatIsNotUDF(t *testing.T) {
 	// One flipped byte in the anchor fails its tag checksum.
 	bad := fixture(t)
 	bad[anchorSector*SectorSize+16]++
-	bad[anchorSector*SectorSize+4]++ // keep the checksum right...
+	bad[anchorSector*SectorSize+4]++  // keep the checksum right...
 	bad[anchorSector*SectorSize+12]++ // ...but not the location
 	if _, err := Open(bytes.NewReader(bad)); !errors.Is(err, ErrNotUDF) {
 		t.Errorf("an anchor with the wrong location: %v", err)
