@@ -13,14 +13,17 @@ KIND_VERSION := v0.32.0
 KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 
 # Packages with Windows-only files, whose tests must at least compile for Windows.
-WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage
+WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
 .PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load
 
 all: build
 
+# hwk, and beside it the Windows programs a Windows node image carries
+# (node-image build windows looks for them in windows-amd64/ next to hwk).
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hwk ./cmd/hwk
+	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/windows-amd64/ ./cmd/hwk-seed ./cmd/hwk-kubelet
 
 # Unit tests plus the integration tests that run on this machine. The
 # PowerShell hwk generates is checked by the Go tests that make it, which

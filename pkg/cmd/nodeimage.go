@@ -23,15 +23,21 @@ func newNodeImageCommand(g *globals, s Streams) *cobra.Command {
 		Short: "Build and list the node images clusters are made from",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newNodeImageBuildCommand(g, s), newNodeImageListCommand(s))
+	build := &cobra.Command{
+		Use:   "build",
+		Short: "Build a node image: linux, or windows from your Windows Server ISO",
+		Args:  cobra.NoArgs,
+	}
+	build.AddCommand(newNodeImageBuildLinuxCommand(g, s), newNodeImageBuildWindowsCommand(g, s))
+	cmd.AddCommand(build, newNodeImageListCommand(s))
 	return cmd
 }
 
-func newNodeImageBuildCommand(g *globals, s Streams) *cobra.Command {
+func newNodeImageBuildLinuxCommand(g *globals, s Streams) *cobra.Command {
 	opts := nodeimage.Options{}
 	var source, formats string
 	cmd := &cobra.Command{
-		Use:   "build linux",
+		Use:   "linux",
 		Short: "Build the Linux node image into every driver's format",
 		Long: `Build the Linux node image: one Debian rootfs with systemd, containerd, runc,
 the CNI plugins, kubeadm, kubelet and kubectl, and every container image a
@@ -50,20 +56,10 @@ builds everything from the Go module proxy instead, for machines with no
 registry access. Results are cached by their inputs: building again with
 nothing changed takes seconds. Building needs root (debootstrap, chroot).`,
 		Example: `  sudo hwk node-image build linux --source source --formats docker,qcow2`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 || args[0] != string(config.Linux) {
-				return fmt.Errorf("name the node OS to build: 'hwk node-image build linux' (Windows images are built with their own command)")
-			}
-			return nil
-		},
+		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Source = nodeimage.Source(source)
-			opts.Formats = nil
-			for _, f := range strings.Split(formats, ",") {
-				if f = strings.TrimSpace(f); f != "" {
-					opts.Formats = append(opts.Formats, nodeimage.Format(f))
-				}
-			}
+			opts.Formats = splitFormats(formats)
 			opts.CacheDir = state.DefaultDirs().Cache
 			// Bad flags are reported before anything is written.
 			if err := opts.Validate(); err != nil {
@@ -96,6 +92,16 @@ nothing changed takes seconds. Building needs root (debootstrap, chroot).`,
 	f.StringVar(&source, "source", string(nodeimage.Release), "where binaries and images come from: release (official downloads) or source (built from the Go module proxy)")
 	f.StringVar(&formats, "formats", "docker,tar,qcow2,vhdx,vdi", "comma-separated formats to make: docker, tar, qcow2, vhdx, vdi")
 	return cmd
+}
+
+func splitFormats(s string) []nodeimage.Format {
+	var out []nodeimage.Format
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, nodeimage.Format(f))
+		}
+	}
+	return out
 }
 
 // buildLog opens the file every command of a build writes its output to.

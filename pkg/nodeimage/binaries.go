@@ -19,6 +19,7 @@ import (
 
 	"github.com/hwk-dev/hwk/images"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
+	windows "github.com/hwk-dev/hwk/node-images/windows"
 	"github.com/hwk-dev/hwk/pkg/download"
 )
 
@@ -103,33 +104,49 @@ func markDone(dir string) error {
 	return os.WriteFile(filepath.Join(dir, ".done"), nil, 0o644)
 }
 
-// moduleFiles returns the wrapper module (go.mod, go.sum) for c.
+// moduleFiles returns the wrapper module (go.mod, go.sum) for c, from
+// the first of the build's module trees that has it.
 func (b *builder) moduleFiles(c *component) (mod, sum string, err error) {
 	name, err := expand(c.Source.Module, vars{Version: b.version(c)})
 	if err != nil {
 		return "", "", err
 	}
-	m, err := fs.ReadFile(linux.Recipe, "modules/"+name+".mod")
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", fmt.Errorf("no wrapper module %s for --source source; versions with one: %s (or use --source release)", name, strings.Join(b.wrapperVersions(c), ", "))
+	for _, fsys := range b.modules() {
+		m, err := fs.ReadFile(fsys, "modules/"+name+".mod")
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", "", err
+		}
+		s, err := fs.ReadFile(fsys, "modules/"+name+".sum")
+		if err != nil {
+			return "", "", fmt.Errorf("wrapper module %s has no go.sum: %w", name, err)
+		}
+		return string(m), string(s), nil
 	}
-	if err != nil {
-		return "", "", err
+	return "", "", fmt.Errorf("no wrapper module %s for --source source; versions with one: %s (or use --source release)", name, strings.Join(b.wrapperVersions(c), ", "))
+}
+
+// modules are the recipe trees holding wrapper modules, searched in
+// order: the Windows recipe's own, then the Linux recipe's, which both
+// images share.
+func (b *builder) modules() []fs.FS {
+	if b.goos == "windows" {
+		return []fs.FS{windows.Recipe, linux.Recipe}
 	}
-	s, err := fs.ReadFile(linux.Recipe, "modules/"+name+".sum")
-	if err != nil {
-		return "", "", fmt.Errorf("wrapper module %s has no go.sum: %w", name, err)
-	}
-	return string(m), string(s), nil
+	return []fs.FS{linux.Recipe}
 }
 
 func (b *builder) wrapperVersions(c *component) []string {
 	prefix := c.Name + "-"
 	var out []string
-	entries, _ := fs.ReadDir(linux.Recipe, "modules")
-	for _, e := range entries {
-		if v, ok := strings.CutSuffix(e.Name(), ".mod"); ok && strings.HasPrefix(v, prefix) {
-			out = append(out, strings.TrimPrefix(v, prefix))
+	for _, fsys := range b.modules() {
+		entries, _ := fs.ReadDir(fsys, "modules")
+		for _, e := range entries {
+			if v, ok := strings.CutSuffix(e.Name(), ".mod"); ok && strings.HasPrefix(v, prefix) {
+				out = append(out, strings.TrimPrefix(v, prefix))
+			}
 		}
 	}
 	return out
@@ -185,7 +202,7 @@ func (b *builder) buildComponent(ctx context.Context, c *component, dir string) 
 	}
 	// The module proxy and build cache come from the user's Go environment
 	// (so both are shared across builds); what is built does not.
-	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo, "GOOS=linux", "GOARCH=amd64",
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo, "GOOS="+b.targetOS(), "GOARCH=amd64",
 		"GOFLAGS=-mod=readonly -buildvcs=false", "GOWORK=off")
 	if err := b.run(cmd); err != nil {
 		return err

@@ -115,12 +115,22 @@ func formatList() string {
 type builder struct {
 	opts   Options
 	recipe *recipe
+	// goos is the OS binaries are built for: "" (linux) or "windows".
+	goos   string
 	goVer  string
 	dir    string // this image's directory in the cache
 	keys   map[string]string
 	bins   map[string]string // "component/binary" → path
 	images []builtImage
 	stages []Stage
+}
+
+// targetOS is the GOOS of the build's binaries.
+func (b *builder) targetOS() string {
+	if b.goos == "" {
+		return "linux"
+	}
+	return b.goos
 }
 
 // Build makes (or finds in the cache) the Linux node image described by

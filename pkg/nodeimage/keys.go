@@ -56,23 +56,42 @@ func (b *builder) computeKeys() error {
 	if err != nil {
 		return fmt.Errorf("hash recipe: %w", err)
 	}
+	comps, err := b.componentKeys()
+	if err != nil {
+		return err
+	}
+	b.keys["images"] = hashJSON([]any{imageRecipe, comps, packFormat})
+	b.keys["node"] = hashJSON([]any{nodeRecipe, b.keys["images"], b.opts.Source, b.opts.KubernetesVersion})
+	return nil
+}
+
+// componentKeys keys each component on its version, source and how it
+// is built (or downloaded), and returns them all as "component/name=key"
+// lines.
+func (b *builder) componentKeys() ([]string, error) {
+	if b.keys == nil {
+		b.keys = map[string]string{}
+	}
 	for _, c := range b.recipe.Components {
 		v := b.version(&c)
 		in := map[string]any{"name": c.Name, "version": v, "source": b.opts.Source}
+		if b.goos != "" {
+			in["goos"] = b.goos
+		}
 		if b.opts.Source == FromSource {
 			in["build"] = c.Source
 			in["go"] = b.goVer
 			if c.Source.Module != "" {
 				mod, sum, err := b.moduleFiles(&c)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				in["mod"], in["sum"] = mod, sum
 			}
 			if c.Source.C != "" {
 				src, err := fs.ReadFile(images.Recipe, c.Source.C)
 				if err != nil {
-					return fmt.Errorf("recipe: %w", err)
+					return nil, fmt.Errorf("recipe: %w", err)
 				}
 				in["c"] = string(src)
 			}
@@ -83,12 +102,12 @@ func (b *builder) computeKeys() error {
 	}
 	var comps []string
 	for k, v := range b.keys {
-		comps = append(comps, k+"="+v)
+		if strings.HasPrefix(k, "component/") {
+			comps = append(comps, k+"="+v)
+		}
 	}
 	slices.Sort(comps)
-	b.keys["images"] = hashJSON([]any{imageRecipe, comps, packFormat})
-	b.keys["node"] = hashJSON([]any{nodeRecipe, b.keys["images"], b.opts.Source, b.opts.KubernetesVersion})
-	return nil
+	return comps, nil
 }
 
 // name is the image's directory name in the cache.

@@ -2,44 +2,17 @@ package winimage
 
 import (
 	"bytes"
-	"encoding/binary"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"unicode/utf16"
 
 	"github.com/hwk-dev/hwk/pkg/isoimage"
+	"github.com/hwk-dev/hwk/pkg/winimage/winimagetest"
 )
 
-// wim crafts an install.wim: the 208-byte header with the XML resource
-// header filled in, some stand-in image data, then the UTF-16 list.
-func wim(t *testing.T, xmlText string) []byte {
-	t.Helper()
-	u := utf16.Encode([]rune("\ufeff" + xmlText))
-	list := make([]byte, 2*len(u))
-	for i, c := range u {
-		binary.LittleEndian.PutUint16(list[2*i:], c)
-	}
-	head := make([]byte, wimHeaderSize)
-	copy(head, wimMagic)
-	binary.LittleEndian.PutUint32(head[8:], wimHeaderSize)
-	offset := uint64(wimHeaderSize + 4096)
-	var size [8]byte
-	binary.LittleEndian.PutUint64(size[:], uint64(len(list)))
-	copy(head[wimXMLHeader:wimXMLHeader+7], size[:7])
-	binary.LittleEndian.PutUint64(head[wimXMLHeader+8:], offset)
-	binary.LittleEndian.PutUint64(head[wimXMLHeader+16:], uint64(len(list)))
-	return append(append(head, bytes.Repeat([]byte{0xAB}, 4096)...), list...)
-}
+func wim(t *testing.T, xmlText string) []byte { return winimagetest.WIM(xmlText) }
 
-const server2022List = `<WIM><TOTALBYTES>5000000000</TOTALBYTES>
-<IMAGE INDEX="1"><NAME>Windows Server 2022 Standard Evaluation</NAME><DESCRIPTION>Server Core</DESCRIPTION><WINDOWS><VERSION><MAJOR>10</MAJOR><MINOR>0</MINOR><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
-<IMAGE INDEX="2"><NAME>Windows Server 2022 Standard Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
-<IMAGE INDEX="3"><NAME>Windows Server 2022 Datacenter Evaluation</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
-<IMAGE INDEX="4"><NAME>Windows Server 2022 Datacenter Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
-</WIM>`
+const server2022List = winimagetest.Server2022List
 
 func TestEditions(t *testing.T) {
 	eds, err := Editions(bytes.NewReader(wim(t, server2022List)))
@@ -91,33 +64,7 @@ func TestEditionsRefusesOtherFiles(t *testing.T) {
 	}
 }
 
-// isoWith writes an ISO the way Windows media are made (UDF bridge) with
-// genisoimage, holding files.
-func isoWith(t *testing.T, files map[string][]byte) string {
-	t.Helper()
-	if _, err := exec.LookPath("genisoimage"); err != nil {
-		if os.Getenv("HWK_REQUIRE_GENISOIMAGE") != "" {
-			t.Fatal("genisoimage is required (Debian: apt-get install genisoimage)")
-		}
-		t.Skip("no genisoimage")
-	}
-	dir := t.TempDir()
-	tree := filepath.Join(dir, "tree")
-	for name, data := range files {
-		p := filepath.Join(tree, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	iso := filepath.Join(dir, "server.iso")
-	if out, err := exec.Command("genisoimage", "-quiet", "-udf", "-iso-level", "3", "-J", "-o", iso, tree).CombinedOutput(); err != nil {
-		t.Fatalf("genisoimage: %v\n%s", err, out)
-	}
-	return iso
-}
+func isoWith(t *testing.T, files map[string][]byte) string { return winimagetest.ISO(t, files) }
 
 func TestISOEditions(t *testing.T) {
 	iso := isoWith(t, map[string][]byte{"README.TXT": []byte("UDF"), "SOURCES/INSTALL.WIM": wim(t, server2022List), "setup.exe": {1}})
