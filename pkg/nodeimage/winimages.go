@@ -48,20 +48,24 @@ func (wb *windowsBuilder) windowsImages(ctx context.Context) error {
 				break
 			}
 		}
-		err := wb.step(fmt.Sprintf("Get %s (windows %s) %s", ref, host.Describe(), from), func() error {
+		var digest string
+		err := wb.step(fmt.Sprintf("Get %s (%s) %s", ref, host.Describe(), from), func() error {
+			var err error
 			if a != nil {
-				return a.extract(ref, host, im.HostProcess, file)
+				digest, err = a.extract(ref, host, im.HostProcess, file)
+			} else {
+				digest, err = wb.pullWindowsImage(ctx, ref, host, im.HostProcess, file)
 			}
-			return wb.pullWindowsImage(ctx, ref, host, im.HostProcess, file)
+			return err
 		})
 		if err != nil {
 			return err
 		}
-		got, err := archiveDigest(file, ref)
+		st, err := os.Stat(file)
 		if err != nil {
 			return err
 		}
-		wb.pulled = append(wb.pulled, got)
+		wb.pulled = append(wb.pulled, builtImage{Image: Image{Ref: ref, Digest: digest, Size: st.Size()}, Path: file})
 	}
 	return nil
 }
@@ -95,12 +99,31 @@ func pickWindows(ref string, host imagearchive.Platform, hostProcess bool, ps []
 	return -1, fmt.Errorf("%s has nothing a %s node runs (it has %s: %s)", ref, host.Describe(), strings.Join(have, ", "), why)
 }
 
-// pullWindowsImage pulls the platform of ref a node of host's build runs
-// and writes it as a docker-archive tarball.
-func (wb *windowsBuilder) pullWindowsImage(ctx context.Context, ref string, host imagearchive.Platform, hostProcess bool, file string) error {
+// pullWindowsImage pulls the platform of ref a node of host's build runs,
+// writes it as a docker-archive tarball and returns its manifest digest.
+func (wb *windowsBuilder) pullWindowsImage(ctx context.Context, ref string, host imagearchive.Platform, hostProcess bool, file string) (string, error) {
+	img, err := wb.remoteWindowsImage(ctx, ref, host, hostProcess)
+	if err != nil {
+		return "", err
+	}
+	d, err := img.Digest()
+	if err != nil {
+		return "", err
+	}
 	tag, err := name.NewTag(ref)
 	if err != nil {
-		return err
+		return "", err
+	}
+	// Layers are fetched (and checked against their digests) as the
+	// archive is written.
+	return d.String(), writeArchive(file, tag, img)
+}
+
+// remoteWindowsImage finds the platform of ref to pull.
+func (wb *windowsBuilder) remoteWindowsImage(ctx context.Context, ref string, host imagearchive.Platform, hostProcess bool) (v1.Image, error) {
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		return nil, err
 	}
 	opts := []remote.Option{remote.WithContext(ctx)}
 	if wb.opts.HTTP != nil {
@@ -108,17 +131,17 @@ func (wb *windowsBuilder) pullWindowsImage(ctx context.Context, ref string, host
 	}
 	desc, err := remote.Get(tag, opts...)
 	if err != nil {
-		return fmt.Errorf("pull %s: %w (a host without registry access can pass the images with --image-archive)", ref, err)
+		return nil, fmt.Errorf("pull %s: %w (a host without registry access can pass the images with --image-archive)", ref, err)
 	}
 	var img v1.Image
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		im, err := idx.IndexManifest()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var ps []imagearchive.Platform
 		for _, d := range im.Manifests {
@@ -130,49 +153,25 @@ func (wb *windowsBuilder) pullWindowsImage(ctx context.Context, ref string, host
 		}
 		i, err := pickWindows(ref, host, hostProcess, ps)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if img, err = idx.Image(im.Manifests[i].Digest); err != nil {
-			return fmt.Errorf("pull %s: %w", ref, err)
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
 		}
 	} else {
 		if img, err = desc.Image(); err != nil {
-			return fmt.Errorf("pull %s: %w", ref, err)
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
 		}
 		cf, err := img.ConfigFile()
 		if err != nil {
-			return fmt.Errorf("pull %s: %w", ref, err)
+			return nil, fmt.Errorf("pull %s: %w", ref, err)
 		}
 		p := imagearchive.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant, OSVersion: cf.OSVersion}
 		if _, err := pickWindows(ref, host, hostProcess, []imagearchive.Platform{p}); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	// Layers are fetched (and checked against their digests) as the
-	// archive is written.
-	return writeArchive(file, tag, img)
-}
-
-// archiveDigest reads the digest of the image an archive written here
-// holds, for the manifest.
-func archiveDigest(file, ref string) (builtImage, error) {
-	f, err := os.Open(file)
-	if err != nil {
-		return builtImage{}, err
-	}
-	defer f.Close()
-	a, err := imagearchive.Scan(f)
-	if err != nil {
-		return builtImage{}, fmt.Errorf("%s: %w", file, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		return builtImage{}, err
-	}
-	if len(a.Images) != 1 || len(a.Images[0].Manifests) != 1 {
-		return builtImage{}, fmt.Errorf("%s holds %d images, want %s alone", file, len(a.Images), ref)
-	}
-	return builtImage{Image: Image{Ref: ref, Digest: a.Images[0].Manifests[0].Digest, Size: st.Size()}, Path: file}, nil
+	return img, nil
 }
 
 // scannedArchive is an image archive the user gave, read and checked.
@@ -213,26 +212,26 @@ func (s *scannedArchive) has(ref string) bool { return s.find(ref) >= 0 }
 
 // extract writes ref's platform for host out of the archive, as an OCI
 // layout tar holding that platform alone.
-func (s *scannedArchive) extract(ref string, host imagearchive.Platform, hostProcess bool, file string) error {
+func (s *scannedArchive) extract(ref string, host imagearchive.Platform, hostProcess bool, file string) (string, error) {
 	i := s.find(ref)
 	im := s.a.Images[i]
 	j, err := pickWindows(ref+" in "+s.path, host, hostProcess, im.Platforms())
 	if err != nil {
-		return err
+		return "", err
 	}
 	want, _ := imagearchive.NormalizeRef(ref)
 	plan, err := s.a.Plan([]imagearchive.Selection{{Image: i, Manifest: j, Refs: []string{want}}})
 	if err != nil {
-		return fmt.Errorf("--image-archive %s: %w", s.path, err)
+		return "", fmt.Errorf("--image-archive %s: %w", s.path, err)
 	}
 	src, err := os.Open(s.path)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer src.Close()
 	out, err := os.Create(file + ".tmp")
 	if err != nil {
-		return err
+		return "", err
 	}
 	err = s.a.Write(out, src, plan)
 	if cerr := out.Close(); err == nil {
@@ -240,9 +239,9 @@ func (s *scannedArchive) extract(ref string, host imagearchive.Platform, hostPro
 	}
 	if err != nil {
 		os.Remove(file + ".tmp")
-		return fmt.Errorf("--image-archive %s: %w", s.path, err)
+		return "", fmt.Errorf("--image-archive %s: %w", s.path, err)
 	}
-	return os.Rename(file+".tmp", file)
+	return im.Manifests[j].Digest, os.Rename(file+".tmp", file)
 }
 
 // unzipOpenSSH unpacks Win32-OpenSSH's release zip, whose files sit in
