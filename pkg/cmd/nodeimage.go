@@ -27,6 +27,9 @@ func newNodeImageCommand(g *globals, s Streams) *cobra.Command {
 		Use:   "build",
 		Short: "Build a node image: linux, or windows from your Windows Server ISO",
 		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("name the node OS to build: 'hwk node-image build linux' or 'hwk node-image build windows --iso PATH'")
+		},
 	}
 	build.AddCommand(newNodeImageBuildLinuxCommand(g, s), newNodeImageBuildWindowsCommand(g, s))
 	cmd.AddCommand(build, newNodeImageListCommand(s))

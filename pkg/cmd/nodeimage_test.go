@@ -19,8 +19,13 @@ func TestNodeImageBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"node-image", "build", "windows"}, "name the node OS to build: 'hwk node-image build linux'"},
-		{[]string{"node-image", "build"}, "name the node OS to build"},
+		{[]string{"node-image", "build"}, "name the node OS to build: 'hwk node-image build linux' or 'hwk node-image build windows --iso PATH'"},
+		{[]string{"node-image", "build", "solaris"}, `unknown command "solaris"`},
+		{[]string{"node-image", "build", "windows"}, "--iso is required: a Windows Server 2022 or 2025 ISO"},
+		{[]string{"node-image", "build", "windows", "--iso", "/nonexistent.iso", "--version", "2019"}, `--version "2019": use 2022 or 2025`},
+		{[]string{"node-image", "build", "windows", "--iso", "/nonexistent.iso"}, "--openssh is required for Windows Server 2022"},
+		{[]string{"node-image", "build", "windows", "--iso", "/nonexistent.iso", "--formats", "docker"}, `"docker" is not one of qcow2, vhdx, vdi`},
+		{[]string{"node-image", "build", "windows", "--iso", "/x.iso", "--memory-mib", "512"}, "--memory-mib 512: Windows Setup needs at least 2048"},
 		{[]string{"node-image", "build", "linux", "--source", "git"}, `--source "git" is not known; use release`},
 		{[]string{"node-image", "build", "linux", "--formats", "docker,iso"}, `--formats: "iso" is not a format; use docker, tar, qcow2, vhdx, vdi`},
 		{[]string{"node-image", "build", "linux", "--formats", ","}, "--formats is empty"},
@@ -78,5 +83,31 @@ func TestNodeImageListWindows(t *testing.T) {
 		if code != 0 || strings.Contains(stdout, "Secret-Passw0rd") || !strings.Contains(stdout, "Windows Server 2022 Datacenter Evaluation") {
 			t.Errorf("list -o %s: exit %d, password shown or edition missing:\n%s", format, code, stdout)
 		}
+	}
+}
+
+// TestNodeImageBuildWindowsDriver: the install runs on a driver that can
+// install; another is refused by name before anything is built.
+func TestNodeImageBuildWindowsDriver(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HWK_HOME", home)
+	dir := t.TempDir()
+	iso, zip, programs := filepath.Join(dir, "server.iso"), filepath.Join(dir, "OpenSSH-Win64.zip"), filepath.Join(dir, "windows-amd64")
+	os.MkdirAll(programs, 0o755)
+	for _, p := range []string{iso, zip, filepath.Join(programs, "hwk-seed.exe"), filepath.Join(programs, "hwk-kubelet.exe")} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, stderr := run(t, "node-image", "build", "windows", "--iso", iso, "--openssh", zip, "--programs", programs, "--driver", "docker")
+	if code != 1 || !strings.Contains(stderr, "--driver docker cannot install Windows images") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = run(t, "node-image", "build", "windows", "--iso", iso, "--openssh", zip, "--programs", programs, "--driver", "bhyve")
+	if code != 1 || !strings.Contains(stderr, "--driver: ") {
+		t.Errorf("unknown driver: exit %d, stderr %q", code, stderr)
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("a refused build wrote to HWK_HOME: %v", entries)
 	}
 }

@@ -73,19 +73,23 @@ image's manifest (mode 0600).`,
 			opts.Formats = splitFormats(formats)
 			opts.CacheDir = state.DefaultDirs().Cache
 			opts.DriverName = driver
+			// Bad flags are reported before the driver is touched.
+			if err := opts.Validate(); err != nil {
+				return err
+			}
 			d, err := g.registry().Get(driver)
 			if err != nil {
 				return fmt.Errorf("--driver: %w", err)
 			}
 			inst, ok := d.(drivers.Installer)
 			if !ok {
-				return fmt.Errorf("--driver %s cannot install Windows images; use one of: %s", driver, strings.Join(installers(g.registry()), ", "))
+				can := installers(g.registry())
+				if len(can) == 0 {
+					return fmt.Errorf("--driver %s cannot install Windows images, and no driver in this hwk can", driver)
+				}
+				return fmt.Errorf("--driver %s cannot install Windows images; use one of: %s", driver, strings.Join(can, ", "))
 			}
 			opts.Installer = inst
-			// Bad flags are reported before the driver is touched.
-			if err := opts.Validate(); err != nil {
-				return err
-			}
 			status := ui.NewStatus(s.ErrOut, g.quiet)
 			if err := status.Step("Check driver "+driver, func() error {
 				_, err := d.Preflight(c.Context())

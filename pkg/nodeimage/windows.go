@@ -101,9 +101,6 @@ func (o *WindowsOptions) validate() error {
 			errs = append(errs, fmt.Sprintf("--formats: a Windows image is a disk; %q is not one of qcow2, vhdx, vdi", f))
 		}
 	}
-	if o.Installer == nil {
-		errs = append(errs, "no driver to install Windows with")
-	}
 	if o.Version == "2022" && o.OpenSSH == "" {
 		errs = append(errs, "--openssh is required for Windows Server 2022, whose OpenSSH server is not on its ISO: download OpenSSH-Win64.zip from https://github.com/PowerShell/Win32-OpenSSH/releases and pass its path")
 	}
@@ -206,6 +203,9 @@ type windowsBuilder struct {
 func BuildWindows(ctx context.Context, opts WindowsOptions) (*Manifest, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	if opts.Installer == nil {
+		return nil, errors.New("no driver to install Windows with")
 	}
 	r, list, err := windowsRecipe()
 	if err != nil {
