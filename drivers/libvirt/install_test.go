@@ -3,7 +3,6 @@ package libvirt
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/pkg/winimage/winimagetest"
 )
 
 // TestInstallDomainXML: the install VM boots the first medium, then the
@@ -54,40 +54,6 @@ func TestInstallDomainXML(t *testing.T) {
 	}
 }
 
-// shutdownMedium makes a UEFI-bootable ISO whose El Torito image holds
-// no boot loader, only startup.nsh: OVMF finds nothing to boot on it or
-// on the empty disk, starts its UEFI shell, and the shell runs the
-// script, which prints the line a finished provisioning prints and powers
-// the VM off. A stand-in for Windows Setup that ends the way it does.
-func shutdownMedium(t *testing.T) string {
-	t.Helper()
-	for _, tool := range []string{"genisoimage", "mkfs.fat", "mcopy"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s (Debian: genisoimage, dosfstools, mtools)", tool)
-		}
-	}
-	dir := t.TempDir()
-	tree := filepath.Join(dir, "tree")
-	if err := os.MkdirAll(tree, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(dir, "startup.nsh")
-	if err := os.WriteFile(script, []byte("echo \"hwk-provision: done: the UEFI shell powers off\"\r\nreset -s\r\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	img := filepath.Join(tree, "efiboot.img")
-	for _, c := range [][]string{
-		{"mkfs.fat", "-C", img, "1440"},
-		{"mcopy", "-i", img, script, "::/startup.nsh"},
-		{"genisoimage", "-quiet", "-J", "-o", filepath.Join(dir, "medium.iso"), "-eltorito-alt-boot", "-e", "efiboot.img", "-no-emul-boot", tree},
-	} {
-		if out, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", c[0], err, out)
-		}
-	}
-	return filepath.Join(dir, "medium.iso")
-}
-
 // TestInstallOnSystemLibvirt runs Install for real: the media go into the
 // pool, a UEFI VM boots (under KVM or TCG), a key is pressed, the guest
 // powers itself off, the disk comes back out as a qcow2, and nothing is
@@ -97,7 +63,10 @@ func TestInstallOnSystemLibvirt(t *testing.T) {
 		t.Skip("boots a UEFI VM; set HWK_LIBVIRT_BOOT_TEST=1 (make test-libvirt)")
 	}
 	l := daemon(t, golibvirt.QEMUSystem)
-	medium := shutdownMedium(t)
+	// A stand-in for Windows Setup that ends the way it does: the last
+	// line of provisioning on COM1, then the guest powers off.
+	medium := winimagetest.ShellISO(t, map[string][]byte{"README.TXT": []byte("x")},
+		"echo \"hwk-provision: done: the UEFI shell powers off\"\r\nreset -s\r\n")
 	second := filepath.Join(t.TempDir(), "build.iso")
 	if err := isoimage.Write(second, "HWKSEED", []isoimage.File{{Name: "build.json", Data: []byte("{}")}}); err != nil {
 		t.Fatal(err)

@@ -46,16 +46,36 @@ func WIM(xmlText string) []byte {
 // ISO writes an ISO shaped like Windows media (a UDF bridge disc) holding
 // files, with Debian's genisoimage. Without genisoimage the test is
 // skipped, or fails when HWK_REQUIRE_GENISOIMAGE is set (CI).
-func ISO(t testing.TB, files map[string][]byte) string {
+func ISO(t testing.TB, files map[string][]byte) string { return iso(t, files, "") }
+
+// ShellISO is ISO made UEFI-bootable in a way that stands in for Windows
+// Setup: its El Torito image holds no boot loader, only startup.nsh.
+// OVMF finds nothing to boot on it (or on an empty disk), starts its UEFI
+// shell, and the shell runs script ("\r\n" line ends; `reset -s` powers
+// the VM off). Needs genisoimage, mkfs.fat and mcopy.
+func ShellISO(t testing.TB, files map[string][]byte, script string) string {
+	return iso(t, files, script)
+}
+
+func iso(t testing.TB, files map[string][]byte, script string) string {
 	t.Helper()
-	if _, err := exec.LookPath("genisoimage"); err != nil {
-		if os.Getenv("HWK_REQUIRE_GENISOIMAGE") != "" {
-			t.Fatal("genisoimage is required (Debian: apt-get install genisoimage)")
+	tools := []string{"genisoimage"}
+	if script != "" {
+		tools = append(tools, "mkfs.fat", "mcopy")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("HWK_REQUIRE_GENISOIMAGE") != "" {
+				t.Fatalf("%s is required (Debian: genisoimage, dosfstools, mtools)", tool)
+			}
+			t.Skipf("no %s", tool)
 		}
-		t.Skip("no genisoimage")
 	}
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
+	if err := os.MkdirAll(tree, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for name, data := range files {
 		p := filepath.Join(tree, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -65,9 +85,23 @@ func ISO(t testing.TB, files map[string][]byte) string {
 			t.Fatal(err)
 		}
 	}
-	iso := filepath.Join(dir, "server.iso")
-	if out, err := exec.Command("genisoimage", "-quiet", "-udf", "-iso-level", "3", "-J", "-o", iso, tree).CombinedOutput(); err != nil {
-		t.Fatalf("genisoimage: %v\n%s", err, out)
+	out := filepath.Join(dir, "server.iso")
+	args := []string{"-quiet", "-udf", "-iso-level", "3", "-J", "-o", out}
+	if script != "" {
+		nsh := filepath.Join(dir, "startup.nsh")
+		if err := os.WriteFile(nsh, []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		img := filepath.Join(tree, "efiboot.img")
+		for _, c := range [][]string{{"mkfs.fat", "-C", img, "1440"}, {"mcopy", "-i", img, nsh, "::/startup.nsh"}} {
+			if b, err := exec.Command(c[0], c[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", c[0], err, b)
+			}
+		}
+		args = append(args, "-eltorito-alt-boot", "-e", "efiboot.img", "-no-emul-boot")
 	}
-	return iso
+	if b, err := exec.Command("genisoimage", append(args, tree)...).CombinedOutput(); err != nil {
+		t.Fatalf("genisoimage: %v\n%s", err, b)
+	}
+	return out
 }
