@@ -54,10 +54,13 @@ node-image: build
 
 # Builds the node image (or finds it cached), checks a second build is a
 # cache hit, boots the docker format in the docker driver and the qcow2
-# under QEMU. CI runs it after make test.
+# under QEMU. Then the Windows image's build with everything real but
+# Windows: binaries from source for windows/amd64, the ISO read through
+# UDF, a libvirt VM that boots it and powers off as Setup would (needs a
+# running libvirt, see hack/libvirt.sh). CI runs it after make test.
 node-image-test:
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 85m -v \
-		-run 'TestSecondBuildIsCached|TestDockerFormatBoots|TestDiskFormats' ./pkg/nodeimage/
+		-run 'TestSecondBuildIsCached|TestDockerFormatBoots|TestDiskFormats|TestWindowsImageBuild' ./pkg/nodeimage/
 
 # The libvirt driver against a real libvirtd: the API on test:///default,
 # networks and volumes on qemu:///system, and a node VM booted from the

@@ -49,7 +49,7 @@ func (wb *windowsBuilder) windowsImages(ctx context.Context) error {
 			}
 		}
 		var digest string
-		err := wb.step(fmt.Sprintf("Get %s (%s) %s", ref, host.Describe(), from), func() error {
+		err := wb.step(fmt.Sprintf("Get %s for %s %s", ref, host.Describe(), from), func() error {
 			var err error
 			if a != nil {
 				digest, err = a.extract(ref, host, im.HostProcess, file)
