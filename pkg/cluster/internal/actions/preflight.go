@@ -134,9 +134,8 @@ type NoWindowsImageError struct {
 	Nodes []string
 }
 
-// WindowsImageHelp says what a Windows worker needs, and that this hwk
-// cannot make it yet.
-const WindowsImageHelp = "a Windows worker boots from a Windows node image, which hwk makes once from a Windows Server ISO with a VM driver (hyperv, libvirt or virtualbox); this hwk build cannot make one yet"
+// WindowsImageHelp says what a Windows worker needs.
+const WindowsImageHelp = "a Windows worker boots from a Windows node image, which hwk makes once from your Windows Server ISO: `hwk node-image build windows --iso PATH` (about half an hour with KVM or Hyper-V; see site/content/docs/windows-image.md)"
 
 func (e *NoWindowsImageError) Error() string {
 	return fmt.Sprintf("no Windows node image is cached, and the cluster has Windows nodes (%s)\n  fix: for a Linux-only cluster, `hwk up --windows-workers 0`\n  (%s)",
@@ -181,6 +180,10 @@ func nodeImage(ctx context.Context, ms []*nodeimage.Manifest, version string, n 
 		if m.OS != string(n.OS) || m.KubernetesVersion != version || (n.Image != "" && m.Name != n.Image) {
 			continue
 		}
+		// A Windows node runs the Windows Server release it asks for.
+		if n.OS == config.Windows && (m.Windows == nil || m.Windows.Version != n.WindowsVersion) {
+			continue
+		}
 		a, ok := m.Artifacts[format]
 		if !ok {
 			continue
@@ -201,13 +204,17 @@ func nodeImage(ctx context.Context, ms []*nodeimage.Manifest, version string, n 
 			ref = nodeimage.DockerRepository + ":" + version
 		}
 	case ref == "":
-		return "", fmt.Errorf("no cached %s node image for Kubernetes %s has the %s format the %s driver needs\n  fix: `%s`", n.OS, version, format, d.Name(), buildCommand(n.OS, version, format))
+		what := string(n.OS)
+		if n.OS == config.Windows {
+			what = "Windows Server " + n.WindowsVersion
+		}
+		return "", fmt.Errorf("no cached %s node image for Kubernetes %s has the %s format the %s driver needs\n  fix: `%s`", what, version, format, d.Name(), buildCommand(n, version, format))
 	}
 	if ic, ok := d.(drivers.ImageChecker); ok {
 		if err := ic.CheckImage(ctx, ref); err != nil {
 			var missing *drivers.ImageMissingError
 			if errors.As(err, &missing) {
-				missing.Build = buildCommand(n.OS, version, format)
+				missing.Build = buildCommand(n, version, format)
 			}
 			return "", err
 		}
@@ -216,8 +223,11 @@ func nodeImage(ctx context.Context, ms []*nodeimage.Manifest, version string, n 
 }
 
 // buildCommand is the command that makes a missing node image.
-func buildCommand(os config.OS, version string, format nodeimage.Format) string {
-	cmd := fmt.Sprintf("sudo hwk node-image build %s --formats %s", os, format)
+func buildCommand(n config.Node, version string, format nodeimage.Format) string {
+	cmd := fmt.Sprintf("sudo hwk node-image build linux --formats %s", format)
+	if n.OS == config.Windows {
+		cmd = fmt.Sprintf("hwk node-image build windows --iso PATH --version %s --formats %s", n.WindowsVersion, format)
+	}
 	if version != config.DefaultKubernetesVersion {
 		cmd += " --kubernetes-version " + version
 	}
