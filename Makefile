@@ -15,7 +15,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load
+.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load site
 
 all: build
 
@@ -121,5 +121,10 @@ cross:
 		GOOS=windows GOARCH=amd64 $(GO) test -c -o /dev/null $$p || exit 1; \
 	done
 
+# The documentation site, with Debian's hugo (apt-get install hugo).
+site:
+	@command -v hugo >/dev/null || { echo "make site needs Hugo (Debian: apt-get install hugo)"; exit 1; }
+	cd site && hugo --quiet --destination public
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) site/public site/resources
