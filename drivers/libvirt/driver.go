@@ -424,16 +424,7 @@ func (d *Driver) uploadSeed(l *golibvirt.Libvirt, pool golibvirt.StoragePool, r 
 	if err := writeSeedISO(iso, files); err != nil {
 		return "", err
 	}
-	f, err := os.Open(iso)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	return uploadVolume(l, pool, seedName(r), f, fi.Size())
+	return uploadFile(l, pool, seedName(r), iso)
 }
 
 // clusterSubnet is the subnet of the cluster's network, which

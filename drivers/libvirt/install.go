@@ -236,21 +236,9 @@ func installDomainXML(spec drivers.InstallSpec, kvm bool, disk string, media []s
 				Target: &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
 				Boot:   &libvirtxml.DomainDeviceBoot{Order: uint(len(media) + 1)},
 			}},
-			Serials: []libvirtxml.DomainSerial{{
-				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
-				Target: &libvirtxml.DomainSerialTarget{Port: new(uint)},
-				Log:    &libvirtxml.DomainChardevLog{File: spec.ConsoleLog, Append: "off"},
-			}},
-			Consoles: []libvirtxml.DomainConsole{{
-				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
-				Target: &libvirtxml.DomainConsoleTarget{Type: "serial"},
-			}},
-			RNGs: []libvirtxml.DomainRNG{{
-				Model:   "virtio",
-				Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}},
-			}},
 		},
 	}
+	consoleAndRNG(d.Devices, spec.ConsoleLog)
 	for i, m := range media {
 		cd := libvirtxml.DomainDisk{
 			Device:   "cdrom",

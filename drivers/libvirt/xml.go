@@ -143,25 +143,32 @@ func domainXML(s domainSpec) (string, error) {
 				MAC:    &libvirtxml.DomainInterfaceMAC{Address: MAC(s.IP)},
 				Model:  &libvirtxml.DomainInterfaceModel{Type: nic},
 			}},
-			Serials: []libvirtxml.DomainSerial{{
-				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
-				Target: &libvirtxml.DomainSerialTarget{Port: new(uint)},
-				Log:    &libvirtxml.DomainChardevLog{File: s.Console, Append: "off"},
-			}},
-			Consoles: []libvirtxml.DomainConsole{{
-				Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
-				Target: &libvirtxml.DomainConsoleTarget{Type: "serial"},
-			}},
-			RNGs: []libvirtxml.DomainRNG{{
-				Model:   "virtio",
-				Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}},
-			}},
 		},
 	}
+	consoleAndRNG(d.Devices, s.Console)
 	if s.OS == config.Windows {
 		windows(d, s)
 	}
 	return d.Marshal()
+}
+
+// consoleAndRNG gives a domain the devices every hwk VM has: its first
+// serial port (COM1, ttyS0) logged to the file console and also the
+// domain's console, and a virtio RNG fed from the host.
+func consoleAndRNG(devs *libvirtxml.DomainDeviceList, console string) {
+	devs.Serials = []libvirtxml.DomainSerial{{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainSerialTarget{Port: new(uint)},
+		Log:    &libvirtxml.DomainChardevLog{File: console, Append: "off"},
+	}}
+	devs.Consoles = []libvirtxml.DomainConsole{{
+		Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+		Target: &libvirtxml.DomainConsoleTarget{Type: "serial"},
+	}}
+	devs.RNGs = []libvirtxml.DomainRNG{{
+		Model:   "virtio",
+		Backend: &libvirtxml.DomainRNGBackend{Random: &libvirtxml.DomainRNGBackendRandom{Device: "/dev/urandom"}},
+	}}
 }
 
 // virtCPU is the domain type and CPU for KVM (the host's CPU as it is)

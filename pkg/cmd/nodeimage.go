@@ -75,10 +75,7 @@ nothing changed takes seconds. Building needs root (debootstrap, chroot).`,
 				return err
 			}
 			defer closeLog()
-			opts.Log = log
-			if g.verbosity > 0 {
-				opts.Log = io.MultiWriter(log, status.Writer(s.ErrOut))
-			}
+			opts.Log = g.buildOutput(log, status, s)
 			opts.Docker = func() (client.APIClient, error) { return client.New(client.FromEnv) }
 			start := time.Now()
 			m, err := nodeimage.Build(c.Context(), opts)
@@ -105,6 +102,15 @@ func splitFormats(s string) []nodeimage.Format {
 		}
 	}
 	return out
+}
+
+// buildOutput is where a build's commands write: the build log, and with
+// -v the terminal too.
+func (g *globals) buildOutput(log io.Writer, status *ui.Status, s Streams) io.Writer {
+	if g.verbosity > 0 {
+		return io.MultiWriter(log, status.Writer(s.ErrOut))
+	}
+	return log
 }
 
 // buildLog opens the file every command of a build writes its output to.

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -103,10 +102,7 @@ image's manifest (mode 0600).`,
 				return err
 			}
 			defer closeLog()
-			opts.Log = log
-			if g.verbosity > 0 {
-				opts.Log = io.MultiWriter(log, status.Writer(s.ErrOut))
-			}
+			opts.Log = g.buildOutput(log, status, s)
 			// The guest's progress is the spinner's detail on a terminal,
 			// and a line of its own in a log.
 			opts.Progress = func(line string) {

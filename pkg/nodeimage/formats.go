@@ -201,15 +201,9 @@ func (b *builder) record(m *Manifest, f Format, file string) error {
 	return nil
 }
 
-// finish fills in the manifest and writes it, last.
-func (b *builder) finish(m *Manifest) error {
-	m.Name, m.OS = filepath.Base(b.dir), "linux"
-	m.KubernetesVersion, m.Source, m.Key = b.opts.KubernetesVersion, b.opts.Source, b.keys["node"]
-	m.Built = time.Now().UTC().Truncate(time.Second)
-	m.Components = map[string]string{"debian": b.recipe.Debian.Suite}
-	if b.goVer != "" {
-		m.Components["go"] = b.goVer
-	}
+// recordBinaries puts each component's version and each binary's
+// checksum in the manifest.
+func (b *builder) recordBinaries(m *Manifest) error {
 	for i := range b.recipe.Components {
 		c := &b.recipe.Components[i]
 		m.Components[c.Name] = b.version(c)
@@ -221,6 +215,21 @@ func (b *builder) finish(m *Manifest) error {
 			return err
 		}
 		m.Binaries[name] = Artifact{SHA256: sum, Size: size}
+	}
+	return nil
+}
+
+// finish fills in the manifest and writes it, last.
+func (b *builder) finish(m *Manifest) error {
+	m.Name, m.OS = filepath.Base(b.dir), "linux"
+	m.KubernetesVersion, m.Source, m.Key = b.opts.KubernetesVersion, b.opts.Source, b.keys["node"]
+	m.Built = time.Now().UTC().Truncate(time.Second)
+	m.Components = map[string]string{"debian": b.recipe.Debian.Suite}
+	if b.goVer != "" {
+		m.Components["go"] = b.goVer
+	}
+	if err := b.recordBinaries(m); err != nil {
+		return err
 	}
 	m.Images = nil
 	for _, im := range b.images {

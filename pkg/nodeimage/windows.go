@@ -532,17 +532,8 @@ func (wb *windowsBuilder) finishWindows(m *Manifest) error {
 	if wb.goVer != "" {
 		m.Components["go"] = wb.goVer
 	}
-	for i := range wb.recipe.Components {
-		c := &wb.recipe.Components[i]
-		m.Components[c.Name] = wb.version(c)
-	}
-	m.Binaries = map[string]Artifact{}
-	for name, p := range wb.bins {
-		sum, size, err := fileSHA256(p)
-		if err != nil {
-			return err
-		}
-		m.Binaries[name] = Artifact{SHA256: sum, Size: size}
+	if err := wb.recordBinaries(m); err != nil {
+		return err
 	}
 	for _, im := range wb.pulled {
 		m.Images = append(m.Images, im.Image)

@@ -86,7 +86,7 @@ func iso(t testing.TB, files map[string][]byte, script string) string {
 		}
 	}
 	out := filepath.Join(dir, "server.iso")
-	args := []string{"-quiet", "-udf", "-iso-level", "3", "-J", "-o", out}
+	args := []string{"-quiet", "-udf", "-iso-level", "3", "-J", "-joliet-long", "-o", out}
 	if script != "" {
 		nsh := filepath.Join(dir, "startup.nsh")
 		if err := os.WriteFile(nsh, []byte(script), 0o644); err != nil {
