@@ -16,13 +16,11 @@ import (
 	"time"
 
 	golibvirt "github.com/digitalocean/go-libvirt"
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/internal/vmnode"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
-	"github.com/hwk-dev/hwk/pkg/sshkey"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -382,37 +380,18 @@ func (d *Driver) validate(spec drivers.MachineSpec) error {
 	return nil
 }
 
-// seed is spec's seed plus what the driver adds: the cluster's SSH key,
-// which hwk logs in with, and a new host key for the node, whose public
-// half is kept so the node can be recognized from its first answer.
+// seed is spec's seed plus the node's identity (vmnode.AddIdentity),
+// kept in the node's 0700 directory.
 func (d *Driver) seed(spec drivers.MachineSpec) (drivers.MachineSpec, error) {
 	if err := os.MkdirAll(d.machineFiles(spec.Ref), 0o700); err != nil {
 		return spec, fmt.Errorf("node %s: %w", spec.Name, err)
 	}
-	d.mu.Lock()
-	key, err := sshkey.LoadOrCreate(d.clusterKeyPath(spec.Cluster), "hwk cluster "+spec.Cluster)
-	d.mu.Unlock()
-	if err != nil {
-		return spec, err
-	}
-	host, err := sshkey.New("hwk node " + spec.Name)
-	if err != nil {
-		return spec, err
-	}
-	hostPub, err := host.PublicKey()
-	if err != nil {
-		return spec, err
-	}
-	line := knownhosts.Line([]string{spec.IP.String()}, hostPub) + "\n"
-	if err := state.WriteFileAtomic(d.knownHostsPath(spec.Ref), []byte(line), 0o644); err != nil {
-		return spec, fmt.Errorf("node %s: keep its host key: %w", spec.Name, err)
-	}
-	spec.Seed.SSHAuthorizedKeys = append(slices.Clone(spec.Seed.SSHAuthorizedKeys), key.Public)
-	spec.Seed.Files = append(slices.Clone(spec.Seed.Files),
-		drivers.File{Path: "/etc/ssh/ssh_host_ed25519_key", Mode: 0o600, Content: host.Private},
-		drivers.File{Path: "/etc/ssh/ssh_host_ed25519_key.pub", Mode: 0o644, Content: []byte(host.Public + "\n")},
-	)
-	return spec, nil
+	return vmnode.AddIdentity(spec, d.paths(spec.Ref), &d.mu)
+}
+
+// paths are where the node's identity lives.
+func (d *Driver) paths(r drivers.Ref) vmnode.Paths {
+	return vmnode.Paths{ClusterKey: d.clusterKeyPath(r.Cluster), KnownHosts: d.knownHostsPath(r)}
 }
 
 // uploadSeed writes the node's seed ISO and streams it into the pool. The
@@ -598,38 +577,7 @@ func (d *Driver) Node(_ context.Context, r drivers.Ref) (*node.Node, error) {
 			return nil, err
 		}
 	}
-	key, err := sshkey.Load(d.clusterKeyPath(r.Cluster))
-	if err != nil {
-		return nil, err
-	}
-	signer, err := key.Signer()
-	if err != nil {
-		return nil, err
-	}
-	raw, err := os.ReadFile(d.knownHostsPath(r))
-	if err != nil {
-		return nil, fmt.Errorf("node %s: its pinned host key: %w", r.Name, err)
-	}
-	_, hosts, hostKey, _, _, err := ssh.ParseKnownHosts(raw)
-	if err != nil || !slices.Contains(hosts, m.IP.String()) {
-		return nil, fmt.Errorf("node %s: %s pins no host key for %s (%v)", r.Name, d.knownHostsPath(r), m.IP, err)
-	}
-	user := "root"
-	if m.OS == config.Windows {
-		user = "Administrator"
-	}
-	t, err := node.NewSSH(node.SSHConfig{
-		Addr:        netip.AddrPortFrom(m.IP, 22).String(),
-		User:        user,
-		Key:         signer,
-		HostKey:     hostKey,
-		Shell:       node.ShellFor(m.OS),
-		DialTimeout: 10 * time.Second,
-	})
-	if err != nil {
-		return nil, err
-	}
-	return node.New(r.Name, m.OS, t), nil
+	return vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
 }
 
 // confirmLease checks that the network's DHCP server gave the node its

@@ -579,7 +579,7 @@ func TestCreateRefusesSeedFiles(t *testing.T) {
 	s := spec("files-cp", config.Linux, config.ControlPlane, "172.31.250.10")
 	s.Cluster, s.Image = "files", fakeQCOW2(t, 1<<30)
 	s.Seed.Files = []drivers.File{{Path: "/etc/motd", Content: []byte("hi")}}
-	if err := d.Create(ctx, s); err == nil || err.Error() != "node files-cp: the libvirt driver's seed cannot place /etc/motd (only the SSH host key)" {
+	if err := d.Create(ctx, s); err == nil || err.Error() != "node files-cp: a VM node's seed cannot place /etc/motd (only the SSH host key)" {
 		t.Errorf("got %v", err)
 	}
 	if _, err := os.Stat(d.clusterFiles("files")); !os.IsNotExist(err) {

@@ -78,7 +78,7 @@ func TestSeedRefusesOtherFiles(t *testing.T) {
 	s := spec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10")
 	s.Seed.Files = []drivers.File{{Path: "/etc/motd", Content: []byte("hi")}}
 	_, err := seedFiles(s, subnet)
-	if err == nil || err.Error() != "node demo-cp: the libvirt driver's seed cannot place /etc/motd (only the SSH host key)" {
+	if err == nil || err.Error() != "node demo-cp: a VM node's seed cannot place /etc/motd (only the SSH host key)" {
 		t.Errorf("error %v", err)
 	}
 }
