@@ -48,11 +48,14 @@ type globals struct {
 
 // NewRootCommand builds the hwk command tree.
 func NewRootCommand(s Streams) *cobra.Command {
-	return newRootCommand(s, all.Registry)
+	return newRootCommand(s, nil)
 }
 
 func newRootCommand(s Streams, registry func() *drivers.Registry) *cobra.Command {
 	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), registry: registry}
+	if registry == nil {
+		g.registry = func() *drivers.Registry { return all.Registry(func(m string) { g.logger.Warn(m) }) }
+	}
 	root := &cobra.Command{
 		Use:   "hwk",
 		Short: "Hybrid Linux + Windows Kubernetes clusters on one workstation",

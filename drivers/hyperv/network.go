@@ -1,0 +1,168 @@
+package hyperv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// netFacts is what networkFactsScript reports.
+type netFacts struct {
+	Switch    string    `json:"switch"` // its type; "" when missing
+	NAT       []natInfo `json:"nat"`
+	Addresses []struct {
+		Alias   string `json:"alias"`
+		Address string `json:"address"`
+		Prefix  int    `json:"prefix"`
+	} `json:"addresses"`
+	Elevated bool `json:"elevated"`
+}
+
+type natInfo struct {
+	Name   string `json:"name"`
+	Prefix string `json:"prefix"`
+}
+
+// elevationFix is how to get the rights that making hwk's network needs.
+const elevationFix = "run this hwk command once from an elevated PowerShell (Run as administrator): making hwk's switch address and NAT changes the host's network; later commands need only membership of Hyper-V Administrators"
+
+// EnsureNetwork implements drivers.Driver: hwk's internal switch, the
+// cluster's gateway address on the host's adapter to it, and hwk's NAT,
+// each made only when missing. Making any of the last two needs an
+// elevated session; an address or NAT of the host's that overlaps the
+// cluster's subnet is refused.
+func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
+	subnet := n.Subnet.Masked()
+	gw := n.Gateway()
+	if !subnet.Addr().Is4() || subnet.Bits() < natPrefix.Bits() || !natPrefix.Contains(subnet.Addr()) {
+		return fmt.Errorf("cluster %s: its node subnet %s is outside %s, the range hwk's Hyper-V NAT covers\n  fix: set networking.nodeSubnet to a /%d or smaller inside %s (the default 172.31.250.0/24 is)",
+			n.Cluster, subnet, natPrefix, natPrefix.Bits(), natPrefix)
+	}
+	if owner, err := d.subnetOwner(n.Cluster, subnet); err != nil {
+		return err
+	} else if owner != "" {
+		return &drivers.SubnetInUseError{Subnet: subnet, By: "hwk cluster " + owner + "'s Hyper-V network", Remove: "hwk down --name " + owner}
+	}
+	var f netFacts
+	if err := d.run(ctx, networkFactsScript(), &f); err != nil {
+		return fmt.Errorf("hwk's Hyper-V network: %w", err)
+	}
+	if f.Switch != "" && f.Switch != "Internal" {
+		return fmt.Errorf("a Hyper-V switch named %s exists but is %s, not Internal\n  fix: remove it (`Hyper-V\\Remove-VMSwitch -Name %s`) if it is a leftover, then run hwk again", quote(switchName), f.Switch, quote(switchName))
+	}
+	haveAddress := false
+	for _, a := range f.Addresses {
+		addr, err := netip.ParseAddr(a.Address)
+		if err != nil {
+			continue
+		}
+		p := netip.PrefixFrom(addr, a.Prefix).Masked()
+		if a.Alias == adapterAlias {
+			if addr == gw && a.Prefix == subnet.Bits() {
+				haveAddress = true
+				continue
+			}
+			if p.Overlaps(subnet) {
+				return &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("address %s/%d on hwk's switch adapter", a.Address, a.Prefix),
+					Remove: fmt.Sprintf("NetTCPIP\\Remove-NetIPAddress -InterfaceAlias %s -IPAddress %s", quote(adapterAlias), quote(a.Address))}
+			}
+			continue
+		}
+		if p.Overlaps(subnet) {
+			return &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("host interface %s (%s/%d)", a.Alias, a.Address, a.Prefix)}
+		}
+	}
+	haveNAT := false
+	for _, nat := range f.NAT {
+		p, err := netip.ParsePrefix(nat.Prefix)
+		if err != nil {
+			continue
+		}
+		if nat.Name == natName && p == natPrefix {
+			haveNAT = true
+			continue
+		}
+		if p.Overlaps(natPrefix) {
+			return &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("the host's NAT %s (%s)", quote(nat.Name), nat.Prefix),
+				Remove: "NetNat\\Remove-NetNat -Name " + quote(nat.Name)}
+		}
+	}
+	if (!haveAddress || !haveNAT) && !f.Elevated {
+		return &drivers.UnavailableError{Driver: config.DriverHyperV, Reason: fmt.Sprintf("cluster %s needs its gateway %s on hwk's switch and hwk's NAT, and this PowerShell is not elevated", n.Cluster, gw), Fix: elevationFix}
+	}
+	if script := ensureNetworkScript(gw, subnet.Bits(), f.Switch == "", !haveAddress, !haveNAT); script != "" {
+		if err := d.run(ctx, script, nil); err != nil {
+			return fmt.Errorf("make hwk's Hyper-V network for %s: %w", subnet, err)
+		}
+	}
+	if err := os.MkdirAll(d.clusterFiles(n.Cluster), 0o700); err != nil {
+		return err
+	}
+	return state.WriteFileAtomic(d.subnetFile(n.Cluster), []byte(subnet.String()+"\n"), 0o644)
+}
+
+// clusterSubnet is the subnet EnsureNetwork recorded for cluster.
+func (d *Driver) clusterSubnet(cluster string) (netip.Prefix, error) {
+	b, err := os.ReadFile(d.subnetFile(cluster))
+	if errors.Is(err, os.ErrNotExist) {
+		return netip.Prefix{}, fmt.Errorf("cluster %s has no Hyper-V network yet (EnsureNetwork makes it)", cluster)
+	}
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.ParsePrefix(strings.TrimSpace(string(b)))
+}
+
+// subnetOwner names another cluster whose Hyper-V network overlaps
+// subnet, from the subnets the driver recorded.
+func (d *Driver) subnetOwner(cluster string, subnet netip.Prefix) (string, error) {
+	files, err := filepath.Glob(filepath.Join(state.NewStore(d.dirs).ClusterDir("*"), "hyperv", "subnet"))
+	if err != nil {
+		return "", err
+	}
+	for _, f := range files {
+		other := filepath.Base(filepath.Dir(filepath.Dir(f)))
+		if other == cluster {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if p, err := netip.ParsePrefix(strings.TrimSpace(string(b))); err == nil && p.Overlaps(subnet) {
+			return other, nil
+		}
+	}
+	return "", nil
+}
+
+// DeleteNetwork implements drivers.Driver: the cluster's gateway address,
+// then hwk's switch and NAT once no hwk VM uses the switch. What needs
+// elevation and cannot be done without it stays, with a warning; it
+// harms nothing and the next cluster uses it.
+func (d *Driver) DeleteNetwork(ctx context.Context, cluster string) error {
+	subnet, err := d.clusterSubnet(cluster)
+	if err == nil {
+		var out struct {
+			Kept []string `json:"kept"`
+		}
+		if err := d.run(ctx, deleteNetworkScript(drivers.Network{Subnet: subnet}.Gateway()), &out); err != nil {
+			return fmt.Errorf("remove cluster %s's Hyper-V network: %w", cluster, err)
+		}
+		if len(out.Kept) > 0 {
+			d.warn(fmt.Sprintf("kept hwk's Hyper-V %s: removing it needs an elevated PowerShell (`hwk down` as administrator removes it; it is harmless to keep)", strings.Join(out.Kept, " and ")))
+		}
+	}
+	if err := os.RemoveAll(d.clusterFiles(cluster)); err != nil {
+		return fmt.Errorf("remove the hyperv driver's files of cluster %s: %w", cluster, err)
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package hyperv
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Runner runs one PowerShell script and decodes what it returns (the
+// script's output, as JSON) into out, which may be nil. A script that
+// throws comes back as a *PSError.
+type Runner interface {
+	Run(ctx context.Context, script string, out any) error
+}
+
+// PSError is an error record from PowerShell, as structured as PowerShell
+// keeps it.
+type PSError struct {
+	Message string `json:"message"`
+	// ID is the FullyQualifiedErrorId ("ObjectNotFound,Microsoft.HyperV.PowerShell.Commands.GetVM").
+	ID       string `json:"id"`
+	Category string `json:"category"`
+	// Exception is the .NET exception's type.
+	Exception string `json:"exception"`
+	Target    string `json:"target"`
+}
+
+func (e *PSError) Error() string {
+	msg := strings.TrimSpace(e.Message)
+	if e.Category != "" && e.Category != "NotSpecified" {
+		msg += " (" + e.Category + ")"
+	}
+	return msg
+}
+
+// IsNotFound reports whether err is PowerShell saying the object asked for
+// does not exist.
+func IsNotFound(err error) bool {
+	var pe *PSError
+	return errors.As(err, &pe) && (pe.Category == "ObjectNotFound" || strings.HasPrefix(pe.ID, "ObjectNotFound"))
+}
+
+// Markers frame each reply on the session's output; other lines are
+// stray output (warnings a cmdlet printed), kept for the log.
+const (
+	resultMarker = "<<hwk-result>>"
+	endMarker    = "<<hwk-end>>"
+)
+
+// Wrap is the whole script a request runs: script in a block whose
+// output becomes JSON, and whose first terminating error becomes a
+// structured record. Depth 8 keeps nested objects (a VM's adapters'
+// addresses) without PowerShell 5.1's silent truncation at 2.
+func Wrap(script string) string {
+	return `$ErrorActionPreference = 'Stop'
+$ProgressPreference = 'SilentlyContinue'
+try {
+    $hwkOut = & {
+` + script + `
+    }
+    '` + resultMarker + `' + (ConvertTo-Json -InputObject @{ ok = $true; out = $hwkOut } -Depth 8 -Compress)
+} catch {
+    $e = $_
+    $record = @{
+        message = $e.Exception.Message
+        id = [string]$e.FullyQualifiedErrorId
+        category = [string]$e.CategoryInfo.Category
+        exception = $e.Exception.GetType().FullName
+        target = [string]$e.TargetObject
+    }
+    '` + resultMarker + `' + (ConvertTo-Json -InputObject @{ ok = $false; error = $record } -Depth 4 -Compress)
+}
+'` + endMarker + `'
+`
+}
+
+// requestLine is the single line that runs a wrapped script in the
+// session: PowerShell reading commands from stdin runs each line as it
+// comes, so a multi-line script travels base64-encoded.
+func requestLine(script string) string {
+	b64 := base64.StdEncoding.EncodeToString([]byte(Wrap(script)))
+	return "& ([ScriptBlock]::Create([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('" + b64 + "'))))\n"
+}
+
+// sessionSetup is the session's first line: UTF-8 output, so names
+// outside ASCII reach hwk intact.
+const sessionSetup = "[Console]::OutputEncoding = [Text.Encoding]::UTF8\n"
+
+// reply is one framed answer.
+type reply struct {
+	OK    bool            `json:"ok"`
+	Out   json.RawMessage `json:"out"`
+	Error *PSError        `json:"error"`
+}
+
+// readReply reads one reply from r: lines up to the end marker, with the
+// result line among them. Stray lines go to stray.
+func readReply(r *bufio.Reader, stray io.Writer) (*reply, error) {
+	var result string
+	for {
+		line, err := r.ReadString('\n')
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case strings.HasPrefix(line, resultMarker):
+			result = strings.TrimPrefix(line, resultMarker)
+		case line == endMarker:
+			if result == "" {
+				return nil, errors.New("PowerShell ended a reply without a result")
+			}
+			var rep reply
+			if err := json.Unmarshal([]byte(result), &rep); err != nil {
+				return nil, fmt.Errorf("PowerShell's reply is not JSON: %w (%.200s)", err, result)
+			}
+			return &rep, nil
+		case line != "":
+			fmt.Fprintln(stray, line)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, errors.New("PowerShell exited in the middle of a reply")
+			}
+			return nil, err
+		}
+	}
+}
+
+// decode turns a reply into out or an error.
+func (rep *reply) decode(out any) error {
+	if !rep.OK {
+		if rep.Error == nil {
+			return errors.New("PowerShell failed without an error record")
+		}
+		return rep.Error
+	}
+	if out == nil || len(rep.Out) == 0 || string(rep.Out) == "null" {
+		return nil
+	}
+	return json.Unmarshal(rep.Out, out)
+}
+
+// starts counts PowerShell processes started by this hwk process, for
+// the figure the driver is held to: one per command run.
+var starts atomic.Int64
+
+// Starts is how many PowerShell processes this hwk process has started.
+func Starts() int64 { return starts.Load() }
+
+// process is a running PowerShell reading requests on stdin.
+type process interface {
+	io.Writer // stdin
+	Stdout() io.Reader
+	Kill() error
+}
+
+// Session is one long-lived PowerShell: every script of a command run
+// goes to it in turn, so a whole `hwk up` starts PowerShell once.
+type Session struct {
+	// start launches the process, its stderr to the given writer; tests
+	// give a fake.
+	start func(stderr io.Writer) (process, error)
+	// Log receives stray output.
+	Log io.Writer
+
+	mu   sync.Mutex
+	proc process
+	out  *bufio.Reader
+}
+
+// Run implements Runner.
+func (s *Session) Run(ctx context.Context, script string, out any) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	log := s.Log
+	if log == nil {
+		log = io.Discard
+	}
+	if s.proc == nil {
+		p, err := s.start(log)
+		if err != nil {
+			return &noPowerShellError{err}
+		}
+		starts.Add(1)
+		s.proc, s.out = p, bufio.NewReaderSize(p.Stdout(), 1<<16)
+		if _, err := io.WriteString(p, sessionSetup); err != nil {
+			s.reset()
+			return fmt.Errorf("start PowerShell: %w", err)
+		}
+	}
+	if _, err := io.WriteString(s.proc, requestLine(script)); err != nil {
+		s.reset()
+		return fmt.Errorf("PowerShell: %w", err)
+	}
+	type result struct {
+		rep *reply
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := readReply(s.out, log)
+		done <- result{rep, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			s.reset()
+			return r.err
+		}
+		return r.rep.decode(out)
+	case <-ctx.Done():
+		// The script may run on; only a new session is safe.
+		s.reset()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// noPowerShellError is PowerShell failing to start (or a host without
+// it); it matches errNoPowerShell.
+type noPowerShellError struct{ err error }
+
+func (e *noPowerShellError) Error() string        { return e.err.Error() }
+func (e *noPowerShellError) Unwrap() error        { return e.err }
+func (e *noPowerShellError) Is(target error) bool { return target == errNoPowerShell }
+
+// reset kills the process; the next Run starts another.
+func (s *Session) reset() {
+	if s.proc != nil {
+		_ = s.proc.Kill()
+	}
+	s.proc, s.out = nil, nil
+}
+
+// Close ends the session.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reset()
+	return nil
+}
+
+// quote is s as a PowerShell single-quoted string, in which nothing is
+// expanded. PowerShell ends such a string at ' and at the typographic
+// single quotes too, so each of them is doubled.
+func quote(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range s {
+		b.WriteRune(r)
+		if strings.ContainsRune("'\u2018\u2019\u201a\u201b", r) {
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}

@@ -1,0 +1,280 @@
+package hyperv
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Every script the driver sends is made here, cmdlets qualified by their
+// module (Hyper-V\, NetNat\, NetTCPIP\) so that a function or alias of the
+// same name in the user's environment cannot stand in for them. Values
+// reach PowerShell only through quote or as numbers.
+
+// Names of what the driver makes on the host. One internal switch and
+// one NAT serve every hwk cluster: Windows has allowed one NAT prefix per
+// host for most of its life, so hwk's NAT covers natPrefix, and each
+// cluster's subnet inside it gets its gateway address on the switch's
+// host adapter.
+const (
+	switchName = "hwk"
+	natName    = "hwk"
+	// notesPrefix starts the Notes of every VM hwk makes: hwk's metadata.
+	notesPrefix = "hwk:"
+)
+
+// natPrefix is the range hwk's NAT covers; every Hyper-V cluster's node
+// subnet must lie inside it (the default 172.31.250.0/24 does).
+var natPrefix = netip.MustParsePrefix("172.31.0.0/16")
+
+// adapterAlias is the host's adapter on hwk's switch.
+const adapterAlias = "vEthernet (" + switchName + ")"
+
+// preflightScript gathers what Preflight judges, in one round trip.
+func preflightScript() string {
+	return `$cs = Get-CimInstance -ClassName Win32_ComputerSystem
+$feature = Get-CimInstance -ClassName Win32_OptionalFeature -Filter "Name='Microsoft-Hyper-V-Hypervisor'"
+$id = [Security.Principal.WindowsIdentity]::GetCurrent()
+$principal = New-Object Security.Principal.WindowsPrincipal($id)
+$vmms = Get-Service -Name vmms -ErrorAction SilentlyContinue
+[pscustomobject]@{
+    build = [Environment]::OSVersion.Version.Build
+    hypervisorPresent = [bool]$cs.HypervisorPresent
+    featureState = $(if ($feature) { [int]$feature.InstallState } else { 0 })
+    module = [bool](Get-Module -ListAvailable -Name Hyper-V)
+    rebootPending = (Test-Path -LiteralPath 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Component Based Servicing\RebootPending')
+    vmms = $(if ($vmms) { [string]$vmms.Status } else { '' })
+    elevated = $principal.IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
+    hypervAdmin = [bool]($id.Groups | Where-Object { $_.Value -eq 'S-1-5-32-578' })
+    virtualBox = [bool](Get-Process -Name VirtualBoxVM, VBoxHeadless, VBoxSVC -ErrorAction SilentlyContinue)
+    nats = @(NetNat\Get-NetNat -ErrorAction SilentlyContinue | ForEach-Object { [pscustomobject]@{ name = $_.Name; prefix = $_.InternalIPInterfaceAddressPrefix } })
+}`
+}
+
+// networkFactsScript reports hwk's switch, NAT and addresses, and every
+// other IPv4 address of the host (VPNs, other switches) for conflicts.
+func networkFactsScript() string {
+	return `$switch = Hyper-V\Get-VMSwitch -Name ` + quote(switchName) + ` -ErrorAction SilentlyContinue
+[pscustomobject]@{
+    switch = $(if ($switch) { [string]$switch.SwitchType } else { '' })
+    nat = @(NetNat\Get-NetNat -ErrorAction SilentlyContinue | ForEach-Object { [pscustomobject]@{ name = $_.Name; prefix = $_.InternalIPInterfaceAddressPrefix } })
+    addresses = @(NetTCPIP\Get-NetIPAddress -AddressFamily IPv4 -ErrorAction SilentlyContinue | ForEach-Object { [pscustomobject]@{ alias = $_.InterfaceAlias; address = $_.IPAddress; prefix = [int]$_.PrefixLength } })
+    elevated = (New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
+}`
+}
+
+// ensureNetworkScript makes what is missing of hwk's switch, the
+// cluster's gateway address on it and hwk's NAT.
+func ensureNetworkScript(gateway netip.Addr, bits int, makeSwitch, addAddress, makeNAT bool) string {
+	var b strings.Builder
+	if makeSwitch {
+		fmt.Fprintf(&b, "Hyper-V\\New-VMSwitch -Name %s -SwitchType Internal -Notes %s | Out-Null\n",
+			quote(switchName), quote("hwk: the NAT network of hwk's Hyper-V nodes"))
+	}
+	if addAddress {
+		fmt.Fprintf(&b, "NetTCPIP\\New-NetIPAddress -InterfaceAlias %s -IPAddress %s -PrefixLength %d | Out-Null\n",
+			quote(adapterAlias), quote(gateway.String()), bits)
+	}
+	if makeNAT {
+		fmt.Fprintf(&b, "NetNat\\New-NetNat -Name %s -InternalIPInterfaceAddressPrefix %s | Out-Null\n",
+			quote(natName), quote(natPrefix.String()))
+	}
+	return b.String()
+}
+
+// deleteNetworkScript removes the cluster's gateway address, and the
+// switch and NAT when no hwk VM is left on the switch. Without
+// elevation what needs it stays, and the reply says so.
+func deleteNetworkScript(gateway netip.Addr) string {
+	var b strings.Builder
+	b.WriteString(`$elevated = (New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
+$kept = @()
+`)
+	fmt.Fprintf(&b, `$ip = NetTCPIP\Get-NetIPAddress -InterfaceAlias %s -IPAddress %s -ErrorAction SilentlyContinue
+if ($ip) { if ($elevated) { $ip | NetTCPIP\Remove-NetIPAddress -Confirm:$false } else { $kept += 'address' } }
+`, quote(adapterAlias), quote(gateway.String()))
+	fmt.Fprintf(&b, `$users = @(Hyper-V\Get-VM | Where-Object { $_.Notes -like %s -and @($_.NetworkAdapters | Where-Object { $_.SwitchName -eq %s }).Count -gt 0 })
+if ($users.Count -eq 0) {
+    if (Hyper-V\Get-VMSwitch -Name %s -ErrorAction SilentlyContinue) { Hyper-V\Remove-VMSwitch -Name %s -Force }
+    $nat = NetNat\Get-NetNat -Name %s -ErrorAction SilentlyContinue
+    if ($nat) { if ($elevated) { $nat | NetNat\Remove-NetNat -Confirm:$false } else { $kept += 'nat' } }
+}
+[pscustomobject]@{ kept = $kept }`,
+		quote(notesPrefix+"*"), quote(switchName), quote(switchName), quote(switchName), quote(natName))
+	return b.String()
+}
+
+// vmFields turns $vm into what inspect reads; State is cast, since
+// PowerShell 5.1 writes enums as numbers.
+const vmFields = `[pscustomobject]@{ name = $vm.Name; state = [string]$vm.State; notes = [string]$vm.Notes; ips = @($vm.NetworkAdapters | ForEach-Object { $_.IPAddresses }) }`
+
+// inspectScript reports the VM named, or nothing.
+func inspectScript(name string) string {
+	return `$vm = Hyper-V\Get-VM -Name ` + quote(name) + ` -ErrorAction SilentlyContinue
+if ($vm) { ` + vmFields + ` }`
+}
+
+// listScript reports every VM hwk made.
+func listScript() string {
+	return `@(Hyper-V\Get-VM | Where-Object { $_.Notes -like ` + quote(notesPrefix+"*") + ` } | ForEach-Object { $vm = $_; ` + vmFields + ` })`
+}
+
+// createFactsScript reports what Create checks before it makes anything:
+// a VM of the name, the free space where the disk goes, and the host's
+// DNS servers (hwk's NAT has none of its own).
+func createFactsScript(name, dir string) string {
+	return `$vm = Hyper-V\Get-VM -Name ` + quote(name) + ` -ErrorAction SilentlyContinue
+New-Item -ItemType Directory -Force -Path ` + quote(dir) + ` | Out-Null
+$drive = New-Object System.IO.DriveInfo([System.IO.Path]::GetPathRoot(` + quote(dir) + `))
+$route = NetTCPIP\Get-NetRoute -DestinationPrefix '0.0.0.0/0' -ErrorAction SilentlyContinue | Sort-Object -Property RouteMetric | Select-Object -First 1
+$dns = @()
+if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $route.InterfaceIndex -AddressFamily IPv4).ServerAddresses) }
+[pscustomobject]@{
+    vm = $(if ($vm) { [string]$vm.Notes } else { $null })
+    exists = [bool]$vm
+    free = [int64]$drive.AvailableFreeSpace
+    dns = $dns
+}`
+}
+
+// vmSpec is what createScript makes.
+type vmSpec struct {
+	Name, Dir, Disk, Parent, Seed string
+	MemoryBytes                   int64
+	CPUs                          int
+	MAC                           string // Hyper-V's form, 00155D1FFA0A
+	Notes                         string
+	Windows                       bool
+	Start                         bool
+}
+
+// createScript makes a node's VM: a differencing disk over the golden
+// image, a Generation 2 VM on hwk's switch with static memory and a
+// static MAC, its seed ISO as a DVD, COM1 on a named pipe, and Secure
+// Boot as the OS wants it: Windows with Microsoft's template (and a vTPM
+// where the host can give one); Linux off, since hwk's Linux image boots
+// an unsigned systemd-boot. It reports whether the vTPM was added.
+func createScript(s vmSpec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `if (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Force }
+Hyper-V\New-VHD -Path %[1]s -ParentPath %[2]s -Differencing | Out-Null
+$vm = Hyper-V\New-VM -Name %[3]s -Generation 2 -MemoryStartupBytes %[4]d -VHDPath %[1]s -SwitchName %[5]s -Path %[6]s
+Hyper-V\Set-VM -VM $vm -ProcessorCount %[7]d -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes %[8]s
+Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress %[9]s
+`, quote(s.Disk), quote(s.Parent), quote(s.Name), s.MemoryBytes, quote(switchName), quote(s.Dir), s.CPUs, quote(s.Notes), quote(s.MAC))
+	if s.Windows {
+		b.WriteString(`Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
+$tpm = $false
+try {
+    Hyper-V\Set-VMKeyProtector -VM $vm -NewLocalKeyProtector
+    Hyper-V\Enable-VMTPM -VM $vm
+    $tpm = $true
+} catch { $tpm = $false }
+`)
+	} else {
+		b.WriteString("Hyper-V\\Set-VMFirmware -VM $vm -EnableSecureBoot Off\n$tpm = $false\n")
+	}
+	fmt.Fprintf(&b, `Hyper-V\Add-VMDvdDrive -VM $vm -Path %s
+Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path %s
+Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice (Hyper-V\Get-VMHardDiskDrive -VM $vm)
+`, quote(s.Seed), quote(pipeName(s.Name)))
+	if s.Start {
+		b.WriteString("Hyper-V\\Start-VM -VM $vm\n")
+	}
+	b.WriteString("[pscustomobject]@{ tpm = $tpm }")
+	return b.String()
+}
+
+// pipeName is the named pipe a VM's COM1 is connected to.
+func pipeName(vm string) string { return `\\.\pipe\hwk-` + vm }
+
+// startScript starts the VM unless it runs.
+func startScript(name string) string {
+	return `$vm = Hyper-V\Get-VM -Name ` + quote(name) + `
+if ($vm.State -ne 'Running') { Hyper-V\Start-VM -VM $vm }`
+}
+
+// stopScript shuts the guest down through the Shutdown integration
+// service, and turns the VM off if it has not stopped after grace
+// seconds. A stopped or missing VM is left alone.
+func stopScript(name string, grace int) string {
+	return fmt.Sprintf(`$vm = Hyper-V\Get-VM -Name %s -ErrorAction SilentlyContinue
+if ($vm -and $vm.State -ne 'Off') {
+    $job = Hyper-V\Stop-VM -VM $vm -Force -AsJob
+    if (-not (Wait-Job -Job $job -Timeout %d)) {
+        Stop-Job -Job $job
+        Hyper-V\Stop-VM -VM $vm -TurnOff -Force
+    }
+    Remove-Job -Job $job -Force
+}`, quote(name), grace)
+}
+
+// deleteScript turns off and removes the VM named (none when name is
+// empty), then the node's directory (disk, seed, Hyper-V's files). Only a
+// VM whose Notes are hwk's is touched.
+func deleteScript(name, dir string) string {
+	s := ""
+	if name != "" {
+		s = fmt.Sprintf(`$vm = Hyper-V\Get-VM -Name %s -ErrorAction SilentlyContinue
+if ($vm -and $vm.Notes -like %s) {
+    if ($vm.State -ne 'Off') { Hyper-V\Stop-VM -VM $vm -TurnOff -Force }
+    Hyper-V\Remove-VM -VM $vm -Force
+}
+`, quote(name), quote(notesPrefix+"*"))
+	}
+	return s + fmt.Sprintf("if (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Recurse -Force }", quote(dir))
+}
+
+// installScript makes the install VM of a Windows image build: a new
+// dynamic VHDX, no network, the media as DVDs with the first one booted
+// first, Secure Boot with Microsoft's Windows template, COM1 on a pipe.
+func installScript(name, dir, disk string, bytes int64, cpus int, memory int64, media []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `New-Item -ItemType Directory -Force -Path %[1]s | Out-Null
+if (Test-Path -LiteralPath %[2]s) { Remove-Item -LiteralPath %[2]s -Force }
+Hyper-V\New-VHD -Path %[2]s -SizeBytes %[3]d -Dynamic | Out-Null
+$vm = Hyper-V\New-VM -Name %[4]s -Generation 2 -MemoryStartupBytes %[5]d -VHDPath %[2]s -Path %[1]s
+Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -StaticMemory -AutomaticCheckpointsEnabled $false -Notes %[7]s
+Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
+Hyper-V\Get-VMNetworkAdapter -VM $vm | Hyper-V\Remove-VMNetworkAdapter
+`, quote(dir), quote(disk), bytes, quote(name), memory, cpus, quote(notesPrefix+`{"build":true}`))
+	for i, m := range media {
+		fmt.Fprintf(&b, "$dvd%d = Hyper-V\\Add-VMDvdDrive -VM $vm -Path %s -Passthru\n", i, quote(m))
+	}
+	fmt.Fprintf(&b, `Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice $dvd0
+Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path %s
+Hyper-V\Start-VM -VM $vm`, quote(pipeName(name)))
+	return b.String()
+}
+
+// pressKeyScript types the space bar into the VM every second for
+// seconds: the answer to "Press any key to boot from CD or DVD", through
+// the VM's Msvm_Keyboard (root\virtualization\v2).
+func pressKeyScript(name string, seconds int) string {
+	return fmt.Sprintf(`$vm = Hyper-V\Get-VM -Name %s
+$kb = Get-CimInstance -Namespace 'root\virtualization\v2' -ClassName Msvm_Keyboard -Filter "SystemName='$($vm.Id)'"
+for ($i = 0; $i -lt %d; $i++) {
+    Invoke-CimMethod -InputObject $kb -MethodName TypeKey -Arguments @{ keyCode = [uint32]0x20 } | Out-Null
+    Start-Sleep -Seconds 1
+}`, quote(name), seconds)
+}
+
+// stateScript is the VM's state, or "" when it is gone.
+func stateScript(name string) string {
+	return `$vm = Hyper-V\Get-VM -Name ` + quote(name) + ` -ErrorAction SilentlyContinue
+if ($vm) { [string]$vm.State } else { '' }`
+}
+
+// removeInstallScript removes the install VM, keeping its disk when
+// keepDisk (the image) and removing it otherwise.
+func removeInstallScript(name, disk string, keepDisk bool) string {
+	s := fmt.Sprintf(`$vm = Hyper-V\Get-VM -Name %s -ErrorAction SilentlyContinue
+if ($vm) {
+    if ($vm.State -ne 'Off') { Hyper-V\Stop-VM -VM $vm -TurnOff -Force }
+    Hyper-V\Remove-VM -VM $vm -Force
+}`, quote(name))
+	if !keepDisk {
+		s += fmt.Sprintf("\nif (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Force }", quote(disk))
+	}
+	return s
+}
