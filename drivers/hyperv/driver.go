@@ -113,9 +113,11 @@ func isPS(err error) bool {
 func (d *Driver) clusterFiles(cluster string) string {
 	return filepath.Join(state.NewStore(d.dirs).ClusterDir(cluster), "hyperv")
 }
-func (d *Driver) machineDir(r drivers.Ref) string { return filepath.Join(d.clusterFiles(r.Cluster), r.Name) }
-func (d *Driver) diskPath(r drivers.Ref) string   { return filepath.Join(d.machineDir(r), "disk.vhdx") }
-func (d *Driver) seedPath(r drivers.Ref) string   { return filepath.Join(d.machineDir(r), "cidata.iso") }
+func (d *Driver) machineDir(r drivers.Ref) string {
+	return filepath.Join(d.clusterFiles(r.Cluster), r.Name)
+}
+func (d *Driver) diskPath(r drivers.Ref) string { return filepath.Join(d.machineDir(r), "disk.vhdx") }
+func (d *Driver) seedPath(r drivers.Ref) string { return filepath.Join(d.machineDir(r), "cidata.iso") }
 func (d *Driver) subnetFile(cluster string) string {
 	return filepath.Join(d.clusterFiles(cluster), "subnet")
 }

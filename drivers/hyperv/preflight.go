@@ -13,8 +13,8 @@ import (
 
 // hostFacts is what preflightScript reports.
 type hostFacts struct {
-	Build             int    `json:"build"`
-	HypervisorPresent bool   `json:"hypervisorPresent"`
+	Build             int  `json:"build"`
+	HypervisorPresent bool `json:"hypervisorPresent"`
 	// FeatureState is Win32_OptionalFeature's InstallState: 1 enabled,
 	// 2 disabled, 3 absent, 0 when the class had no such feature.
 	FeatureState  int       `json:"featureState"`

@@ -16,4 +16,6 @@ func seedFiles(s drivers.MachineSpec, subnet netip.Prefix) (map[string][]byte, e
 	return vmnode.SeedFiles(s, vmnode.Net{Subnet: subnet, MAC: MAC(s.IP), DNS: []netip.Addr{gw}, DHCP: true})
 }
 
-func writeSeedISO(path string, files map[string][]byte) error { return vmnode.WriteSeedISO(path, files) }
+func writeSeedISO(path string, files map[string][]byte) error {
+	return vmnode.WriteSeedISO(path, files)
+}
