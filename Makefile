@@ -31,12 +31,15 @@ build:
 test: check-ps
 	HWK_REQUIRE_PSCHECK=1 $(GO) test -race -count=1 ./...
 
-# Every PowerShell file in the tree through a real PowerShell grammar
-# (tree-sitter's, from npm, pinned by hack/pscheck/package-lock.json). No
-# PowerShell runs here: this catches syntax, not wrong cmdlets.
+# Every PowerShell file in the tree, and every script hwk generates (the
+# tests of each package that imports internal/pscheck render them all),
+# through a real PowerShell grammar (tree-sitter's, from npm, pinned by
+# hack/pscheck/package-lock.json). No PowerShell runs here: this catches
+# syntax, not wrong cmdlets.
 PSCHECK := hack/pscheck/node_modules/tree-sitter-powershell
 check-ps: $(PSCHECK)
 	node --no-deprecation hack/pscheck/check.mjs $$(git ls-files '*.ps1')
+	HWK_REQUIRE_PSCHECK=1 $(GO) test -short -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/internal\/pscheck( |$$)/ && $$1 !~ /internal\/pscheck$$/ {print $$1}')
 
 $(PSCHECK):
 	@command -v npm >/dev/null || { echo "check-ps needs Node.js and npm (Debian: apt-get install nodejs npm)"; exit 1; }

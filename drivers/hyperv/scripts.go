@@ -46,7 +46,7 @@ $vmms = Get-Service -Name vmms -ErrorAction SilentlyContinue
     vmms = $(if ($vmms) { [string]$vmms.Status } else { '' })
     elevated = $principal.IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
     hypervAdmin = [bool]($id.Groups | Where-Object { $_.Value -eq 'S-1-5-32-578' })
-    virtualBox = [bool](Get-Process -Name VirtualBoxVM, VBoxHeadless, VBoxSVC -ErrorAction SilentlyContinue)
+    virtualBox = [bool](Get-Process -Name 'VirtualBoxVM', 'VBoxHeadless', 'VBoxSVC' -ErrorAction SilentlyContinue)
     nats = @(NetNat\Get-NetNat -ErrorAction SilentlyContinue | ForEach-Object { [pscustomobject]@{ name = $_.Name; prefix = $_.InternalIPInterfaceAddressPrefix } })
 }`
 }
