@@ -383,6 +383,33 @@ func TestCreateAgainReplacesItsOwn(t *testing.T) {
 	}
 }
 
+// TestCreateFailsWithRecord: Hyper-V refusing the VM comes back as its
+// error record, and the script removes what it made before passing it on.
+func TestCreateFailsWithRecord(t *testing.T) {
+	rec := &PSError{Message: "'demo-cp' failed to start. Not enough memory in the system to start the virtual machine demo-cp.",
+		ID: "StartVMFailed,Microsoft.HyperV.PowerShell.Commands.StartVM", Category: "ResourceUnavailable",
+		Exception: "Microsoft.HyperV.PowerShell.VirtualizationException"}
+	f := (&fakePS{t: t}).on("[pscustomobject]@{\n    switch", netFactsReady()).on(createFacts, freshCreate()).
+		fail("Hyper-V\\New-VM", rec)
+	d, _, _ := testDriver(t, f)
+	if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
+		t.Fatal(err)
+	}
+	err := d.Create(context.Background(), nodeSpec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10", vhdx(t, t.TempDir())))
+	var pe *PSError
+	if !errors.As(err, &pe) || pe.ID != rec.ID ||
+		err.Error() != "create VM demo-cp: "+rec.Message+" (ResourceUnavailable)" {
+		t.Fatalf("err = %v", err)
+	}
+	create := f.scripts[len(f.scripts)-1]
+	undo := create[strings.Index(create, "} catch {"):]
+	for _, w := range []string{"Hyper-V\\Remove-VM -VM $vm -Force", "disk.vhdx' -Force", "throw"} {
+		if !strings.Contains(undo, w) {
+			t.Errorf("the create script's undo lacks %q:\n%s", w, undo)
+		}
+	}
+}
+
 func vm(name, state, notes string, ips ...string) map[string]any {
 	if ips == nil {
 		ips = []string{}

@@ -202,8 +202,11 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 		err error
 	}
 	done := make(chan result, 1)
+	// The reader is taken here: on cancel, reset clears s.out while this
+	// goroutine may still be reading.
+	rd := s.out
 	go func() {
-		rep, err := readReply(s.out, log)
+		rep, err := readReply(rd, log)
 		done <- result{rep, err}
 	}()
 	select {

@@ -156,12 +156,14 @@ type vmSpec struct {
 // an unsigned systemd-boot. It reports whether the vTPM was added.
 func createScript(s vmSpec) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `if (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Force }
-Hyper-V\New-VHD -Path %[1]s -ParentPath %[2]s -Differencing | Out-Null
-$vm = Hyper-V\New-VM -Name %[3]s -Generation 2 -MemoryStartupBytes %[4]d -VHDPath %[1]s -SwitchName %[5]s -Path %[6]s
-Hyper-V\Set-VM -VM $vm -ProcessorCount %[7]d -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes %[8]s
-Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress %[9]s
-`, quote(s.Disk), quote(s.Parent), quote(s.Name), s.MemoryBytes, quote(switchName), quote(s.Dir), s.CPUs, quote(s.Notes), quote(s.MAC))
+	// Until Set-VM gives it hwk's Notes, a VM cannot be told from the
+	// user's: one made half-way would hold the node's name against the
+	// next try and against down. So whatever fails removes what was made,
+	// and the error goes on as it was.
+	fmt.Fprintf(&b, `$vm = Hyper-V\New-VM -Name %[1]s -Generation 2 -MemoryStartupBytes %[2]d -VHDPath %[3]s -SwitchName %[4]s -Path %[5]s
+Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes %[7]s
+Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress %[8]s
+`, quote(s.Name), s.MemoryBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Notes), quote(s.MAC))
 	if s.Windows {
 		b.WriteString(`Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
 $tpm = $false
@@ -181,8 +183,21 @@ Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice (Hyper-V\Get-VMHardDiskDrive -VM
 	if s.Start {
 		b.WriteString("Hyper-V\\Start-VM -VM $vm\n")
 	}
-	b.WriteString("[pscustomobject]@{ tpm = $tpm }")
-	return b.String()
+	body := strings.TrimSuffix(b.String(), "\n")
+	return fmt.Sprintf(`if (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Force }
+Hyper-V\New-VHD -Path %[1]s -ParentPath %[2]s -Differencing | Out-Null
+$vm = $null
+try {
+    %[3]s
+} catch {
+    if ($vm) {
+        Hyper-V\Stop-VM -VM $vm -TurnOff -Force -ErrorAction SilentlyContinue
+        Hyper-V\Remove-VM -VM $vm -Force -ErrorAction SilentlyContinue
+    }
+    Remove-Item -LiteralPath %[1]s -Force -ErrorAction SilentlyContinue
+    throw
+}
+[pscustomobject]@{ tpm = $tpm }`, quote(s.Disk), quote(s.Parent), strings.ReplaceAll(body, "\n", "\n    "))
 }
 
 // pipeName is the named pipe a VM's COM1 is connected to.

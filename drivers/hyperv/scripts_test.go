@@ -121,9 +121,7 @@ func (p *fakeProcess) Kill() error {
 // every script until something breaks it.
 func TestSessionProtocol(t *testing.T) {
 	var stray bytes.Buffer
-	calls := 0
 	s := &Session{Log: &stray, start: startFake(func(script string) []string {
-		calls++
 		switch {
 		case strings.Contains(script, "Get-VM -Name 'x'"):
 			return []string{"WARNING: a cmdlet said something", resultMarker + `{"ok":true,"out":{"name":"x","state":"Running","ips":["172.31.250.10"]}}`, endMarker}

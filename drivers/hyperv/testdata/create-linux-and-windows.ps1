@@ -27,15 +27,25 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
 # --- script 4
 if (Test-Path -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx') { Remove-Item -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -Force }
 Hyper-V\New-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -ParentPath 'C:\hwk\cache\images\linux\disk.vhdx' -Differencing | Out-Null
-$vm = Hyper-V\New-VM -Name 'demo-cp' -Generation 2 -MemoryStartupBytes 4294967296 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-cp'
-Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-cp","role":"control-plane","os":"linux","ip":"172.31.250.10"}'
-Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress '00155D1FFA0A'
-Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot Off
-$tpm = $false
-Hyper-V\Add-VMDvdDrive -VM $vm -Path 'C:\hwk\clusters\demo\hyperv\demo-cp\cidata.iso'
-Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path '\\.\pipe\hwk-demo-cp'
-Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice (Hyper-V\Get-VMHardDiskDrive -VM $vm)
-Hyper-V\Start-VM -VM $vm
+$vm = $null
+try {
+    $vm = Hyper-V\New-VM -Name 'demo-cp' -Generation 2 -MemoryStartupBytes 4294967296 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-cp'
+    Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-cp","role":"control-plane","os":"linux","ip":"172.31.250.10"}'
+    Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress '00155D1FFA0A'
+    Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot Off
+    $tpm = $false
+    Hyper-V\Add-VMDvdDrive -VM $vm -Path 'C:\hwk\clusters\demo\hyperv\demo-cp\cidata.iso'
+    Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path '\\.\pipe\hwk-demo-cp'
+    Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice (Hyper-V\Get-VMHardDiskDrive -VM $vm)
+    Hyper-V\Start-VM -VM $vm
+} catch {
+    if ($vm) {
+        Hyper-V\Stop-VM -VM $vm -TurnOff -Force -ErrorAction SilentlyContinue
+        Hyper-V\Remove-VM -VM $vm -Force -ErrorAction SilentlyContinue
+    }
+    Remove-Item -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -Force -ErrorAction SilentlyContinue
+    throw
+}
 [pscustomobject]@{ tpm = $tpm }
 # --- script 5
 $vm = Hyper-V\Get-VM -Name 'demo-win-1' -ErrorAction SilentlyContinue
@@ -53,18 +63,28 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
 # --- script 6
 if (Test-Path -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx') { Remove-Item -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -Force }
 Hyper-V\New-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -ParentPath 'C:\hwk\cache\images\windows\disk.vhdx' -Differencing | Out-Null
-$vm = Hyper-V\New-VM -Name 'demo-win-1' -Generation 2 -MemoryStartupBytes 6442450944 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1'
-Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-win-1","role":"worker","os":"windows","ip":"172.31.250.11"}'
-Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress '00155D1FFA0B'
-Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
-$tpm = $false
+$vm = $null
 try {
-    Hyper-V\Set-VMKeyProtector -VM $vm -NewLocalKeyProtector
-    Hyper-V\Enable-VMTPM -VM $vm
-    $tpm = $true
-} catch { $tpm = $false }
-Hyper-V\Add-VMDvdDrive -VM $vm -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\cidata.iso'
-Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path '\\.\pipe\hwk-demo-win-1'
-Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice (Hyper-V\Get-VMHardDiskDrive -VM $vm)
-Hyper-V\Start-VM -VM $vm
+    $vm = Hyper-V\New-VM -Name 'demo-win-1' -Generation 2 -MemoryStartupBytes 6442450944 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1'
+    Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-win-1","role":"worker","os":"windows","ip":"172.31.250.11"}'
+    Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress '00155D1FFA0B'
+    Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
+    $tpm = $false
+    try {
+        Hyper-V\Set-VMKeyProtector -VM $vm -NewLocalKeyProtector
+        Hyper-V\Enable-VMTPM -VM $vm
+        $tpm = $true
+    } catch { $tpm = $false }
+    Hyper-V\Add-VMDvdDrive -VM $vm -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\cidata.iso'
+    Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path '\\.\pipe\hwk-demo-win-1'
+    Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice (Hyper-V\Get-VMHardDiskDrive -VM $vm)
+    Hyper-V\Start-VM -VM $vm
+} catch {
+    if ($vm) {
+        Hyper-V\Stop-VM -VM $vm -TurnOff -Force -ErrorAction SilentlyContinue
+        Hyper-V\Remove-VM -VM $vm -Force -ErrorAction SilentlyContinue
+    }
+    Remove-Item -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -Force -ErrorAction SilentlyContinue
+    throw
+}
 [pscustomobject]@{ tpm = $tpm }
