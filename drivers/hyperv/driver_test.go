@@ -532,23 +532,28 @@ func TestDeleteNetwork(t *testing.T) {
 }
 
 // TestNodeConfirmsKVPAddress: a node's handle needs the guest to report
-// its static address through KVP.
+// its static address through KVP, or, for a Linux guest without a KVP
+// daemon, to report none.
 func TestNodeConfirmsKVPAddress(t *testing.T) {
-	ref := drivers.Ref{Cluster: "demo", Name: "demo-cp"}
+	win := metadata{Cluster: "demo", Name: "demo-win-1", Role: "worker", OS: "windows", IP: "172.31.250.11"}.notes()
 	for name, c := range map[string]struct {
 		vm   map[string]any
 		want string
 	}{
-		"booting":  {vm("demo-cp", "Running", cpNotes), "has not reported an address through Hyper-V's data exchange (KVP) yet"},
-		"wrong ip": {vm("demo-cp", "Running", cpNotes, "169.254.3.4", "fe80::1"), "reports 169.254.3.4, not its static 172.31.250.10"},
-		"off":      {vm("demo-cp", "Off", cpNotes), "is off, not running; start it with `hwk up` or `Start-VM -Name 'demo-cp'`"},
-		// The address matches: what fails is the missing SSH key, which
-		// Create would have made.
-		"ready": {vm("demo-cp", "Running", cpNotes, "172.31.250.10"), "SSH key"},
+		"windows booting": {vm("demo-win-1", "Running", win), "has not reported an address through Hyper-V's data exchange (KVP) yet"},
+		"wrong ip":        {vm("demo-cp", "Running", cpNotes, "169.254.3.4", "fe80::1"), "reports 169.254.3.4, not its static 172.31.250.10"},
+		"windows wrong":   {vm("demo-win-1", "Running", win, "172.31.250.99"), "reports 172.31.250.99, not its static 172.31.250.11"},
+		"off":             {vm("demo-cp", "Off", cpNotes), "is off, not running; start it with `hwk up` or `Start-VM -Name 'demo-cp'`"},
+		// The address is confirmed: what fails is the missing SSH key,
+		// which Create would have made.
+		"ready":         {vm("demo-cp", "Running", cpNotes, "172.31.250.10"), "SSH key"},
+		"windows ready": {vm("demo-win-1", "Running", win, "fe80::2", "172.31.250.11"), "SSH key"},
+		"linux, no kvp": {vm("demo-cp", "Running", cpNotes), "SSH key"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := (&fakePS{t: t}).on("if ($vm) {", c.vm)
 			d, _, _ := testDriver(t, f)
+			ref := drivers.Ref{Cluster: "demo", Name: c.vm["name"].(string)}
 			if _, err := d.Node(context.Background(), ref); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want %q", err, c.want)
 			}
