@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,10 +15,9 @@ import (
 	"testing"
 	"time"
 
-	diskfs "github.com/diskfs/go-diskfs"
-
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/pkg/isoimage"
 )
 
 // allScripts is every kind of script the driver sends, each variant.
@@ -244,30 +242,9 @@ func (f *fakePS) answerWith(script string, v any, out any) error {
 // readSeed reads every file of a seed ISO.
 func readSeed(t *testing.T, path string) map[string][]byte {
 	t.Helper()
-	d, err := diskfs.Open(path, diskfs.WithOpenMode(diskfs.ReadOnly), diskfs.WithSectorSize(2048))
+	_, files, err := isoimage.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	fsys, err := d.GetFilesystem(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	entries, err := fsys.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]byte{}
-	for _, e := range entries {
-		f, err := fsys.OpenFile("/"+e.Name(), os.O_RDONLY)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()], err = io.ReadAll(f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return files
 }

@@ -400,7 +400,7 @@ func (d *Driver) paths(r drivers.Ref) vmnode.Paths {
 func (d *Driver) uploadSeed(l *golibvirt.Libvirt, pool golibvirt.StoragePool, r drivers.Ref, files map[string][]byte) (string, error) {
 	iso := filepath.Join(d.machineFiles(r), ".cidata.iso")
 	defer os.Remove(iso)
-	if err := writeSeedISO(iso, files); err != nil {
+	if err := vmnode.WriteSeedISO(iso, files); err != nil {
 		return "", err
 	}
 	return uploadFile(l, pool, seedName(r), iso)

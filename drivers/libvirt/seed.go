@@ -15,7 +15,3 @@ func seedFiles(s drivers.MachineSpec, subnet netip.Prefix) (map[string][]byte, e
 	gw := drivers.Network{Subnet: subnet}.Gateway()
 	return vmnode.SeedFiles(s, vmnode.Net{Subnet: subnet, MAC: MAC(s.IP), DNS: []netip.Addr{gw}, DHCP: true})
 }
-
-func writeSeedISO(path string, files map[string][]byte) error {
-	return vmnode.WriteSeedISO(path, files)
-}

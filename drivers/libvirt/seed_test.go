@@ -9,7 +9,9 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/internal/vmnode"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/sshkey"
 	"github.com/hwk-dev/hwk/pkg/winseed"
 )
@@ -24,18 +26,14 @@ func TestSeedISO(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "seed.iso")
-	if err := writeSeedISO(path, files); err != nil {
+	if err := vmnode.WriteSeedISO(path, files); err != nil {
 		t.Fatal(err)
 	}
 	// Writing again replaces the image.
-	if err := writeSeedISO(path, files); err != nil {
+	if err := vmnode.WriteSeedISO(path, files); err != nil {
 		t.Fatal(err)
 	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	label, got, err := readSeedISO(path, names)
+	label, got, err := isoimage.Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}

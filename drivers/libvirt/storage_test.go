@@ -14,6 +14,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/internal/vmnode"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
@@ -77,7 +78,7 @@ func TestVolumesOnSystemLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	iso := filepath.Join(dir, "seed.iso")
-	if err := writeSeedISO(iso, files); err != nil {
+	if err := vmnode.WriteSeedISO(iso, files); err != nil {
 		t.Fatal(err)
 	}
 	isoData, err := os.ReadFile(iso)
@@ -162,7 +163,7 @@ func TestWindowsDomainOnSystemLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	iso := filepath.Join(t.TempDir(), "seed.iso")
-	if err := writeSeedISO(iso, files); err != nil {
+	if err := vmnode.WriteSeedISO(iso, files); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(iso)

@@ -119,3 +119,51 @@ func writeFile(fs filesystem.FileSystem, f File) error {
 	}
 	return err
 }
+
+// Read is an image's volume label and every file in it, by slash path:
+// how tests and checks see what a guest will find on a disk hwk made.
+func Read(image string) (label string, files map[string][]byte, err error) {
+	d, err := diskfs.Open(image, diskfs.WithOpenMode(diskfs.ReadOnly), diskfs.WithSectorSize(2048))
+	if err != nil {
+		return "", nil, fmt.Errorf("read %s: %w", image, err)
+	}
+	defer d.Close()
+	fs, err := d.GetFilesystem(0)
+	if err != nil {
+		return "", nil, fmt.Errorf("read %s: %w", image, err)
+	}
+	files = map[string][]byte{}
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		entries, err := fs.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			p := path.Join(dir, e.Name())
+			if e.IsDir() {
+				if err := walk(p); err != nil {
+					return err
+				}
+				continue
+			}
+			f, err := fs.OpenFile("/"+p, os.O_RDONLY)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			b, err := io.ReadAll(f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			files[p] = b
+		}
+		return nil
+	}
+	if err := walk("."); err != nil {
+		return "", nil, fmt.Errorf("read %s: %w", image, err)
+	}
+	// go-diskfs pads the volume identifier with NULs, not spaces (blkid
+	// reads "cidata" either way).
+	return strings.TrimRight(fs.Label(), "\x00 "), files, nil
+}

@@ -7,35 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	diskfs "github.com/diskfs/go-diskfs"
 )
-
-func read(t *testing.T, image string, names ...string) (string, map[string][]byte) {
-	t.Helper()
-	d, err := diskfs.Open(image, diskfs.WithOpenMode(diskfs.ReadOnly), diskfs.WithSectorSize(2048))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	fs, err := d.GetFilesystem(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]byte{}
-	for _, n := range names {
-		f, err := fs.OpenFile("/"+n, os.O_RDONLY)
-		if err != nil {
-			t.Fatalf("%s: %v", n, err)
-		}
-		var b bytes.Buffer
-		if _, err := b.ReadFrom(f); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		out[n] = b.Bytes()
-	}
-	return strings.TrimRight(fs.Label(), "\x00 "), out
-}
 
 func TestWriteAndReadBack(t *testing.T) {
 	dir := t.TempDir()
@@ -56,7 +28,13 @@ func TestWriteAndReadBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	label, got := read(t, image, "Autounattend.xml", "bin/k/kubelet.exe", "bin/hwk-seed.exe", "meta-data")
+	label, got, err := Read(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(files) {
+		t.Errorf("%d files read back, want %d", len(got), len(files))
+	}
 	if label != "HWKSEED" {
 		t.Errorf("label %q", label)
 	}

@@ -11,14 +11,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	diskfs "github.com/diskfs/go-diskfs"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -30,6 +28,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/imagearchive"
 	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
+	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/winimage/winimagetest"
 )
 
@@ -198,47 +197,6 @@ func (f *fakeInstaller) Install(ctx context.Context, spec drivers.InstallSpec) e
 		return fmt.Errorf("qemu-img create: %v\n%s", err, out)
 	}
 	return nil
-}
-
-// readISO reads every file of an ISO 9660 image.
-func readISO(t *testing.T, file string) map[string][]byte {
-	t.Helper()
-	d, err := diskfs.Open(file, diskfs.WithOpenMode(diskfs.ReadOnly), diskfs.WithSectorSize(2048))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	fsys, err := d.GetFilesystem(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]byte{}
-	var walk func(dir string)
-	walk = func(dir string) {
-		entries, err := fsys.ReadDir(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			p := path.Join(dir, e.Name())
-			if e.IsDir() {
-				walk(p)
-				continue
-			}
-			f, err := fsys.OpenFile("/"+p, os.O_RDONLY)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(f)
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[p] = b
-		}
-	}
-	walk(".")
-	return out
 }
 
 var goodConsole = []string{
@@ -483,4 +441,14 @@ func TestBuildWindowsFromArchives(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "has nothing a windows/amd64 ltsc2022") || !strings.Contains(err.Error(), "built for a newer Windows") {
 		t.Errorf("a 2025-only pause for a 2022 image: %v", err)
 	}
+}
+
+// readISO reads every file of an ISO 9660 image.
+func readISO(t *testing.T, file string) map[string][]byte {
+	t.Helper()
+	_, files, err := isoimage.Read(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
