@@ -96,17 +96,14 @@ func (d *Driver) Name() string { return config.DriverHyperV }
 func (d *Driver) GuestOSes() []config.OS { return config.DriverGuests(config.DriverHyperV) }
 
 // run runs a script; a host without PowerShell is the driver unavailable.
+// Other failures (an error record, PowerShell dying, a reply hwk cannot
+// read) are the operation's.
 func (d *Driver) run(ctx context.Context, script string, out any) error {
 	err := d.ps.Run(ctx, script, out)
-	if err != nil && !isPS(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, errNoPowerShell) {
 		return &drivers.UnavailableError{Driver: config.DriverHyperV, Reason: err.Error(), Fix: "the Hyper-V driver needs Windows 10/11 Pro or Enterprise, or Windows Server, with Windows PowerShell"}
 	}
 	return err
-}
-
-func isPS(err error) bool {
-	var pe *PSError
-	return errors.As(err, &pe)
 }
 
 // Files of a cluster and its nodes.

@@ -142,7 +142,10 @@ func (rep *reply) decode(out any) error {
 	if out == nil || len(rep.Out) == 0 || string(rep.Out) == "null" {
 		return nil
 	}
-	return json.Unmarshal(rep.Out, out)
+	if err := json.Unmarshal(rep.Out, out); err != nil {
+		return fmt.Errorf("PowerShell's reply: %w (%.200s)", err, rep.Out)
+	}
+	return nil
 }
 
 // starts counts PowerShell processes started by this hwk process, for

@@ -36,7 +36,7 @@ type hostFacts struct {
 func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	var f hostFacts
 	if err := d.ps.Run(ctx, preflightScript(), &f); err != nil {
-		if errors.Is(err, errNoPowerShell) || !isPS(err) {
+		if errors.Is(err, errNoPowerShell) {
 			return "", &drivers.UnavailableError{Driver: config.DriverHyperV, Reason: err.Error(),
 				Fix: "use the libvirt or docker driver on Linux, virtualbox on macOS; Hyper-V needs Windows 10/11 Pro or Enterprise, or Windows Server"}
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/netip"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // allScripts is every kind of script the driver sends, each variant.
@@ -185,6 +188,14 @@ func TestSessionWithoutPowerShell(t *testing.T) {
 	if _, err := d.List(context.Background(), "demo"); !errorAs(err, &ue) {
 		t.Errorf("list: %v", err)
 	}
+	// A PowerShell that runs but answers in a shape hwk cannot read is
+	// the operation failing, not the driver unavailable.
+	s = &Session{start: startFake(func(string) []string { return []string{resultMarker + `{"ok":true,"out":"not a list"}`, endMarker} })}
+	defer s.Close()
+	d = New(Options{Runner: s})
+	if _, err := d.List(context.Background(), "demo"); err == nil || errorAs(err, &ue) || !strings.Contains(err.Error(), "PowerShell's reply: json: cannot unmarshal") {
+		t.Errorf("list with an unreadable reply: %v", err)
+	}
 }
 
 // TestInstall: the install VM's transcript, and its VM removed with the
@@ -247,4 +258,96 @@ func readSeed(t *testing.T, path string) map[string][]byte {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TestCommandStartsPowerShellOnce: every Hyper-V call of a `hwk up` of a
+// Linux control plane and a Windows worker (preflight, the network, both
+// nodes made and started, their endpoints and handles), then of a `hwk
+// down`, goes through one session each: one PowerShell start per command.
+func TestCommandStartsPowerShellOnce(t *testing.T) {
+	cp := metadata{Cluster: "demo", Name: "demo-cp", Role: "control-plane", OS: "linux", IP: "172.31.250.10"}.notes()
+	win := metadata{Cluster: "demo", Name: "demo-win-1", Role: "worker", OS: "windows", IP: "172.31.250.11"}.notes()
+	inspect := func(name string) string {
+		return "Get-VM -Name '" + name + "' -ErrorAction SilentlyContinue\nif ($vm) { [pscustomobject]"
+	}
+	f := (&fakePS{t: t}).on("Win32_OptionalFeature", hostReady).
+		on("[pscustomobject]@{\n    switch", netFactsFresh(true)).
+		on(createFacts, freshCreate()).
+		on(inspect("demo-cp"), vm("demo-cp", "Running", cp)).
+		on(inspect("demo-win-1"), vm("demo-win-1", "Running", win, "172.31.250.11")).
+		on("$kept = @()", map[string]any{"kept": []string{}}).
+		on("Where-Object { $_.Notes -like", []any{vm("demo-cp", "Running", cp), vm("demo-win-1", "Running", win, "172.31.250.11")})
+	// The fake PowerShell answers each script as fakePS would, framed as
+	// the session's protocol has it.
+	answer := func(script string) []string {
+		var out json.RawMessage
+		err := f.Run(context.Background(), script, &out)
+		rep := map[string]any{"ok": true, "out": out}
+		if out == nil {
+			rep["out"] = nil
+		}
+		var pe *PSError
+		if errors.As(err, &pe) {
+			rep = map[string]any{"ok": false, "error": pe}
+		}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Error(err)
+		}
+		return []string{resultMarker + string(b), endMarker}
+	}
+	root := t.TempDir()
+	dirs := state.Dirs{Data: root, Cache: filepath.Join(root, "cache"), Config: filepath.Join(root, "config")}
+	command := func(run func(d *Driver) error) int64 {
+		t.Helper()
+		s := &Session{start: startFake(answer)}
+		defer s.Close()
+		before := Starts()
+		if err := run(New(Options{Dirs: dirs, Runner: s})); err != nil {
+			t.Fatal(err)
+		}
+		return Starts() - before
+	}
+	ctx := context.Background()
+	up := command(func(d *Driver) error {
+		if _, err := d.Preflight(ctx); err != nil {
+			return err
+		}
+		if err := d.EnsureNetwork(ctx, clusterNet); err != nil {
+			return err
+		}
+		for _, s := range []drivers.MachineSpec{
+			nodeSpec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10", vhdx(t, t.TempDir())),
+			nodeSpec("demo-win-1", config.Windows, config.Worker, "172.31.250.11", vhdx(t, t.TempDir())),
+		} {
+			if err := d.Create(ctx, s); err != nil {
+				return err
+			}
+			if _, err := d.HostEndpoint(ctx, s.Ref, 22); err != nil {
+				return err
+			}
+			if _, err := d.Node(ctx, s.Ref); err != nil {
+				return err
+			}
+		}
+		_, err := d.List(ctx, "demo")
+		return err
+	})
+	sent := len(f.scripts)
+	down := command(func(d *Driver) error {
+		ms, err := d.List(ctx, "demo")
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if err := d.Delete(ctx, m.Ref); err != nil {
+				return err
+			}
+		}
+		return d.DeleteNetwork(ctx, "demo")
+	})
+	if up != 1 || down != 1 {
+		t.Errorf("PowerShell started %d times for up (%d scripts) and %d for down (%d scripts), want once each", up, sent, down, len(f.scripts)-sent)
+	}
+	t.Logf("up: %d scripts, 1 PowerShell; down: %d scripts, 1 PowerShell", sent, len(f.scripts)-sent)
 }
