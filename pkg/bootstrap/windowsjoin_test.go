@@ -191,7 +191,7 @@ func TestWindowsJoinRetriesUntilTimeout(t *testing.T) {
 	start := time.Now()
 	s, err := runJoin(t, r, "2022")
 	took := time.Since(start)
-	if err == nil || took < 200*time.Millisecond || took > 2*time.Second {
+	if err == nil || took < 200*time.Millisecond || took > 30*time.Second {
 		t.Errorf("gave up after %s with %v", took, err)
 	}
 	if n := strings.Count(s.sequence(), "build"); n < 5 {
