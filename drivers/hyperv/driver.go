@@ -471,10 +471,10 @@ func confirmAddress(r drivers.Ref, guest config.OS, ip netip.Addr, reported []st
 		}
 		v4 = append(v4, s)
 	}
-	if len(v4) == 0 && guest == config.Linux {
-		return nil
-	}
 	if len(v4) == 0 {
+		if guest == config.Linux {
+			return nil
+		}
 		return fmt.Errorf("node %s has not reported an address through Hyper-V's data exchange (KVP) yet: it is still booting, or its network did not come up (see `Get-VMNetworkAdapter -VMName %s`)", r.Name, quote(r.Name))
 	}
 	return fmt.Errorf("node %s reports %s, not its static %s: its seed was not applied", r.Name, strings.Join(v4, ", "), ip)

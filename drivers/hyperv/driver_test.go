@@ -15,6 +15,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -242,7 +243,10 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("seed %v %v", st, err)
 	}
-	files := readSeed(t, seed)
+	_, files, err := isoimage.Read(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := string(files["network"]); got != "ADDRESS=172.31.250.11/24\nGATEWAY=172.31.250.1\nDNS=192.168.1.1\n" {
 		t.Errorf("network: %q", got)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -250,16 +249,6 @@ func (f *fakePS) answerWith(script string, v any, out any) error {
 	return err
 }
 
-// readSeed reads every file of a seed ISO.
-func readSeed(t *testing.T, path string) map[string][]byte {
-	t.Helper()
-	_, files, err := isoimage.Read(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
-}
-
 // TestCommandStartsPowerShellOnce: every Hyper-V call of a `hwk up` of a
 // Linux control plane and a Windows worker (preflight, the network, both
 // nodes made and started, their endpoints and handles), then of a `hwk
@@ -283,9 +272,6 @@ func TestCommandStartsPowerShellOnce(t *testing.T) {
 		var out json.RawMessage
 		err := f.Run(context.Background(), script, &out)
 		rep := map[string]any{"ok": true, "out": out}
-		if out == nil {
-			rep["out"] = nil
-		}
 		var pe *PSError
 		if errors.As(err, &pe) {
 			rep = map[string]any{"ok": false, "error": pe}
