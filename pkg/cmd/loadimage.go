@@ -3,9 +3,7 @@ package cmd
 import (
 	"fmt"
 	"io"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -45,20 +43,21 @@ layout in a tar, plain or gzip-compressed; it needs no Docker engine.`,
 				return fmt.Errorf("name the images to load, or archives with --archive\n  e.g. `hwk load-image my/app:dev` or `hwk load-image --archive app.tar`")
 			}
 			p := g.provider(s, "")
-			prog := newLoadProgress(p.Progress, s.ErrOut, g.quiet)
+			prog := ui.NewTransfers(p.Progress, s.ErrOut)
+			prog.Approximate = true
 			var res *cluster.LoadResult
 			what := plural(len(args)+len(archives), "image")
 			if len(archives) > 0 && len(args) == 0 {
 				what = plural(len(archives), "archive")
 			}
 			err := p.Progress.Step(fmt.Sprintf("Loading %s into cluster %q", what, g.name), func() error {
-				defer prog.stop()
+				defer prog.Stop()
 				var err error
 				res, err = p.LoadImages(c.Context(), g.name, cluster.LoadOptions{
 					Images:   args,
 					Archives: archives,
 					Nodes:    nodes,
-					Progress: prog.update,
+					Progress: prog.Update,
 				})
 				return err
 			})
@@ -111,92 +110,7 @@ func printLoadResult(w io.Writer, res *cluster.LoadResult) {
 
 func rate(bytes int64, took time.Duration) string {
 	if took <= 0 {
-		return humanSize(bytes)
+		return ui.Size(bytes)
 	}
-	return fmt.Sprintf("%s, %s/s", humanSize(bytes), humanSize(int64(float64(bytes)/took.Seconds())))
+	return fmt.Sprintf("%s, %s/s", ui.Size(bytes), ui.Size(int64(float64(bytes)/took.Seconds())))
 }
-
-// loadProgress shows bytes and rate per node: on the spinner line on a
-// terminal, and as a line per node every few seconds elsewhere.
-type loadProgress struct {
-	status *ui.Status
-	log    io.Writer
-	quiet  bool
-	start  time.Time
-
-	mu      sync.Mutex
-	sent    map[string]int64
-	total   map[string]int64
-	printed time.Time
-	done    chan struct{}
-	once    sync.Once
-}
-
-func newLoadProgress(st *ui.Status, log io.Writer, quiet bool) *loadProgress {
-	lp := &loadProgress{status: st, log: st.Writer(log), quiet: quiet, start: time.Now(),
-		sent: map[string]int64{}, total: map[string]int64{}, done: make(chan struct{})}
-	if !quiet {
-		go lp.loop()
-	}
-	return lp
-}
-
-func (lp *loadProgress) update(node string, sent, total int64) {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	lp.sent[node], lp.total[node] = sent, total
-}
-
-func (lp *loadProgress) loop() {
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-lp.done:
-			return
-		case now := <-tick.C:
-			lp.mu.Lock()
-			lines := lp.lines(now)
-			due := now.Sub(lp.printed) >= 5*time.Second
-			if due {
-				lp.printed = now
-			}
-			lp.mu.Unlock()
-			if len(lines) == 0 {
-				continue
-			}
-			if lp.status.Terminal() {
-				lp.status.Detail(strings.Join(lines, "  "))
-			} else if due {
-				for _, l := range lines {
-					fmt.Fprintf(lp.log, "    %s\n", l)
-				}
-			}
-		}
-	}
-}
-
-// lines is each node's progress: name, bytes sent (of how many, when
-// known) and the average rate since the start.
-func (lp *loadProgress) lines(now time.Time) []string {
-	names := make([]string, 0, len(lp.sent))
-	for n := range lp.sent {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	secs := now.Sub(lp.start).Seconds()
-	var out []string
-	for _, n := range names {
-		l := fmt.Sprintf("%s %s", n, humanSize(lp.sent[n]))
-		if t := lp.total[n]; t > 0 {
-			l += " of ~" + humanSize(t)
-		}
-		if secs > 0 {
-			l += fmt.Sprintf(" (%s/s)", humanSize(int64(float64(lp.sent[n])/secs)))
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-func (lp *loadProgress) stop() { lp.once.Do(func() { close(lp.done) }) }
