@@ -23,9 +23,9 @@ import (
 // per Kubernetes version.
 const DockerRepository = "hwk/node"
 
-// labelKey marks a docker-format image with its build's input key, so a
+// LabelKey marks a docker-format image with its build's input key, so a
 // cached build can tell the engine still holds exactly that image.
-const labelKey = "dev.hwk.node-image.key"
+const LabelKey = "dev.hwk.node-image.key"
 
 func (b *builder) dockerRef() string { return DockerRepository + ":" + b.opts.KubernetesVersion }
 
@@ -46,30 +46,11 @@ func (b *builder) cached(ctx context.Context) (*Manifest, []Format) {
 	}
 	var missing []Format
 	for _, f := range b.opts.Formats {
-		a, ok := m.Artifacts[f]
-		if !ok || !b.present(ctx, m, f, a) {
+		if !m.Has(ctx, f, b.opts.Docker) {
 			missing = append(missing, f)
 		}
 	}
 	return m, missing
-}
-
-// present checks that an artifact is still where the manifest says: the
-// file with its size, or the engine image with this build's key.
-func (b *builder) present(ctx context.Context, m *Manifest, f Format, a Artifact) bool {
-	if f == FormatDocker {
-		if b.opts.Docker == nil {
-			return false
-		}
-		c, err := b.opts.Docker()
-		if err != nil {
-			return false
-		}
-		img, err := c.ImageInspect(ctx, a.DockerImage)
-		return err == nil && img.Config != nil && img.Config.Labels[labelKey] == m.Key
-	}
-	st, err := os.Stat(filepath.Join(m.Dir, a.Path))
-	return err == nil && st.Size() == a.Size
 }
 
 // makeFormats builds the rootfs once and makes every missing format from
@@ -155,7 +136,7 @@ func (b *builder) dockerFormat(ctx context.Context, root string, m *Manifest) er
 			`ENV container=docker`,
 			// No STOPSIGNAL: import does not take it; the docker driver
 			// sets SIGRTMIN+3 (systemd's halt) on every node it creates.
-			fmt.Sprintf(`LABEL %s=%s`, labelKey, b.keys["node"]),
+			fmt.Sprintf(`LABEL %s=%s`, LabelKey, b.keys["node"]),
 		}})
 	if err == nil {
 		_, err = io.Copy(io.Discard, rc)

@@ -37,6 +37,22 @@ type Manifest struct {
 	Windows *Windows `json:"windows,omitempty"`
 	// Dir is where the manifest was read from (not stored).
 	Dir string `json:"-"`
+	// Origin says where a pulled or loaded image came from; nil for one
+	// built here. It is kept in origin.json beside the manifest, so that
+	// manifest.json stays the image's own, byte for byte, wherever it is.
+	Origin *Origin `json:"-"`
+}
+
+// Origin is where a node image in the cache came from.
+type Origin struct {
+	// Ref is the reference it was pulled by (with its digest), or the
+	// archive it was loaded from.
+	Ref string `json:"ref,omitempty"`
+	// Archive is the file it was loaded from.
+	Archive string `json:"archive,omitempty"`
+	// Digest is the OCI index it was unpacked from.
+	Digest string    `json:"digest"`
+	At     time.Time `json:"at"`
 }
 
 // Artifact is one file (or, for the docker format, one engine image).
@@ -97,23 +113,70 @@ type Stage struct {
 	Seconds float64 `json:"seconds"`
 }
 
-const manifestFile = "manifest.json"
+const (
+	manifestFile = "manifest.json"
+	originFile   = "origin.json"
+)
 
 func readManifest(dir string) (*Manifest, error) {
 	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if err != nil {
 		return nil, err
 	}
-	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
+	m, err := ParseManifest(data)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, manifestFile), err)
 	}
 	m.Dir = dir
+	if data, err := os.ReadFile(filepath.Join(dir, originFile)); err == nil {
+		var o Origin
+		if json.Unmarshal(data, &o) == nil {
+			m.Origin = &o
+		}
+	}
+	return m, nil
+}
+
+// ReadManifest reads the manifest of the image in dir; an error satisfying
+// errors.Is(err, fs.ErrNotExist) means there is no finished image there.
+func ReadManifest(dir string) (*Manifest, error) { return readManifest(dir) }
+
+// ParseManifest decodes a manifest's bytes (a pulled image's config blob).
+func ParseManifest(data []byte) (*Manifest, error) {
+	var m Manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	if m.Artifacts == nil {
+		m.Artifacts = map[Format]Artifact{}
+	}
 	return &m, nil
 }
 
-func (m *Manifest) write() error {
+// Marshal is the manifest as manifest.json holds it. The same manifest
+// always gives the same bytes, so a pushed image's manifest and the one a
+// pull writes from it are identical.
+func (m *Manifest) Marshal() ([]byte, error) {
 	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(data, '\n'), nil
+}
+
+// Write writes manifest.json (and origin.json for a pulled image) into
+// m.Dir. The manifest goes last: a directory without one is unfinished.
+func (m *Manifest) Write() error {
+	if m.Origin != nil {
+		data, err := json.MarshalIndent(m.Origin, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := state.WriteFileAtomic(filepath.Join(m.Dir, originFile), append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	data, err := m.Marshal()
 	if err != nil {
 		return err
 	}
@@ -121,8 +184,10 @@ func (m *Manifest) write() error {
 	if m.Windows != nil {
 		mode = 0o600 // the Administrator password
 	}
-	return state.WriteFileAtomic(filepath.Join(m.Dir, manifestFile), append(data, '\n'), mode)
+	return state.WriteFileAtomic(filepath.Join(m.Dir, manifestFile), data, mode)
 }
+
+func (m *Manifest) write() error { return m.Write() }
 
 // Size is the total size of the image's file artifacts.
 func (m *Manifest) Size() int64 {

@@ -274,8 +274,7 @@ func BuildWindows(ctx context.Context, opts WindowsOptions) (*Manifest, error) {
 
 func (wb *windowsBuilder) hasFormats(m *Manifest) bool {
 	for _, f := range wb.w.Formats {
-		a, ok := m.Artifacts[f]
-		if !ok || !wb.present(context.Background(), m, f, a) {
+		if !m.Has(context.Background(), f, nil) {
 			return false
 		}
 	}
