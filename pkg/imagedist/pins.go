@@ -1,0 +1,169 @@
+package imagedist
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	"oras.land/oras-go/v2/registry"
+
+	nodeimages "github.com/hwk-dev/hwk/node-images"
+)
+
+// Pins are the published Linux node images this hwk build pulls by
+// default (node-images/published.yaml).
+type Pins struct {
+	// Registry is where they are published, and Repository their name
+	// under it: Registry/Repository@Digest.
+	Registry   string `yaml:"registry"`
+	Repository string `yaml:"repository"`
+	Images     []Pin  `yaml:"images"`
+}
+
+// Pin is one Kubernetes version's image. An empty Digest is a version
+// not published yet.
+type Pin struct {
+	KubernetesVersion string `yaml:"kubernetesVersion"`
+	Digest            string `yaml:"digest"`
+}
+
+// Published reads the pins this hwk was built with.
+func Published() (*Pins, error) { return ParsePins(nodeimages.Published) }
+
+// ParsePins decodes and checks a pin file.
+func ParsePins(data []byte) (*Pins, error) {
+	var p Pins
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("node image pins: %w", err)
+	}
+	if _, err := registry.ParseReference(p.Registry + "/" + p.Repository + ":x"); err != nil {
+		return nil, fmt.Errorf("node image pins: %s/%s is not a repository: %w", p.Registry, p.Repository, err)
+	}
+	for _, im := range p.Images {
+		if im.Digest == "" {
+			continue
+		}
+		if _, err := registry.ParseReference(p.Registry + "/" + p.Repository + "@" + im.Digest); err != nil {
+			return nil, fmt.Errorf("node image pins: %s: %w", im.KubernetesVersion, err)
+		}
+	}
+	return &p, nil
+}
+
+// NotPublishedError is a Kubernetes version this hwk pins no published
+// node image for.
+type NotPublishedError struct {
+	Version string
+	// Pinned lists the versions that are published.
+	Pinned []string
+}
+
+func (e *NotPublishedError) Error() string {
+	if len(e.Pinned) == 0 {
+		return fmt.Sprintf("this hwk build pins no published node image for Kubernetes %s (it was built before any was published)", e.Version)
+	}
+	return fmt.Sprintf("this hwk build pins no published node image for Kubernetes %s (it pins %s)", e.Version, strings.Join(e.Pinned, ", "))
+}
+
+// Ref is the reference of version's pinned image, tag and digest, from
+// registryHost when it is not empty (a mirror, which keeps digests) or
+// else from where it was published.
+func (p *Pins) Ref(version, registryHost string) (string, error) {
+	reg := p.Registry
+	if registryHost != "" {
+		reg = strings.TrimSuffix(registryHost, "/")
+	}
+	var published []string
+	for _, im := range p.Images {
+		if im.Digest == "" {
+			continue
+		}
+		published = append(published, im.KubernetesVersion)
+		if im.KubernetesVersion == version {
+			ref := fmt.Sprintf("%s/%s:%s@%s", reg, p.Repository, version, im.Digest)
+			if _, err := registry.ParseReference(ref); err != nil {
+				return "", fmt.Errorf("images.registry %q: %w", registryHost, err)
+			}
+			return ref, nil
+		}
+	}
+	return "", &NotPublishedError{Version: version, Pinned: published}
+}
+
+// SetPin rewrites a pin file (its bytes) so that version's image is
+// digest, adding the version when it is new, and keeps every comment:
+// what the publishing workflow runs after a push.
+func SetPin(data []byte, version, digest string) ([]byte, error) {
+	p, err := ParsePins(data)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := registry.ParseReference(p.Registry + "/" + p.Repository + "@" + digest); err != nil {
+		return nil, fmt.Errorf("%s is not a digest: %w", digest, err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	images := mapValue(doc.Content[0], "images")
+	if images == nil || images.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("node image pins: no images list")
+	}
+	found := false
+	for _, im := range images.Content {
+		if v := mapValue(im, "kubernetesVersion"); v != nil && v.Value == version {
+			d := mapValue(im, "digest")
+			d.Value, d.Style = digest, 0
+			found = true
+		}
+	}
+	if !found {
+		item := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+		for _, kv := range [][2]string{{"kubernetesVersion", version}, {"digest", digest}} {
+			item.Content = append(item.Content,
+				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: kv[0]},
+				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: kv[1]})
+		}
+		images.Content = append(images.Content, item)
+	}
+	var out strings.Builder
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return []byte(out.String()), nil
+}
+
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// CheckRegistry checks an images.registry setting: a registry host with an
+// optional path, no tag, no scheme.
+func CheckRegistry(s string) error {
+	if strings.Contains(s, "://") {
+		return fmt.Errorf("%q has a scheme; give the host and path only, such as ghcr.io/hwk-dev or 127.0.0.1:5000/hwk", s)
+	}
+	if _, err := registry.ParseReference(strings.TrimSuffix(s, "/") + "/node:v1"); err != nil {
+		return fmt.Errorf("%q is not a registry and path, such as ghcr.io/hwk-dev or 127.0.0.1:5000/hwk", s)
+	}
+	return nil
+}
+
+// WindowsLicence is the reminder hwk prints whenever a Windows node image
+// leaves or enters the cache.
+const WindowsLicence = "Windows Server may not be redistributed: keep Windows node images in your organisation's private registry or files, never in a public one."
