@@ -20,7 +20,7 @@ import (
 func newNodeImageCommand(g *globals, s Streams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node-image",
-		Short: "Build and list the node images clusters are made from",
+		Short: "Build, list, pull, push, save and load the node images clusters are made from",
 		Args:  cobra.NoArgs,
 	}
 	build := &cobra.Command{
@@ -32,7 +32,9 @@ func newNodeImageCommand(g *globals, s Streams) *cobra.Command {
 		},
 	}
 	build.AddCommand(newNodeImageBuildLinuxCommand(g, s), newNodeImageBuildWindowsCommand(g, s))
-	cmd.AddCommand(build, newNodeImageListCommand(s))
+	cmd.AddCommand(build, newNodeImageListCommand(s),
+		newNodeImagePullCommand(g, s), newNodeImagePushCommand(g, s),
+		newNodeImageSaveCommand(g, s), newNodeImageLoadCommand(g, s))
 	return cmd
 }
 
@@ -137,7 +139,7 @@ func printArtifacts(w io.Writer, m *nodeimage.Manifest) {
 		if a.Path != "" {
 			where = m.Dir + string(os.PathSeparator) + a.Path
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f, humanSize(a.Size), where)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", f, ui.Size(a.Size), where)
 	}
 	tw.Flush()
 }
@@ -172,7 +174,7 @@ func newNodeImageListCommand(s Streams) *cobra.Command {
 						}
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Label(), m.KubernetesVersion, m.Source,
-						strings.Join(fs, ","), humanSize(m.Size()), m.Built.Local().Format("2006-01-02 15:04"), components(m))
+						strings.Join(fs, ","), ui.Size(m.Size()), m.Built.Local().Format("2006-01-02 15:04"), components(m))
 				}
 				tw.Flush()
 			})
@@ -190,15 +192,4 @@ func components(m *nodeimage.Manifest) string {
 		}
 	}
 	return strings.Join(s, ", ")
-}
-
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
-	default:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
 }
