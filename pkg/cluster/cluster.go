@@ -5,6 +5,9 @@ package cluster
 import (
 	"log/slog"
 
+	"github.com/hwk-dev/hwk/pkg/imagedist"
+	"github.com/moby/moby/client"
+
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/state"
@@ -20,6 +23,11 @@ type Provider struct {
 	// Progress shows each step; nil shows nothing.
 	Progress *ui.Status
 	Log      *slog.Logger
+	// ImageRegistry pulls node images (nil: Docker's credentials, the
+	// system's CAs); Docker connects to the engine the docker format of a
+	// pulled image goes into.
+	ImageRegistry *imagedist.Registry
+	Docker        func() (client.APIClient, error)
 }
 
 func (p *Provider) store() *state.Store { return state.NewStore(p.Dirs) }

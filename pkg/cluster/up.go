@@ -20,12 +20,30 @@ var DefaultTimeouts = actions.DefaultTimeouts
 // WindowsImageHelp says what a Windows worker needs.
 const WindowsImageHelp = actions.WindowsImageHelp
 
+// PullPolicy says when Up pulls node images.
+type PullPolicy = actions.PullPolicy
+
+// The pull policies.
+const (
+	PullMissing = actions.PullMissing
+	PullAlways  = actions.PullAlways
+	PullNever   = actions.PullNever
+)
+
+// PullPolicies lists them, for flags.
+var PullPolicies = actions.PullPolicies
+
+// NoImageError is a node image that is neither cached nor pullable.
+type NoImageError = actions.NoImageError
+
 // UpOptions tune Up.
 type UpOptions struct {
 	// SetCurrentContext makes the cluster kubectl's current context.
 	SetCurrentContext bool
 	// Timeouts bound the waits; zero fields take the defaults.
 	Timeouts Timeouts
+	// Pull says when node images are pulled ("" is PullMissing).
+	Pull PullPolicy
 }
 
 // UpResult is what Up made, and how long it took.
@@ -40,6 +58,7 @@ type UpResult struct {
 func steps() []actions.Action {
 	return []actions.Action{
 		actions.Preflight{},
+		actions.PullImages{},
 		actions.Network{},
 		actions.Nodes{},
 		actions.KubeadmInit{},
@@ -72,14 +91,29 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 		Log:               p.log(),
 		Started:           time.Now(),
 		Timeouts:          withDefaults(opts.Timeouts),
+		Pull:              opts.Pull,
+		ImageRegistry:     p.ImageRegistry,
+		Docker:            p.Docker,
+		Status:            p.Progress,
 	}
-	for i, a := range steps() {
+	if c.Pull == "" {
+		c.Pull = PullMissing
+	}
+	for _, a := range steps() {
+		if s, ok := a.(actions.Skipper); ok && s.Skip(c) {
+			continue
+		}
+		name := a.Name()
+		if d, ok := a.(actions.Describer); ok {
+			name = d.Describe(c)
+		}
 		var failed *StepError
 		// The step line shows what went wrong; the error returned says
 		// which step, for callers that print no step lines.
-		_ = p.step(a.Name(), func() error {
+		_ = p.step(name, func() error {
 			if err := a.Execute(ctx, c); err != nil {
-				failed = &StepError{Step: a.Name(), Cluster: cfg.Name, Err: err, Made: i > 0 || c.Dir != "", Interrupted: ctx.Err() != nil}
+				// Nothing of the cluster exists until its record does.
+				failed = &StepError{Step: name, Cluster: cfg.Name, Err: err, Made: c.Dir != "", Interrupted: ctx.Err() != nil}
 				return detailError{failed}
 			}
 			return nil

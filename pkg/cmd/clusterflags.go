@@ -19,6 +19,7 @@ type clusterFlags struct {
 	driver            string
 	windowsWorkers    int
 	linuxWorkers      int
+	image             string
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
@@ -28,6 +29,7 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.driver, "driver", "", "driver for every node: "+strings.Join(config.DriverNames(), ", "))
 	fs.IntVar(&f.windowsWorkers, "windows-workers", 0, "number of Windows workers (default from the config, else 1)")
 	fs.IntVar(&f.linuxWorkers, "linux-workers", 0, "number of Linux workers besides the control plane (default from the config, else 0)")
+	fs.StringVar(&f.image, "image", "", "node image for every Linux node: a cached image's name, or a reference to pull (e.g. registry.example.com/hwk/node:"+config.DefaultKubernetesVersion+")")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("driver", cobra.FixedCompletions(config.DriverNames(), cobra.ShellCompDirectiveNoFileComp))
 }
@@ -38,6 +40,7 @@ func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster,
 	o := config.Overrides{
 		KubernetesVersion: f.kubernetesVersion,
 		Driver:            f.driver,
+		Image:             f.image,
 	}
 	if cmd.Flags().Changed("name") {
 		o.Name = g.name

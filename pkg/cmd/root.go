@@ -166,6 +166,7 @@ func (g *globals) provider(s Streams, kubeconfigPath string) *cluster.Provider {
 		KubeconfigPaths: kubeconfig.Paths{Explicit: kubeconfigPath},
 		Progress:        ui.NewStatus(s.ErrOut, g.quiet),
 		Log:             g.logger,
+		Docker:          dockerClient(),
 	}
 }
 

@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,7 @@ func newUpCommand(g *globals, s Streams) *cobra.Command {
 		kubecfg   string
 		noSwitch  bool
 		nodesWait time.Duration
+		pull      string
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--config FILE] [flags]",
@@ -29,12 +31,22 @@ kubectl can use at once. Each step prints its time.
 The cluster comes from the config the way 'hwk config validate' shows it:
 the file, then the flags, then defaults (one Linux control plane and one
 Windows worker). A step that fails names itself and what went wrong, and
-leaves the cluster for inspection; 'hwk down' removes it.`,
+leaves the cluster for inspection; 'hwk down' removes it.
+
+A Linux node image the cache lacks is pulled: the one this hwk build pins
+for the Kubernetes version, by digest (from images.registry when the config
+sets a mirror), or the reference --image names; only the formats the
+nodes' drivers boot from. With no network, up stops before making anything
+and names the other ways to get the image.`,
 		Example: `  hwk up --windows-workers 0          # Linux-only: one control-plane node
   hwk up --config cluster.yaml
-  hwk up --name ci --linux-workers 1 --windows-workers 0 --driver docker`,
+  hwk up --name ci --linux-workers 1 --windows-workers 0 --driver docker
+  hwk up --windows-workers 0 --image registry.example.com/hwk/node:v1.35.4`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if !slices.Contains(cluster.PullPolicies, cluster.PullPolicy(pull)) {
+				return fmt.Errorf("--pull %q is not a pull policy; use missing (default), always or never", pull)
+			}
 			cfg, err := flags.resolve(c, g)
 			if err != nil {
 				return err
@@ -43,6 +55,7 @@ leaves the cluster for inspection; 'hwk down' removes it.`,
 			res, err := p.Up(c.Context(), cfg, cluster.UpOptions{
 				SetCurrentContext: !noSwitch,
 				Timeouts:          cluster.Timeouts{NodesReady: nodesWait},
+				Pull:              cluster.PullPolicy(pull),
 			})
 			var step *cluster.StepError
 			if errors.As(err, &step) && !g.quiet {
@@ -66,6 +79,8 @@ leaves the cluster for inspection; 'hwk down' removes it.`,
 	flags.register(cmd)
 	cmd.Flags().StringVar(&kubecfg, "kubeconfig", "", "kubeconfig file to add the cluster to (default: $KUBECONFIG, else ~/.kube/config)")
 	cmd.Flags().BoolVar(&noSwitch, "no-switch-context", false, "add the context but leave kubectl's current context as it is")
+	cmd.Flags().StringVar(&pull, "pull", string(cluster.PullMissing), "when to pull node images: missing (when the cache has none), always (ask the registry every time), never (use the cache only)")
+	_ = cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions([]string{"missing", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().DurationVar(&nodesWait, "wait", 0, "how long to wait for every node to be Ready (default "+cluster.DefaultTimeouts.NodesReady.String()+")")
 	return cmd
 }

@@ -13,6 +13,9 @@ type Overrides struct {
 	// default workers appended when the file has fewer.
 	WindowsWorkers *int
 	LinuxWorkers   *int
+	// Image replaces the image of every Linux node: a cached image's name
+	// or a reference to pull.
+	Image string
 }
 
 // ApplyOverrides applies flags to a loaded config. A config without nodes
@@ -42,7 +45,7 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 		c.KubernetesVersion = o.KubernetesVersion
 		delete(c.pos, "kubernetesVersion")
 	}
-	if (o.WindowsWorkers != nil || o.LinuxWorkers != nil || o.Driver != "") && len(c.Nodes) == 0 {
+	if (o.WindowsWorkers != nil || o.LinuxWorkers != nil || o.Driver != "" || o.Image != "") && len(c.Nodes) == 0 {
 		c.Nodes = DefaultNodes()
 	}
 	if o.WindowsWorkers != nil {
@@ -59,6 +62,19 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 				n.pos = map[string]int{}
 			}
 			n.pos["driver"] = fromFlag
+		}
+	}
+	if o.Image != "" {
+		for i := range c.Nodes {
+			n := &c.Nodes[i]
+			if n.OS == Windows {
+				continue
+			}
+			n.Image = o.Image
+			if n.pos == nil {
+				n.pos = map[string]int{}
+			}
+			n.pos["image"] = fromFlag
 		}
 	}
 	return nil

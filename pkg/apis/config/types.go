@@ -8,6 +8,8 @@
 // (report every problem at once).
 package config
 
+import "strings"
+
 // APIVersion and Kind identify the only config version there is so far.
 const (
 	APIVersion = "hwk.dev/v1alpha1"
@@ -46,6 +48,7 @@ type Cluster struct {
 	Networking Networking `yaml:"networking,omitempty" json:"networking"`
 	Nodes      []Node     `yaml:"nodes,omitempty" json:"nodes,omitempty"`
 	Calico     Calico     `yaml:"calico,omitempty" json:"calico"`
+	Images     Images     `yaml:"images,omitempty" json:"images"`
 
 	// pos is the file line of each field path outside nodes (see Node.pos).
 	pos map[string]int
@@ -76,8 +79,9 @@ type Node struct {
 	// Memory and Disk are Kubernetes-style quantities (4Gi, 4096Mi).
 	Memory string `yaml:"memory,omitempty" json:"memory,omitempty"`
 	Disk   string `yaml:"disk,omitempty" json:"disk,omitempty"`
-	// Image names a cached node image; empty means the default image for
-	// the node's OS and the cluster's Kubernetes version.
+	// Image names a cached node image, or is a reference (with a tag or
+	// digest) to pull one from; empty means the default image for the
+	// node's OS and the cluster's Kubernetes version.
 	Image string `yaml:"image,omitempty" json:"image,omitempty"`
 	// WindowsVersion is the Windows Server release of a Windows node.
 	WindowsVersion string `yaml:"windowsVersion,omitempty" json:"windowsVersion,omitempty"`
@@ -95,6 +99,19 @@ type Calico struct {
 	VXLANVNI  int    `yaml:"vxlanVNI,omitempty" json:"vxlanVNI,omitempty"`
 	VXLANPort int    `yaml:"vxlanPort,omitempty" json:"vxlanPort,omitempty"`
 }
+
+// Images says where node images come from when the cache lacks them.
+type Images struct {
+	// Registry is where hwk pulls the Linux node images it pins (by
+	// digest) from, instead of where they were published: a mirror that
+	// keeps their digests, e.g. registry.example.com/hwk-dev. The image is
+	// REGISTRY/node@DIGEST.
+	Registry string `yaml:"registry,omitempty" json:"registry,omitempty"`
+}
+
+// IsImageRef says whether a node's image setting is a reference to pull
+// rather than the name of a cached image (which has no '/', ':' or '@').
+func IsImageRef(image string) bool { return strings.ContainsAny(image, "/:@") }
 
 // HasWindows reports whether any node runs Windows.
 func (c *Cluster) HasWindows() bool {

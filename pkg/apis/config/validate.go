@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/distribution/reference"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -61,6 +63,11 @@ func Validate(c *Cluster) error {
 	subnets := validateNetworking(c, &errs)
 	validateNodes(c, subnets.node, &errs)
 	validateCalico(c, &errs)
+	if r := c.Images.Registry; r != "" {
+		if msg := checkRegistry(r); msg != "" {
+			errs.add("images.registry", "%s", msg)
+		}
+	}
 	for i := range errs {
 		if errs[i].Line == 0 {
 			errs[i].Line = c.line(errs[i].Path)
@@ -235,8 +242,13 @@ func validateNodes(c *Cluster, subnet netip.Prefix, errs *Errors) {
 		} else if n.WindowsVersion != "" && osOK {
 			errs.add(field("windowsVersion"), "only windows nodes have a Windows version; remove it from this %s node", n.OS)
 		}
-		if strings.ContainsAny(n.Image, " \t\n") {
-			errs.add(field("image"), "%q contains whitespace; use an image name from 'hwk node-image list'", n.Image)
+		switch {
+		case strings.ContainsAny(n.Image, " \t\n"):
+			errs.add(field("image"), "%q contains whitespace; use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:%s", n.Image, c.KubernetesVersion)
+		case IsImageRef(n.Image):
+			if msg := checkImageRef(n.Image); msg != "" {
+				errs.add(field("image"), "%s; use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:%s", msg, c.KubernetesVersion)
+			}
 		}
 	}
 	if controlPlane < 0 {
@@ -344,4 +356,34 @@ func orList(list []string) string {
 		return strings.Join(list, "")
 	}
 	return strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
+}
+
+// checkImageRef says what is wrong with a node image reference, if
+// anything: it must parse and name a tag or a digest, since an image
+// pulled by a bare name could be anything tomorrow.
+func checkImageRef(s string) string {
+	named, err := reference.ParseNormalizedNamed(s)
+	if err != nil {
+		return fmt.Sprintf("%q is not an image reference (%v)", s, err)
+	}
+	_, tagged := named.(reference.Tagged)
+	_, digested := named.(reference.Digested)
+	if !tagged && !digested {
+		return fmt.Sprintf("%q names no tag or digest", s)
+	}
+	return ""
+}
+
+// checkRegistry says what is wrong with images.registry, if anything: a
+// registry host with an optional path, as in an image reference.
+func checkRegistry(s string) string {
+	const example = "use a registry and path such as registry.example.com/hwk-dev or 127.0.0.1:5000/hwk"
+	if strings.Contains(s, "://") {
+		return fmt.Sprintf("%q has a scheme; %s", s, example)
+	}
+	named, err := reference.ParseNamed(strings.TrimSuffix(s, "/") + "/node")
+	if err != nil || reference.Domain(named) == "" || !strings.ContainsAny(strings.Split(s, "/")[0], ".:") && strings.Split(s, "/")[0] != "localhost" {
+		return fmt.Sprintf("%q is not a registry address; %s", s, example)
+	}
+	return ""
 }

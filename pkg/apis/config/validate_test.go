@@ -58,7 +58,7 @@ func TestBadConfigs(t *testing.T) {
 		{"misspelled field", header + "nmae: x\n", Overrides{}, []problem{
 			{"nmae", `unknown field; did you mean "name"?`}}},
 		{"unknown field", header + "colour: red\n", Overrides{}, []problem{
-			{"colour", "unknown field; known fields here: apiVersion, calico, kind, kubernetesVersion, name, networking, nodes"}}},
+			{"colour", "unknown field; known fields here: apiVersion, calico, images, kind, kubernetesVersion, name, networking, nodes"}}},
 		{"misspelled node field and wrong type together", header + "nodes:\n- role: control-plane\n  memroy: 4Gi\n  cpus: two\n", Overrides{}, []problem{
 			{"nodes[0].memroy", `unknown field; did you mean "memory"?`},
 			{"nodes[0].cpus", `"two" is not a whole number; use e.g. 2`}}},
@@ -107,6 +107,14 @@ func TestBadConfigs(t *testing.T) {
 			{"nodes[0].ip", "172.31.250.1 is reserved (network address, gateway or broadcast); use an address from 172.31.250.2 to 172.31.250.254"}}},
 		{"duplicate node IPs", header + "nodes:\n- role: control-plane\n  ip: 172.31.250.20\n- ip: 172.31.250.20\n", Overrides{}, []problem{
 			{"nodes[1].ip", "172.31.250.20 is already used by nodes[0]; give each node its own address"}}},
+		{"images.registry with a scheme", header + "images:\n  registry: https://registry.example.com/hwk\n", Overrides{}, []problem{
+			{"images.registry", `"https://registry.example.com/hwk" has a scheme; use a registry and path such as registry.example.com/hwk-dev or 127.0.0.1:5000/hwk`}}},
+		{"images.registry without a host", header + "images:\n  registry: hwk-dev\n", Overrides{}, []problem{
+			{"images.registry", `"hwk-dev" is not a registry address; use a registry and path such as registry.example.com/hwk-dev or 127.0.0.1:5000/hwk`}}},
+		{"node image reference without tag", header + "nodes:\n- role: control-plane\n  image: registry.example.com/hwk/node\n", Overrides{}, []problem{
+			{"nodes[0].image", `"registry.example.com/hwk/node" names no tag or digest; use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:v1.35.4`}}},
+		{"image flag not a reference", header, Overrides{Image: "registry.example.com/HWK/node:v1"}, []problem{
+			{"nodes[0].image", `"registry.example.com/HWK/node:v1" is not an image reference (invalid reference format: repository name (HWK/node) must be lowercase); use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:v1.35.4`}}},
 		{"no control plane", header + "nodes:\n- role: worker\n", Overrides{}, []problem{
 			{"nodes", "no control-plane node; set role: control-plane on one linux node"}}},
 		{"two control planes", header + "nodes:\n- role: control-plane\n- role: control-plane\n", Overrides{}, []problem{

@@ -12,6 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hwk-dev/hwk/pkg/imagedist"
+	"github.com/hwk-dev/hwk/pkg/ui"
+	"github.com/moby/moby/client"
+
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -31,6 +35,18 @@ type Action interface {
 	Execute(ctx context.Context, c *Context) error
 }
 
+// Skipper is an action that has nothing to do for some clusters, and then
+// shows no step at all.
+type Skipper interface {
+	Skip(c *Context) bool
+}
+
+// Describer is an action whose step line says what it works on, which it
+// knows only once the steps before it have run.
+type Describer interface {
+	Describe(c *Context) string
+}
+
 // Context is what the steps share. The fields at the top are set before
 // the first step; the ones below are filled in as steps run.
 type Context struct {
@@ -47,13 +63,25 @@ type Context struct {
 	Started time.Time
 	// Timeouts for the waits.
 	Timeouts Timeouts
+	// Pull says when node images are pulled; ImageRegistry pulls them
+	// (nil: Docker's credentials and the system's CAs) and Docker is the
+	// engine the docker format goes into.
+	Pull          PullPolicy
+	ImageRegistry *imagedist.Registry
+	Docker        func() (client.APIClient, error)
+	// Status shows the running step, for steps that show progress on it;
+	// nil shows nothing.
+	Status *ui.Status
 
-	// Dir is the cluster's directory (set by Preflight's record).
+	// Dir is the cluster's directory (set by the record Network writes
+	// first).
 	Dir string
 	// Drivers maps each node to its driver.
 	Drivers map[string]drivers.Driver
 	// Images maps each node to its image in its driver's terms.
 	Images map[string]string
+	// pulls are the images Preflight found missing, for PullImages.
+	pulls []*pull
 	// Boot is the cluster as bootstrap sees it.
 	Boot bootstrap.Cluster
 	// CACertHash pins the cluster CA for joins (after kubeadm init).

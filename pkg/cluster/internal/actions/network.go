@@ -14,8 +14,11 @@ type Network struct{}
 // Name implements Action.
 func (Network) Name() string { return "Creating the node network" }
 
-// Execute implements Action.
+// Execute implements Action. It records the cluster first.
 func (Network) Execute(ctx context.Context, c *Context) error {
+	if err := c.record(); err != nil {
+		return err
+	}
 	subnet, err := netip.ParsePrefix(c.Config.Networking.NodeSubnet)
 	if err != nil {
 		return fmt.Errorf("networking.nodeSubnet: %w", err)

@@ -2,7 +2,6 @@ package actions
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,8 +18,9 @@ import (
 
 // Preflight checks everything `up` needs before anything is made: that
 // the cluster does not exist, that every node's driver works here, and
-// that every node image is there. Then it records the cluster, so that
-// `down` can always find what the next steps make.
+// that every node image is there or can be pulled (it asks the registry,
+// so an unreachable one fails here, with the other ways to get the
+// image).
 type Preflight struct{}
 
 // Name implements Action.
@@ -81,13 +81,8 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		}
 	}
 
-	c.Images = map[string]string{}
-	for _, n := range cfg.Nodes {
-		img, err := nodeImage(ctx, cached, cfg.KubernetesVersion, n, c.Drivers[n.Name])
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		c.Images[n.Name] = img
+	if err := c.planImages(ctx, cached); err != nil {
+		return err
 	}
 
 	c.Boot, err = bootstrap.FromConfig(cfg, bootstrap.NewToken(), func(n config.Node) bool { return n.Driver == config.DriverDocker })
@@ -99,15 +94,23 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		// loopback.
 		c.Boot.ExtraSANs = []string{"127.0.0.1"}
 	}
+	return nil
+}
 
-	c.Dir, err = c.Store.Create(cfg.Name)
+// record writes the cluster's directory, the first thing `up` makes, so
+// that `down` can always find what the next steps make. It comes after
+// the checks and any pull: an `up` that stops before it leaves nothing to
+// clean up, and running it again goes on with the downloads.
+func (c *Context) record() error {
+	var err error
+	c.Dir, err = c.Store.Create(c.Config.Name)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(c.Dir, clusterdir.LogsDir), 0o700); err != nil {
 		return err
 	}
-	if err := clusterdir.WriteRecord(c.Dir, cfg); err != nil {
+	if err := clusterdir.WriteRecord(c.Dir, c.Config); err != nil {
 		return err
 	}
 	return state.WriteFileAtomic(filepath.Join(c.Dir, clusterdir.TokenFile), []byte(c.Boot.Token+"\n"), 0o600)
@@ -147,7 +150,8 @@ func joinNames(names []string) string { return strings.Join(names, ", ") }
 func checkWindowsImages(cfg *config.Cluster, ms []*nodeimage.Manifest) error {
 	var win []string
 	for _, n := range cfg.Nodes {
-		if n.OS == config.Windows {
+		// A node whose config names an image to pull needs none cached.
+		if n.OS == config.Windows && !config.IsImageRef(n.Image) {
 			win = append(win, n.Name)
 		}
 	}
@@ -158,68 +162,6 @@ func checkWindowsImages(cfg *config.Cluster, ms []*nodeimage.Manifest) error {
 		return &NoWindowsImageError{Nodes: win}
 	}
 	return nil
-}
-
-// driverFormat is the node image format each driver boots.
-var driverFormat = map[string]nodeimage.Format{
-	config.DriverDocker:     nodeimage.FormatDocker,
-	config.DriverLibvirt:    nodeimage.FormatQCOW2,
-	config.DriverHyperV:     nodeimage.FormatVHDX,
-	config.DriverVirtualBox: nodeimage.FormatVDI,
-	config.DriverWSL2:       nodeimage.FormatTar,
-}
-
-// nodeImage finds node n's image in its driver's terms: the newest of the
-// cached node images ms of the node's OS and the cluster's Kubernetes version that has
-// the driver's format (or the one the config names), checked with the
-// driver where it keeps images of its own.
-func nodeImage(ctx context.Context, ms []*nodeimage.Manifest, version string, n config.Node, d drivers.Driver) (string, error) {
-	format := driverFormat[d.Name()]
-	var ref string
-	for _, m := range ms {
-		if m.OS != string(n.OS) || m.KubernetesVersion != version || (n.Image != "" && m.Name != n.Image) {
-			continue
-		}
-		// A Windows node runs the Windows Server release it asks for.
-		if n.OS == config.Windows && (m.Windows == nil || m.Windows.Version != n.WindowsVersion) {
-			continue
-		}
-		a, ok := m.Artifacts[format]
-		if !ok {
-			continue
-		}
-		if format == nodeimage.FormatDocker {
-			ref = a.DockerImage
-		} else {
-			ref = filepath.Join(m.Dir, a.Path)
-		}
-		break
-	}
-	switch {
-	case ref == "" && format == nodeimage.FormatDocker:
-		// The engine may hold an image built under another cache
-		// directory (with sudo, say); the engine has the last word.
-		ref = n.Image
-		if ref == "" {
-			ref = nodeimage.DockerRepository + ":" + version
-		}
-	case ref == "":
-		what := string(n.OS)
-		if n.OS == config.Windows {
-			what = "Windows Server " + n.WindowsVersion
-		}
-		return "", fmt.Errorf("no cached %s node image for Kubernetes %s has the %s format the %s driver needs\n  fix: `%s`", what, version, format, d.Name(), buildCommand(n, version, format))
-	}
-	if ic, ok := d.(drivers.ImageChecker); ok {
-		if err := ic.CheckImage(ctx, ref); err != nil {
-			var missing *drivers.ImageMissingError
-			if errors.As(err, &missing) {
-				missing.Build = buildCommand(n, version, format)
-			}
-			return "", err
-		}
-	}
-	return ref, nil
 }
 
 // buildCommand is the command that makes a missing node image.
