@@ -8,6 +8,9 @@ COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS  := -X github.com/hwk-dev/hwk/pkg/version.Version=$(VERSION) -X github.com/hwk-dev/hwk/pkg/version.Commit=$(COMMIT)
 STATICCHECK_VERSION := v0.7.0
 STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
+# actionlint checks the GitHub Actions workflows, which cannot run here.
+ACTIONLINT_VERSION := v1.7.12
+ACTIONLINT := $(BIN)/tools/actionlint-$(ACTIONLINT_VERSION)
 # kind, pinned, for the load benchmark's side-by-side figures.
 KIND_VERSION := v0.32.0
 KIND := $(BIN)/tools/kind-$(KIND_VERSION)
@@ -102,7 +105,7 @@ $(KIND):
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(BIN)/tools/kind $(KIND)
 
-lint: $(STATICCHECK)
+lint: $(STATICCHECK) $(ACTIONLINT)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
@@ -110,6 +113,11 @@ lint: $(STATICCHECK)
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e ./e2e/
 	GOOS=windows $(STATICCHECK) ./...
+	$(ACTIONLINT)
+
+$(ACTIONLINT):
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
+	mv $(BIN)/tools/actionlint $(ACTIONLINT)
 
 $(STATICCHECK):
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # `make up`: from a fresh Linux machine with Go to a running cluster, in one
 # command. It installs what is missing (the Docker engine, and the tools
-# the node image build uses), builds hwk, builds the Linux node image from
-# source when none is cached, and brings up the best cluster this host can
+# the node image build uses), builds hwk, pulls the Linux node image this
+# hwk pins (or, when that fails, as it does with no registry, builds it
+# from source), and brings up the best cluster this host can
 # serve: with a Windows worker when a Windows node image exists, else
 # Linux-only on the docker driver, saying so. Extra arguments go to
 # `hwk up` (e.g. make up ARGS="--linux-workers 1").
@@ -37,9 +38,13 @@ make build
 hwk=bin/hwk
 version=$($hwk config validate --windows-workers 0 -o json | sed -n 's/.*"kubernetesVersion": "\(.*\)".*/\1/p')
 if ! $sudo docker image inspect "hwk/node:$version" >/dev/null 2>&1; then
-	echo "no Linux node image for Kubernetes $version: building it from source (about 20 minutes the first time)"
-	# Building needs root (debootstrap, chroot); PATH keeps the user's Go.
-	$sudo env "PATH=$PATH" "$hwk" node-image build linux --source source --formats docker
+	echo "no Linux node image for Kubernetes $version: pulling the one this hwk pins"
+	if ! pulled=$($sudo "$hwk" node-image pull "$version" --formats docker 2>&1); then
+		echo "$pulled" | sed 's/^/  /'
+		echo "the pull failed (above): building the image from source instead (about 20 minutes the first time)"
+		# Building needs root (debootstrap, chroot); PATH keeps the user's Go.
+		$sudo env "PATH=$PATH" "$hwk" node-image build linux --source source --formats docker
+	fi
 fi
 
 args=""
