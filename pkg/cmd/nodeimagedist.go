@@ -99,23 +99,13 @@ The pushed reference with its digest is printed on standard output.`,
 			if _, err := imagedist.ParseRef(ref); err != nil {
 				return err
 			}
-			cache := state.DefaultDirs().Cache
-			m, err := selectCached(cache, image)
-			if err != nil {
-				return err
-			}
-			docker := dockerClient()
-			fs, err := packFormats(c.Context(), m, formats, docker)
-			if err != nil {
-				return err
-			}
-			windowsReminder(s.ErrOut, m)
 			st := ui.NewStatus(s.ErrOut, g.quiet)
-			p, err := imagedist.Pack(c.Context(), m, imagedist.PackOptions{CacheDir: cache, Formats: fs, Docker: docker, Step: st.Step})
+			p, err := packCached(c.Context(), s, st, image, formats)
 			if err != nil {
 				return err
 			}
 			defer p.Close()
+			m := p.Manifest
 			reg := &imagedist.Registry{}
 			var dg string
 			err = transferStep(st, s, "Pushing to "+ref, func(prog imagedist.Progress) error {
@@ -138,13 +128,26 @@ The pushed reference with its digest is printed on standard output.`,
 	return cmd
 }
 
-// selectCached finds the cached image a push or save is about.
-func selectCached(cache, what string) (*nodeimage.Manifest, error) {
+// packCached packs the cached image a push or save is about (a name, or
+// a version's newest Linux image) in the formats the flag names (default:
+// all it has), each format a step of st.
+func packCached(ctx context.Context, s Streams, st *ui.Status, what, formats string) (*imagedist.Packed, error) {
+	cache := state.DefaultDirs().Cache
 	list, err := nodeimage.List(cache)
 	if err != nil {
 		return nil, err
 	}
-	return nodeimage.Select(list, what, string(config.Linux), config.DefaultKubernetesVersion)
+	m, err := nodeimage.Select(list, what, string(config.Linux), config.DefaultKubernetesVersion)
+	if err != nil {
+		return nil, err
+	}
+	docker := dockerClient()
+	fs, err := packFormats(ctx, m, formats, docker)
+	if err != nil {
+		return nil, err
+	}
+	windowsReminder(s.ErrOut, m)
+	return imagedist.Pack(ctx, m, imagedist.PackOptions{CacheDir: cache, Formats: fs, Docker: docker, Step: st.Step})
 }
 
 // packFormats is the --formats of push and save: the ones named, or every
@@ -228,15 +231,16 @@ cache, and unpack as they arrive. Credentials come from Docker's config.`,
 					return fmt.Errorf("--registry: %w", err)
 				}
 			}
-			ref, err := pinnedRef(ref, reg)
-			if err != nil {
-				return err
-			}
 			var want []nodeimage.Format
 			if formats != "" {
+				var err error
 				if want, err = nodeimage.ParseFormats(formats); err != nil {
 					return fmt.Errorf("--formats: %w", err)
 				}
+			}
+			ref, err := pinnedRef(ref, reg)
+			if err != nil {
+				return err
 			}
 			st := ui.NewStatus(s.ErrOut, g.quiet)
 			r := &imagedist.Registry{}
@@ -347,23 +351,13 @@ Linux image of a Kubernetes version (default ` + config.DefaultKubernetesVersion
 			if len(args) == 1 {
 				what = args[0]
 			}
-			cache := state.DefaultDirs().Cache
-			m, err := selectCached(cache, what)
-			if err != nil {
-				return err
-			}
-			docker := dockerClient()
-			fs, err := packFormats(c.Context(), m, formats, docker)
-			if err != nil {
-				return err
-			}
-			windowsReminder(s.ErrOut, m)
 			st := ui.NewStatus(s.ErrOut, g.quiet)
-			p, err := imagedist.Pack(c.Context(), m, imagedist.PackOptions{CacheDir: cache, Formats: fs, Docker: docker, Step: st.Step})
+			p, err := packCached(c.Context(), s, st, what, formats)
 			if err != nil {
 				return err
 			}
 			defer p.Close()
+			m := p.Manifest
 			err = transferStep(st, s, "Writing "+out, func(prog imagedist.Progress) error {
 				return imagedist.Save(c.Context(), out, m.KubernetesVersion, p, prog)
 			})

@@ -114,6 +114,10 @@ func download(ctx context.Context, src source, desc ocispec.Descriptor, dir, wha
 	// The caller holds the image's lock, so no other hwk writes here.
 	final := filepath.Join(dir, desc.Digest.Encoded())
 	partial := final + ".partial"
+	if keep && verifiedFile(final, desc) {
+		// A whole blob a run that was stopped afterwards left behind.
+		return final, nil
+	}
 
 	var last error
 	for try := 0; try < attempts; try++ {
@@ -228,4 +232,16 @@ func verify(desc ocispec.Descriptor, what string, r io.Reader, base int64, progr
 		return &DigestError{What: what, Want: desc.Digest, Got: got, Size: cr.n, WantSize: desc.Size}
 	}
 	return cerr
+}
+
+// verifiedFile says whether the file at p is desc's content.
+func verifiedFile(p string, desc ocispec.Descriptor) bool {
+	f, err := os.Open(p)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	h := desc.Digest.Algorithm().Hash()
+	n, err := io.Copy(h, f)
+	return err == nil && n == desc.Size && digest.NewDigest(desc.Digest.Algorithm(), h) == desc.Digest
 }

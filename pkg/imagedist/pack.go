@@ -140,7 +140,17 @@ func Pack(ctx context.Context, m *nodeimage.Manifest, o PackOptions) (_ *Packed,
 					return err
 				}
 				man, rest, err = exportDocker(ctx, c, a.DockerImage, work, prog)
-				return err
+				if err != nil {
+					return err
+				}
+				var cfg ocispec.Image
+				if err := json.Unmarshal(rest[0].data, &cfg); err != nil {
+					return err
+				}
+				if cfg.Config.Labels[nodeimage.LabelKey] != m.Key {
+					return fmt.Errorf("the engine's %s is another build than node image %s (its %s label is %q); rebuild the image", a.DockerImage, m.Name, nodeimage.LabelKey, cfg.Config.Labels[nodeimage.LabelKey])
+				}
+				return nil
 			})
 			if err != nil {
 				return nil, err

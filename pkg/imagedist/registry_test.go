@@ -38,6 +38,33 @@ func startRegistry(t *testing.T) (*registrytest.Registry, *Registry) {
 	return r, &Registry{RootCAs: r.CAPool}
 }
 
+// pushed is a test image pushed to a fresh registry, as ref.
+type pushed struct {
+	ti  *testImage
+	r   *registrytest.Registry
+	reg *Registry
+	ref string
+	p   *Packed
+}
+
+// pushTestImage makes a test image (with the docker format when docker is
+// set), starts a registry and pushes the image's formats (all when none
+// are named) to it.
+func pushTestImage(t *testing.T, diskMiB int, docker bool, formats ...nodeimage.Format) *pushed {
+	t.Helper()
+	ti := newTestImage(t, diskMiB, docker)
+	r, reg := startRegistry(t)
+	x := &pushed{ti: ti, r: r, reg: reg, ref: r.Addr + "/hwk/node:v1.35.4", p: pack(t, ti, formats...)}
+	dg, err := reg.Push(context.Background(), x.ref, x.p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dg != x.p.Index.Digest {
+		t.Errorf("pushed %s, packed %s", dg, x.p.Index.Digest)
+	}
+	return x
+}
+
 // blobGets are the registry's blob GETs, by digest, from request from on.
 func blobGets(t *testing.T, r *registrytest.Registry, from int) []registrytest.Request {
 	t.Helper()
@@ -69,18 +96,9 @@ func layerOf(p *Packed, f nodeimage.Format) blob {
 // lost it); pushing again sends no blob; `docker pull` of the same
 // reference gets the docker format as an ordinary image.
 func TestPushPull(t *testing.T) {
-	ti := newTestImage(t, 8, true)
-	r, reg := startRegistry(t)
+	x := pushTestImage(t, 8, true)
+	ti, r, reg, ref, dg := x.ti, x.r, x.reg, x.ref, x.p.Index.Digest
 	ctx := context.Background()
-	ref := r.Addr + "/hwk/node:v1.35.4"
-	p := pack(t, ti)
-	dg, err := reg.Push(ctx, ref, p, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if dg != p.Index.Digest {
-		t.Errorf("pushed %s, packed %s", dg, p.Index.Digest)
-	}
 	n := len(r.Requests(t))
 	if _, err := reg.Push(ctx, ref, pack(t, ti), nil); err != nil {
 		t.Fatal(err)
@@ -134,14 +152,9 @@ func TestPushPull(t *testing.T) {
 // TestPullOneFormat: a pull of one format fetches that layer and the
 // image's small config, no other blob.
 func TestPullOneFormat(t *testing.T) {
-	ti := newTestImage(t, 4, false)
-	r, reg := startRegistry(t)
+	x := pushTestImage(t, 4, false)
+	r, reg, ref, p := x.r, x.reg, x.ref, x.p
 	ctx := context.Background()
-	ref := r.Addr + "/hwk/node:v1.35.4"
-	p := pack(t, ti)
-	if _, err := reg.Push(ctx, ref, p, nil); err != nil {
-		t.Fatal(err)
-	}
 	n := len(r.Requests(t))
 	im, err := reg.Resolve(ctx, ref)
 	if err != nil {
@@ -217,15 +230,10 @@ func TestRegistryRefusals(t *testing.T) {
 // TestCorruptBlobInRegistry: a layer whose bytes changed in the
 // registry's storage fails its digest, and nothing of it is kept.
 func TestCorruptBlobInRegistry(t *testing.T) {
-	ti := newTestImage(t, 4, false)
-	r, reg := startRegistry(t)
+	x := pushTestImage(t, 4, false, nodeimage.FormatQCOW2)
+	r, reg, ref := x.r, x.reg, x.ref
 	ctx := context.Background()
-	ref := r.Addr + "/hwk/node:v1.35.4"
-	p := pack(t, ti, nodeimage.FormatQCOW2)
-	if _, err := reg.Push(ctx, ref, p, nil); err != nil {
-		t.Fatal(err)
-	}
-	layer := layerOf(p, nodeimage.FormatQCOW2).desc
+	layer := layerOf(x.p, nodeimage.FormatQCOW2).desc
 	flipByteAt(t, r.BlobDataPath(layer.Digest.String()), layer.Size/2)
 	im, err := reg.Resolve(ctx, ref)
 	if err != nil {
@@ -347,17 +355,13 @@ func (p *proxy) down(from, to net.Conn) {
 // the pull tries again, keeps what it got and says so; the next pull asks
 // the registry for the rest only, and the result verifies.
 func TestResumeAfterCut(t *testing.T) {
-	ti := newTestImage(t, 24, false)
-	r, reg := startRegistry(t)
+	x := pushTestImage(t, 24, false, nodeimage.FormatVDI)
+	ti, r := x.ti, x.r
 	ctx := context.Background()
-	p := pack(t, ti, nodeimage.FormatVDI)
-	if _, err := reg.Push(ctx, r.Addr+"/hwk/node:v1.35.4", p, nil); err != nil {
-		t.Fatal(err)
-	}
-	layer := layerOf(p, nodeimage.FormatVDI).desc
+	layer := layerOf(x.p, nodeimage.FormatVDI).desc
 	px := newProxy(t, r.Addr)
 	t.Setenv("DOCKER_CONFIG", r.DockerConfig(t, r.User, r.Password, px.addr()))
-	reg = &Registry{RootCAs: r.CAPool} // reads the new config
+	reg := &Registry{RootCAs: r.CAPool} // reads the new config
 	ref := px.addr() + "/hwk/node:v1.35.4"
 	defer func(w time.Duration) { retryWait = w }(retryWait)
 	retryWait = 10 * time.Millisecond
@@ -423,18 +427,14 @@ func checkFile(t *testing.T, cache string, want *nodeimage.Manifest, f nodeimage
 // TestResumeAfterKill: hwk is killed in the middle of a layer (SIGKILL,
 // no chance to clean up); the next pull fetches only the rest.
 func TestResumeAfterKill(t *testing.T) {
-	ti := newTestImage(t, 24, false)
-	r, reg := startRegistry(t)
+	x := pushTestImage(t, 24, false, nodeimage.FormatQCOW2)
+	ti, r := x.ti, x.r
 	ctx := context.Background()
-	p := pack(t, ti, nodeimage.FormatQCOW2)
-	if _, err := reg.Push(ctx, r.Addr+"/hwk/node:v1.35.4", p, nil); err != nil {
-		t.Fatal(err)
-	}
-	layer := layerOf(p, nodeimage.FormatQCOW2).desc
+	layer := layerOf(x.p, nodeimage.FormatQCOW2).desc
 	px := newProxy(t, r.Addr)
 	px.set(-1, 5*time.Millisecond) // about 6 MiB/s: seconds for the layer
 	t.Setenv("DOCKER_CONFIG", r.DockerConfig(t, r.User, r.Password, px.addr()))
-	reg = &Registry{RootCAs: r.CAPool} // reads the new config
+	reg := &Registry{RootCAs: r.CAPool} // reads the new config
 	ref := px.addr() + "/hwk/node:v1.35.4"
 	cache := t.TempDir()
 
@@ -499,4 +499,39 @@ func TestPullProcess(t *testing.T) {
 	}
 	_, err = im.Unpack(context.Background(), UnpackOptions{CacheDir: os.Getenv("HWK_TEST_PULL_CACHE"), Formats: im.Formats()})
 	fmt.Println("pull ended:", err)
+}
+
+// TestCredentialHelper: credentials can come from a Docker credential
+// helper (a docker-credential-NAME program, as `docker login` sets up with
+// credHelpers), here a script on PATH that answers the helper protocol's
+// get: the server URL on stdin, a JSON credential on stdout.
+func TestCredentialHelper(t *testing.T) {
+	x := pushTestImage(t, 1, false, nodeimage.FormatVDI)
+	r, ref := x.r, x.ref
+	ctx := context.Background()
+	bin := t.TempDir()
+	asked := filepath.Join(bin, "asked")
+	helper := fmt.Sprintf(`#!/bin/sh
+# A Docker credential helper: "get" reads a server URL, answers JSON.
+[ "$1" = get ] || { echo "unexpected call: $*" >&2; exit 1; }
+read server
+echo "$server" > %q
+[ "$server" = %q ] || { echo "credentials not found in native keychain"; exit 1; }
+printf '{"ServerURL":"%%s","Username":"%%s","Secret":"%%s"}\n' "$server" %q %q
+`, asked, r.Addr, r.User, r.Password)
+	if err := os.WriteFile(filepath.Join(bin, "docker-credential-hwktest"), []byte(helper), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cfg := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cfg, "config.json"), []byte(fmt.Sprintf(`{"credHelpers": {%q: "hwktest"}}`, r.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", cfg)
+	if _, err := (&Registry{RootCAs: r.CAPool}).Resolve(ctx, ref); err != nil {
+		t.Fatalf("resolve with the helper's credentials: %v", err)
+	}
+	if got, _ := os.ReadFile(asked); strings.TrimSpace(string(got)) != r.Addr {
+		t.Errorf("the helper was asked for %q", got)
+	}
 }
