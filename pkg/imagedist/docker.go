@@ -254,7 +254,9 @@ func (u *unpacker) docker(ctx context.Context) (nodeimage.Artifact, error) {
 		paths = append(paths, p)
 		before += l.Size
 	}
-	if err := loadIntoEngine(ctx, c, want.DockerImage, cfgData, paths); err != nil {
+	// The engine takes a while to store and unpack the layers: that shows
+	// as a transfer of its own.
+	if err := loadIntoEngine(ctx, c, want.DockerImage, cfgData, paths, u.progress("docker into the engine", total)); err != nil {
 		return nodeimage.Artifact{}, err
 	}
 	img, err := c.ImageInspect(ctx, want.DockerImage)
@@ -276,10 +278,10 @@ func (u *unpacker) docker(ctx context.Context) (nodeimage.Artifact, error) {
 // loadIntoEngine streams a `docker save`-style archive (manifest.json,
 // the config, the layers as they are, gzip) into `docker load`, which
 // every engine version reads.
-func loadIntoEngine(ctx context.Context, c client.APIClient, tag string, cfg []byte, layers []string) error {
+func loadIntoEngine(ctx context.Context, c client.APIClient, tag string, cfg []byte, layers []string, progress func(int64)) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeDockerArchive(pw, tag, cfg, layers)) }()
-	res, err := c.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
+	res, err := c.ImageLoad(ctx, &countingReader{r: pr, progress: progress}, client.ImageLoadWithQuiet(true))
 	if err != nil {
 		pr.CloseWithError(err)
 		return fmt.Errorf("docker load %s: %w", tag, err)
