@@ -101,10 +101,18 @@ func TestNodeImageWindowsSaveLoad(t *testing.T) {
 		t.Errorf("loaded disk differs (%v)", err)
 	}
 
-	// The archive's image is not on any public default: a version pull
-	// names only Linux pins, and an up never pulls Windows.
 	code, _, stderr = run(t, "node-image", "load", "-i", archive, "--formats", "qcow2")
 	if code != 1 || !strings.Contains(stderr, "has no qcow2 format (it has vhdx)") {
 		t.Errorf("load of a format the archive lacks: exit %d\n%s", code, stderr)
+	}
+
+	// Loaded back where it was built, it keeps the password it had there.
+	t.Setenv("HWK_HOME", src)
+	if code, _, stderr = run(t, "node-image", "load", "-i", archive, "--formats", "vhdx"); code != 0 {
+		t.Fatalf("load where it was built: %s", stderr)
+	}
+	back, err := nodeimage.ReadManifest(m.Dir)
+	if err != nil || back.Windows == nil || back.Windows.AdminPassword != "Secret-Passw0rd#1" {
+		t.Errorf("the builder's manifest lost its password: %+v %v", back, err)
 	}
 }

@@ -101,6 +101,13 @@ func (im *Image) Unpack(ctx context.Context, o UnpackOptions) (*nodeimage.Manife
 			out.Artifacts[f] = existing.Artifacts[f]
 		}
 	}
+	if out.Windows != nil && existing != nil && existing.Windows != nil && existing.Windows.AdminPassword != "" {
+		// Pulled onto the machine that built it: the password that never
+		// left stays.
+		w := *out.Windows
+		w.AdminPassword = existing.Windows.AdminPassword
+		out.Windows = &w
+	}
 	out.Origin = &nodeimage.Origin{Digest: im.Index.Digest.String(), At: time.Now().UTC().Truncate(time.Second)}
 	if im.archive != "" {
 		out.Origin.Archive = im.archive
