@@ -226,12 +226,12 @@ func (u *unpacker) docker(ctx context.Context) (nodeimage.Artifact, error) {
 	if err := json.Unmarshal(cfgData, &cfg); err != nil {
 		return nodeimage.Artifact{}, fmt.Errorf("docker image config: %w", err)
 	}
-	if cfg.Config.Labels[nodeimage.LabelKey] != u.im.Manifest.Key || len(cfg.RootFS.DiffIDs) != len(man.Layers) {
+	if cfg.Config.Labels[nodeimage.LabelKey] != u.im.Manifest.Key || len(cfg.RootFS.DiffIDs) != len(man.Layers) || len(man.Layers) == 0 {
 		return nodeimage.Artifact{}, fmt.Errorf("the container image is not the node image the index describes (label %s=%q, want %q)",
 			nodeimage.LabelKey, cfg.Config.Labels[nodeimage.LabelKey], u.im.Manifest.Key)
 	}
 
-	var total, before int64
+	var total int64
 	for _, l := range man.Layers {
 		total += l.Size
 	}
@@ -241,22 +241,34 @@ func (u *unpacker) docker(ctx context.Context) (nodeimage.Artifact, error) {
 			os.Remove(p)
 		}
 	}()
-	for i, l := range man.Layers {
-		var prog func(int64)
-		if p := u.progress("docker", total); p != nil {
-			base := before
-			prog = func(n int64) { p(base + n) }
+	layerProgress := func(i int) func(int64) {
+		p := u.progress("docker", total)
+		if p == nil {
+			return nil
 		}
-		p, err := download(ctx, u.im.src, l, u.blobs, fmt.Sprintf("docker layer %d (%s)", i, l.Digest), true, prog, nil)
+		var base int64
+		for _, l := range man.Layers[:i] {
+			base += l.Size
+		}
+		return func(n int64) { p(base + n) }
+	}
+	// Every layer but the last is downloaded first; the last streams into
+	// the engine as it downloads, so that the load overlaps the download
+	// (a node image has one layer). Each try of that download is a load
+	// of its own: a broken one ends its load unfinished, and the next
+	// sends the part on disk again, then the rest.
+	last := len(man.Layers) - 1
+	for i, l := range man.Layers[:last] {
+		p, err := download(ctx, u.im.src, l, u.blobs, fmt.Sprintf("docker layer %d (%s)", i, l.Digest), true, layerProgress(i), nil)
 		if err != nil {
 			return nodeimage.Artifact{}, err
 		}
 		paths = append(paths, p)
-		before += l.Size
 	}
-	// The engine takes a while to store and unpack the layers: that shows
-	// as a transfer of its own.
-	if err := loadIntoEngine(ctx, c, want.DockerImage, cfgData, paths, u.progress("docker into the engine", total)); err != nil {
+	load := func(r io.Reader) error {
+		return loadIntoEngine(ctx, c, want.DockerImage, cfgData, paths, man.Layers[last], r)
+	}
+	if _, err := download(ctx, u.im.src, man.Layers[last], u.blobs, fmt.Sprintf("docker layer %d (%s)", last, man.Layers[last].Digest), false, layerProgress(last), load); err != nil {
 		return nodeimage.Artifact{}, err
 	}
 	img, err := c.ImageInspect(ctx, want.DockerImage)
@@ -277,13 +289,32 @@ func (u *unpacker) docker(ctx context.Context) (nodeimage.Artifact, error) {
 
 // loadIntoEngine streams a `docker save`-style archive (manifest.json,
 // the config, the layers as they are, gzip) into `docker load`, which
-// every engine version reads.
-func loadIntoEngine(ctx context.Context, c client.APIClient, tag string, cfg []byte, layers []string, progress func(int64)) error {
+// every engine version reads: the layers in files, then the last one from
+// r as it comes. The archive is ended only once that layer has its
+// digest: otherwise the engine gets a broken archive and loads nothing,
+// and the error is the layer's, not the engine's.
+func loadIntoEngine(ctx context.Context, c client.APIClient, tag string, cfg []byte, files []string, last ocispec.Descriptor, r io.Reader) error {
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeDockerArchive(pw, tag, cfg, layers)) }()
-	res, err := c.ImageLoad(ctx, &countingReader{r: pr, progress: progress}, client.ImageLoadWithQuiet(true))
+	var werr error
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		werr = writeDockerArchive(pw, tag, cfg, files, last, r)
+		pw.CloseWithError(werr)
+	}()
+	err := readLoad(ctx, c, tag, pr)
+	pr.CloseWithError(io.ErrClosedPipe) // stops the writer if the engine gave up first
+	<-written
+	if werr != nil {
+		return werr
+	}
+	return err
+}
+
+// readLoad sends an archive to `docker load` and reads its answer.
+func readLoad(ctx context.Context, c client.APIClient, tag string, archive io.Reader) error {
+	res, err := c.ImageLoad(ctx, archive, client.ImageLoadWithQuiet(true))
 	if err != nil {
-		pr.CloseWithError(err)
 		return fmt.Errorf("docker load %s: %w", tag, err)
 	}
 	defer res.Close()
@@ -301,10 +332,10 @@ func loadIntoEngine(ctx context.Context, c client.APIClient, tag string, cfg []b
 	}
 }
 
-func writeDockerArchive(w io.Writer, tag string, cfg []byte, layers []string) error {
+func writeDockerArchive(w io.Writer, tag string, cfg []byte, files []string, last ocispec.Descriptor, r io.Reader) error {
 	tw := tar.NewWriter(w)
 	entry := dockerManifestEntry{Config: "config.json", RepoTags: []string{tag}}
-	for i := range layers {
+	for i := range len(files) + 1 {
 		entry.Layers = append(entry.Layers, fmt.Sprintf("layer%d.tar.gz", i))
 	}
 	man, err := json.Marshal([]dockerManifestEntry{entry})
@@ -322,10 +353,21 @@ func writeDockerArchive(w io.Writer, tag string, cfg []byte, layers []string) er
 			return err
 		}
 	}
-	for i, p := range layers {
+	for i, p := range files {
 		if err := copyFileToTar(tw, entry.Layers[i], p); err != nil {
 			return err
 		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: entry.Layers[len(files)], Mode: 0o644, Size: last.Size, Typeflag: tar.TypeReg}); err != nil {
+		return err
+	}
+	h := last.Digest.Algorithm().Hash()
+	n, err := io.Copy(tw, io.TeeReader(io.LimitReader(r, last.Size), h))
+	if err != nil {
+		return err
+	}
+	if got := digest.NewDigest(last.Digest.Algorithm(), h); n != last.Size || got != last.Digest {
+		return &DigestError{What: "docker layer " + last.Digest.String(), Want: last.Digest, Got: got, Size: n, WantSize: last.Size}
 	}
 	return tw.Close()
 }

@@ -155,12 +155,13 @@ func Pack(ctx context.Context, m *nodeimage.Manifest, o PackOptions) (_ *Packed,
 			if err != nil {
 				return nil, err
 			}
+			var size int64
+			for i := range rest[1:] { // the layers; rest[0] is the config
+				rest[i+1].format = f
+				size += rest[i+1].desc.Size
+			}
 			p.blobs = append(p.blobs, rest...)
 			p.blobs = append(p.blobs, man)
-			var size int64
-			for _, b := range rest[1:] {
-				size += b.desc.Size
-			}
 			p.Sizes[f] = size
 			d := man.desc
 			d.Platform = &ocispec.Platform{OS: "linux", Architecture: imageArch}

@@ -84,7 +84,7 @@ func digestOf(q registrytest.Request) digest.Digest {
 // layerOf is the packed layer of format f.
 func layerOf(p *Packed, f nodeimage.Format) blob {
 	for _, b := range p.blobs {
-		if b.format == f && (b.path != "" || f == nodeimage.FormatDocker) {
+		if b.format == f {
 			return b
 		}
 	}
@@ -534,4 +534,74 @@ printf '{"ServerURL":"%%s","Username":"%%s","Secret":"%%s"}\n' "$server" %q %q
 	if got, _ := os.ReadFile(asked); strings.TrimSpace(string(got)) != r.Addr {
 		t.Errorf("the helper was asked for %q", got)
 	}
+}
+
+// TestDockerLayerBrokenOrCut: the docker format's layer streams into the
+// engine as it downloads, so the engine must never keep an image from a
+// layer that is corrupt, and a cut download must start its load again
+// and still fetch only the rest.
+func TestDockerLayerBrokenOrCut(t *testing.T) {
+	x := pushTestImage(t, 1, true, nodeimage.FormatDocker)
+	ctx := context.Background()
+	c, _ := x.ti.docker()
+	want := x.ti.m.Artifacts[nodeimage.FormatDocker]
+	layer := layerOf(x.p, nodeimage.FormatDocker).desc
+	if layer.Size < 4<<20 {
+		t.Fatalf("the layer is only %d bytes", layer.Size)
+	}
+	removeImage(c, want.DockerImage)
+	px := newProxy(t, x.r.Addr)
+	t.Setenv("DOCKER_CONFIG", x.r.DockerConfig(t, x.r.User, x.r.Password, px.addr()))
+	reg := &Registry{RootCAs: x.r.CAPool}
+	defer func(w time.Duration) { retryWait = w }(retryWait)
+	retryWait = 10 * time.Millisecond
+	im, err := reg.Resolve(ctx, px.addr()+"/hwk/node:v1.35.4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpack := func(cache string) error {
+		_, err := im.Unpack(ctx, UnpackOptions{CacheDir: cache, Formats: []nodeimage.Format{nodeimage.FormatDocker}, Docker: x.ti.docker})
+		return err
+	}
+	inEngine := func() bool {
+		_, err := c.ImageInspect(ctx, want.DockerImage)
+		return err == nil
+	}
+
+	// Cut: three tries, each a load the engine does not finish.
+	cache := t.TempDir()
+	px.set(layer.Size/2, 0)
+	if err := unpack(cache); err == nil || !strings.Contains(err.Error(), "run the command again") {
+		t.Fatalf("cut pull: %v", err)
+	}
+	if inEngine() {
+		t.Fatal("the engine kept an image from a cut download")
+	}
+	st, err := os.Stat(filepath.Join(BlobsDir(cache), layer.Digest.Encoded()+".partial"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	px.set(-1, 0)
+	n := len(x.r.Requests(t))
+	if err := unpack(cache); err != nil {
+		t.Fatal(err)
+	}
+	assertResumed(t, x.r, n, layer, st.Size())
+	if img, err := c.ImageInspect(ctx, want.DockerImage); err != nil || img.ID != want.DockerID {
+		t.Errorf("after the resumed pull the engine has %s (%v), want %s", img.ID, err, want.DockerID)
+	}
+
+	// Corrupt: a digest error, and neither the engine nor the cache keeps
+	// anything.
+	removeImage(c, want.DockerImage)
+	flipByteAt(t, x.r.BlobDataPath(layer.Digest.String()), layer.Size-100)
+	cache = t.TempDir()
+	var de *DigestError
+	if err := unpack(cache); !errors.As(err, &de) || de.Want != layer.Digest {
+		t.Fatalf("pull of a corrupt docker layer: %v", err)
+	}
+	if inEngine() {
+		t.Error("the engine kept an image from a corrupt layer")
+	}
+	assertNothingCached(t, cache)
 }

@@ -172,6 +172,12 @@ func importBusybox(t *testing.T, docker func() (client.APIClient, error), tag, k
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin))})
 	tw.Write(bin)
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh", Linkname: "busybox", Mode: 0o777})
+	// Some data that does not compress, so the layer is big enough to cut
+	// a download of it in the middle.
+	payload := make([]byte, 6<<20)
+	rand.Read(payload)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "payload", Mode: 0o644, Size: int64(len(payload))})
+	tw.Write(payload)
 	tw.Close()
 	c, _ := docker()
 	ctx := context.Background()
