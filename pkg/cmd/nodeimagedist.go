@@ -257,7 +257,7 @@ cache, and unpack as they arrive. Credentials come from Docker's config.`,
 				want, why = g.hostFormats(c.Context(), config.OS(im.Manifest.OS))
 				if len(want) == 0 {
 					return fmt.Errorf("no driver usable here boots %s node images, so there is no format to pull; name them with --formats (it has %s)\n  %s",
-						im.Manifest.OS, joinFormats(im.Formats()), strings.Join(why, "\n  "))
+						im.Manifest.OS, nodeimage.JoinFormats(im.Formats()), strings.Join(why, "\n  "))
 				}
 			}
 			windowsReminder(s.ErrOut, im.Manifest)
@@ -299,12 +299,12 @@ func pinnedRef(arg, reg string) (string, error) {
 func unpackImage(ctx context.Context, g *globals, s Streams, st *ui.Status, im *imagedist.Image, want []nodeimage.Format, cmdName string) error {
 	for _, f := range want {
 		if !slices.Contains(im.Formats(), f) {
-			return fmt.Errorf("%s has no %s format (it has %s)", im.Ref, f, joinFormats(im.Formats()))
+			return fmt.Errorf("%s has no %s format (it has %s)", im.Ref, f, nodeimage.JoinFormats(im.Formats()))
 		}
 	}
 	start := time.Now()
 	var m *nodeimage.Manifest
-	err := transferStep(st, s, fmt.Sprintf("Unpacking %s of %s", joinFormats(want), im.Manifest.Name), func(prog imagedist.Progress) error {
+	err := transferStep(st, s, fmt.Sprintf("Unpacking %s of %s", nodeimage.JoinFormats(want), im.Manifest.Name), func(prog imagedist.Progress) error {
 		var err error
 		m, err = im.Unpack(ctx, imagedist.UnpackOptions{CacheDir: state.DefaultDirs().Cache, Formats: want, Docker: dockerClient(), Progress: prog})
 		return err
@@ -320,14 +320,6 @@ func unpackImage(ctx context.Context, g *globals, s Streams, st *ui.Status, im *
 		printArtifacts(s.Out, m)
 	}
 	return nil
-}
-
-func joinFormats(fs []nodeimage.Format) string {
-	var s []string
-	for _, f := range fs {
-		s = append(s, string(f))
-	}
-	return strings.Join(s, ", ")
 }
 
 func newNodeImageSaveCommand(g *globals, s Streams) *cobra.Command {
@@ -418,7 +410,7 @@ digest; nothing enters the cache unless it is whole.`,
 					}
 					if len(fs) == 0 {
 						return fmt.Errorf("%s: none of its formats (%s) is one a driver usable here boots; name them with --formats\n  %s",
-							im.Ref, joinFormats(im.Formats()), strings.Join(why, "\n  "))
+							im.Ref, nodeimage.JoinFormats(im.Formats()), strings.Join(why, "\n  "))
 					}
 				}
 				windowsReminder(s.ErrOut, im.Manifest)

@@ -284,11 +284,7 @@ func (im *Image) pick(formats []nodeimage.Format) ([]nodeimage.Format, error) {
 		}
 	}
 	if len(missing) > 0 {
-		var have []string
-		for _, f := range im.Formats() {
-			have = append(have, string(f))
-		}
-		return nil, fmt.Errorf("%s has no %s format (it has %s)", im.Ref, strings.Join(missing, ", "), strings.Join(have, ", "))
+		return nil, fmt.Errorf("%s has no %s format (it has %s)", im.Ref, strings.Join(missing, ", "), nodeimage.JoinFormats(im.Formats()))
 	}
 	return slices.Clone(formats), nil
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/moby/moby/client"
@@ -80,7 +79,7 @@ type PackOptions struct {
 func Pack(ctx context.Context, m *nodeimage.Manifest, o PackOptions) (_ *Packed, err error) {
 	for _, f := range o.Formats {
 		if _, ok := m.Artifacts[f]; !ok {
-			return nil, fmt.Errorf("node image %s has no %s format; it has %s", m.Name, f, formatsOf(m))
+			return nil, fmt.Errorf("node image %s has no %s format; it has %s", m.Name, f, nodeimage.JoinFormats(m.FormatsOf()))
 		}
 	}
 	if len(o.Formats) == 0 {
@@ -307,14 +306,4 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
-}
-
-func formatsOf(m *nodeimage.Manifest) string {
-	var s []string
-	for _, f := range nodeimage.Formats {
-		if _, ok := m.Artifacts[f]; ok {
-			s = append(s, string(f))
-		}
-	}
-	return strings.Join(s, ", ")
 }

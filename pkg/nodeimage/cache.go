@@ -47,6 +47,26 @@ func ParseFormats(s string) ([]Format, error) {
 	return out, nil
 }
 
+// JoinFormats lists formats as messages say them: "qcow2, vhdx".
+func JoinFormats(fs []Format) string {
+	s := make([]string, len(fs))
+	for i, f := range fs {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ", ")
+}
+
+// FormatsOf are the formats the manifest lists, in Formats' order.
+func (m *Manifest) FormatsOf() []Format {
+	var out []Format
+	for _, f := range Formats {
+		if _, ok := m.Artifacts[f]; ok {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // ImagesDir is where the cache keeps node images, one directory each.
 func ImagesDir(cacheDir string) string { return filepath.Join(cacheDir, "node-images") }
 

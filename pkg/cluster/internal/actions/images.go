@@ -112,12 +112,8 @@ func fits(im *imagedist.Image, p *pull, version string) error {
 		}
 	}
 	if len(missing) > 0 {
-		var have []string
-		for _, f := range im.Formats() {
-			have = append(have, string(f))
-		}
 		return fmt.Errorf("node %s: %s has no %s format (it has %s), which driver %s boots from", p.nodes[0].Name, im.Ref,
-			strings.Join(missing, ", "), strings.Join(have, ", "), p.nodes[0].Driver)
+			strings.Join(missing, ", "), nodeimage.JoinFormats(im.Formats()), p.nodes[0].Driver)
 	}
 	return nil
 }
