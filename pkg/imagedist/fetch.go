@@ -48,8 +48,6 @@ type source interface {
 	// resumable says whether downloads from it are worth keeping on disk
 	// while they run, so that a later pull can go on from them.
 	resumable() bool
-	// String names the source in messages.
-	String() string
 }
 
 // netError marks a failure to read from the source (as opposed to the
@@ -60,15 +58,11 @@ func (e *netError) Error() string { return e.err.Error() }
 func (e *netError) Unwrap() error { return e.err }
 
 // taggedReader marks its errors as the source's.
-type taggedReader struct {
-	r   io.Reader
-	err error
-}
+type taggedReader struct{ r io.Reader }
 
 func (t *taggedReader) Read(p []byte) (int, error) {
 	n, err := t.r.Read(p)
 	if err != nil && err != io.EOF {
-		t.err = err
 		err = &netError{err}
 	}
 	return n, err

@@ -184,9 +184,6 @@ func (s *remoteSource) wrap(err error) error {
 }
 
 func (s *remoteSource) resumable() bool { return true }
-func (s *remoteSource) String() string {
-	return s.repo.Reference.Registry + "/" + s.repo.Reference.Repository
-}
 
 // Archive is an OCI layout archive (what Save writes) opened for Load.
 type Archive struct {
@@ -269,7 +266,6 @@ func (s *archiveSource) fetch(ctx context.Context, desc ocispec.Descriptor, _ in
 }
 
 func (s *archiveSource) resumable() bool { return false }
-func (s *archiveSource) String() string  { return s.a.path }
 
 // pick checks that every format asked for is in the image, and says
 // which ones it has when one is not.
