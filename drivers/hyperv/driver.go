@@ -150,6 +150,9 @@ type metadata struct {
 	Role    string `json:"role"`
 	OS      string `json:"os"`
 	IP      string `json:"ip"`
+	// Partial marks a VM whose making has not finished: the create
+	// script sets it first and clears it last.
+	Partial bool `json:"partial,omitempty"`
 }
 
 func (m metadata) notes() string {
@@ -236,7 +239,7 @@ func (d *Driver) Inspect(ctx context.Context, r drivers.Ref) (drivers.Machine, e
 
 // List implements drivers.Driver.
 func (d *Driver) List(ctx context.Context, cluster string) ([]drivers.Machine, error) {
-	var vs []vmInfo
+	var vs list[vmInfo]
 	if err := d.run(ctx, listScript(), &vs); err != nil {
 		return nil, fmt.Errorf("list Hyper-V VMs: %w", err)
 	}
@@ -294,11 +297,21 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
 	if facts.Exists {
-		if m := parseNotes(facts.VM); m == nil || m.Cluster != spec.Cluster {
+		m := parseNotes(facts.VM)
+		if m == nil || m.Cluster != spec.Cluster {
 			return &drivers.NameInUseError{Name: spec.Name, Cluster: spec.Cluster, Owner: "Hyper-V VM " + quote(spec.Name),
 				Remove: "Hyper-V\\Remove-VM -Name " + quote(spec.Name) + " -Force"}
 		}
-		// This cluster's, from a Create that got that far: start over.
+		why := d.unfit(spec, *m)
+		if why == "" {
+			// Made to the end for this spec: keep it, as docker and
+			// libvirt keep theirs.
+			if spec.Start {
+				return d.Start(ctx, spec.Ref)
+			}
+			return nil
+		}
+		d.warn(fmt.Sprintf("node %s: replacing its Hyper-V VM, %s", spec.Name, why))
 		if err := d.run(ctx, deleteScript(spec.Name, dir), nil); err != nil {
 			return fmt.Errorf("node %s: remove an earlier attempt: %w", spec.Name, err)
 		}
@@ -339,13 +352,15 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err := os.Chmod(d.seedPath(spec.Ref), 0o600); err != nil {
 		return err
 	}
-	meta := metadata{Cluster: spec.Cluster, Name: spec.Name, Role: string(spec.Role), OS: string(spec.OS), IP: spec.IP.String()}
+	meta := specMetadata(spec)
+	partial := meta
+	partial.Partial = true
 	var out struct {
 		TPM bool `json:"tpm"`
 	}
 	err = d.run(ctx, createScript(vmSpec{
 		Name: spec.Name, Dir: dir, Disk: d.diskPath(spec.Ref), Parent: spec.Image, Seed: d.seedPath(spec.Ref),
-		MemoryBytes: spec.MemoryBytes, CPUs: spec.CPUs, MAC: MAC(spec.IP), Notes: meta.notes(),
+		MemoryBytes: spec.MemoryBytes, CPUs: spec.CPUs, MAC: MAC(spec.IP), Partial: partial.notes(), Notes: meta.notes(),
 		Windows: spec.OS == config.Windows, Start: spec.Start,
 	}), &out)
 	if err != nil {
@@ -355,6 +370,29 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		d.warn(fmt.Sprintf("node %s has no virtual TPM: this host cannot give one (no local key protector); Windows Server runs without it", spec.Name))
 	}
 	return nil
+}
+
+// specMetadata is the metadata of the VM made for spec.
+func specMetadata(spec drivers.MachineSpec) metadata {
+	return metadata{Cluster: spec.Cluster, Name: spec.Name, Role: string(spec.Role), OS: string(spec.OS), IP: spec.IP.String()}
+}
+
+// unfit says why the cluster's existing VM m cannot stand for spec; ""
+// when it can: made to the end, for the same node, with its disk and seed
+// still in place.
+func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
+	switch want := specMetadata(spec); {
+	case m.Partial:
+		return "which an earlier hwk began and did not finish"
+	case m != want:
+		return fmt.Sprintf("which was made as %s %s node at %s, not %s %s at %s", m.OS, m.Role, m.IP, want.OS, want.Role, want.IP)
+	}
+	for _, f := range []string{d.diskPath(spec.Ref), d.seedPath(spec.Ref)} {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Sprintf("whose file %s is gone", f)
+		}
+	}
+	return ""
 }
 
 // validate refuses a spec before anything is made.

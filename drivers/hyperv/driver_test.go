@@ -2,10 +2,8 @@ package hyperv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,68 +18,6 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts")
-
-// fakePS stands in for the PowerShell session: it records every script
-// and answers from handlers, each matched by a marker the script holds,
-// with JSON in the shapes the scripts produce or an error record.
-type fakePS struct {
-	t       *testing.T
-	scripts []string
-	answers []answer
-}
-
-type answer struct {
-	marker string // a substring identifying the script
-	out    any    // encoded as the script's JSON output
-	err    *PSError
-}
-
-func (f *fakePS) Run(_ context.Context, script string, out any) error {
-	f.scripts = append(f.scripts, script)
-	for _, a := range f.answers {
-		if !strings.Contains(script, a.marker) {
-			continue
-		}
-		if a.err != nil {
-			return a.err
-		}
-		if out == nil || a.out == nil {
-			return nil
-		}
-		b, err := json.Marshal(a.out)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		return json.Unmarshal(b, out)
-	}
-	return nil
-}
-
-// on adds answers; the first whose marker matches wins.
-func (f *fakePS) on(marker string, out any) *fakePS {
-	f.answers = append(f.answers, answer{marker: marker, out: out})
-	return f
-}
-
-func (f *fakePS) fail(marker string, err *PSError) *fakePS {
-	f.answers = append(f.answers, answer{marker: marker, err: err})
-	return f
-}
-
-// transcript is the scripts sent, with the test's temporary paths made
-// stable, for golden files.
-func (f *fakePS) transcript(root string) string {
-	var b strings.Builder
-	for i, s := range f.scripts {
-		fmt.Fprintf(&b, "# --- script %d\n%s\n", i+1, s)
-	}
-	// The driver passes host paths through as they are; on Linux they
-	// are slash paths under root, shown as the Windows paths they stand for.
-	paths := regexp.MustCompile(regexp.QuoteMeta(root) + `[^'"\s]*`)
-	return paths.ReplaceAllStringFunc(b.String(), func(p string) string {
-		return `C:\hwk` + strings.ReplaceAll(strings.TrimPrefix(p, root), "/", `\`)
-	})
-}
 
 func golden(t *testing.T, name, got string) {
 	t.Helper()
@@ -99,9 +35,6 @@ func golden(t *testing.T, name, got string) {
 		t.Errorf("%s differs from the transcript:\n%s", path, got)
 	}
 }
-
-// hostReady is a Windows 11 host with Hyper-V on, the user elevated.
-var hostReady = hostFacts{Build: 26100, HypervisorPresent: true, FeatureState: 1, Module: true, VMMS: "Running", Elevated: true}
 
 func testDriver(t *testing.T, f *fakePS) (*Driver, string, *[]string) {
 	t.Helper()
@@ -132,28 +65,6 @@ func mkdir(t *testing.T, elem ...string) string {
 	return p
 }
 
-// netFactsFresh is a host with none of hwk's network yet.
-func netFactsFresh(elevated bool) map[string]any {
-	return map[string]any{
-		"switch": "",
-		"nat":    []any{},
-		"addresses": []any{
-			map[string]any{"alias": "Wi-Fi", "address": "192.168.1.23", "prefix": 24},
-			map[string]any{"alias": "vEthernet (Default Switch)", "address": "172.20.96.1", "prefix": 20},
-			map[string]any{"alias": "Loopback Pseudo-Interface 1", "address": "127.0.0.1", "prefix": 8},
-		},
-		"elevated": elevated,
-	}
-}
-
-func netFactsReady() map[string]any {
-	f := netFactsFresh(false)
-	f["switch"] = "Internal"
-	f["nat"] = []any{map[string]any{"name": "hwk", "prefix": "172.31.0.0/16"}}
-	f["addresses"] = append(f["addresses"].([]any), map[string]any{"alias": "vEthernet (hwk)", "address": "172.31.250.1", "prefix": 24})
-	return f
-}
-
 var clusterNet = drivers.Network{Cluster: "demo", Subnet: netip.MustParsePrefix("172.31.250.0/24")}
 
 func nodeSpec(name string, os config.OS, role config.Role, ip, image string) drivers.MachineSpec {
@@ -167,21 +78,14 @@ func nodeSpec(name string, os config.OS, role config.Role, ip, image string) dri
 	}
 }
 
-const createFacts = "System.IO.DriveInfo"
-
-func freshCreate() map[string]any {
-	return map[string]any{"exists": false, "vm": nil, "free": int64(200 << 30), "dns": []string{"192.168.1.1", "fe80::1"}}
-}
-
 // TestCreateLinuxAndWindows: the whole transcript of a cluster's network
 // and its two nodes, a Linux control plane and a Windows worker, made on
 // a fresh elevated host.
 func TestCreateLinuxAndWindows(t *testing.T) {
-	f := &fakePS{t: t}
-	f.on("Hyper-V\\Get-VMSwitch -Name 'hwk' -ErrorAction SilentlyContinue\n[pscustomobject]", netFactsFresh(true)).
-		on(createFacts, freshCreate()).
-		on("Enable-VMTPM", map[string]any{"tpm": true}).
-		on("-EnableSecureBoot Off", map[string]any{"tpm": false})
+	f := (&fakePS{t: t}).on("network/fresh", netFactsMark).quiet(netMakeMark).
+		on("create/fresh", createFactsMark).
+		on("create/tpm", createMark, "Enable-VMTPM").
+		on("create/no-tpm", createMark, "-EnableSecureBoot Off")
 	d, root, warns := testDriver(t, f)
 	ctx := context.Background()
 	if err := d.EnsureNetwork(ctx, clusterNet); err != nil {
@@ -262,7 +166,7 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 // elevation needed; the second cluster's subnet is refused while the
 // first holds it.
 func TestEnsureNetworkIdempotent(t *testing.T) {
-	f := (&fakePS{t: t}).on("[pscustomobject]@{\n    switch", netFactsReady())
+	f := (&fakePS{t: t}).on("network/ready", netFactsMark)
 	d, _, _ := testDriver(t, f)
 	for range 2 {
 		if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
@@ -281,37 +185,25 @@ func TestEnsureNetworkIdempotent(t *testing.T) {
 
 func TestEnsureNetworkRefusals(t *testing.T) {
 	for name, c := range map[string]struct {
-		facts  map[string]any
+		facts  string
 		subnet string
 		want   string
 	}{
-		"not elevated": {netFactsFresh(false), "172.31.250.0/24", "run this hwk command once from an elevated PowerShell"},
-		"vpn overlap": {func() map[string]any {
-			f := netFactsFresh(true)
-			f["addresses"] = append(f["addresses"].([]any), map[string]any{"alias": "Corp VPN", "address": "172.31.250.77", "prefix": 24})
-			return f
-		}(), "172.31.250.0/24", "overlaps host interface Corp VPN (172.31.250.77/24)"},
-		"docker nat": {func() map[string]any {
-			f := netFactsFresh(true)
-			f["nat"] = []any{map[string]any{"name": "DockerNAT", "prefix": "172.31.0.0/20"}}
-			return f
-		}(), "172.31.250.0/24", "overlaps the host's NAT 'DockerNAT' (172.31.0.0/20)\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses, or remove it with `NetNat\\Remove-NetNat -Name 'DockerNAT'`"},
-		"external switch": {func() map[string]any {
-			f := netFactsFresh(true)
-			f["switch"] = "External"
-			return f
-		}(), "172.31.250.0/24", "exists but is External, not Internal"},
-		"outside the nat": {netFactsFresh(true), "10.99.0.0/24", "is outside 172.31.0.0/16, the range hwk's Hyper-V NAT covers"},
+		"not elevated":    {"network/fresh-not-elevated", "172.31.250.0/24", "run this hwk command once from an elevated PowerShell"},
+		"vpn overlap":     {"network/vpn", "172.31.250.0/24", "overlaps host interface Corp VPN (172.31.250.77/24)"},
+		"docker nat":      {"network/docker-nat", "172.31.250.0/24", "overlaps the host's NAT 'DockerNAT' (172.31.0.0/20)\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses, or remove it with `NetNat\\Remove-NetNat -Name 'DockerNAT'`"},
+		"external switch": {"network/external-switch", "172.31.250.0/24", "exists but is External, not Internal"},
+		"outside the nat": {"network/fresh", "10.99.0.0/24", "is outside 172.31.0.0/16, the range hwk's Hyper-V NAT covers"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := (&fakePS{t: t}).on("[pscustomobject]@{\n    switch", c.facts)
+			f := (&fakePS{t: t}).on(c.facts, netFactsMark)
 			d, _, _ := testDriver(t, f)
 			err := d.EnsureNetwork(context.Background(), drivers.Network{Cluster: "demo", Subnet: netip.MustParsePrefix(c.subnet)})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
 			for _, s := range f.scripts {
-				if strings.Contains(s, "\\New-") {
+				if strings.Contains(s, netMakeMark) || strings.Contains(s, "New-NetIPAddress") || strings.Contains(s, "New-NetNat") {
 					t.Errorf("a refused network made something:\n%s", s)
 				}
 			}
@@ -324,23 +216,22 @@ func TestEnsureNetworkRefusals(t *testing.T) {
 func TestCreateRefusals(t *testing.T) {
 	img := vhdx(t, t.TempDir())
 	for name, c := range map[string]struct {
-		facts map[string]any
+		facts string
 		image string
 		want  string
 	}{
-		"name taken": {map[string]any{"exists": true, "vm": "my own VM", "free": int64(200 << 30), "dns": []string{"1.1.1.1"}}, img,
-			"demo-cp is already used by Hyper-V VM 'demo-cp', which is not part of cluster demo"},
-		"disk full": {map[string]any{"exists": false, "free": int64(3 << 30), "dns": []string{"1.1.1.1"}}, img, "3 GiB free on the drive of"},
-		"no dns":    {map[string]any{"exists": false, "free": int64(200 << 30), "dns": []string{}}, img, "no IPv4 DNS server"},
-		"no image":  {freshCreate(), filepath.Join(t.TempDir(), "missing.vhdx"), "hwk node-image build linux --formats vhdx"},
-		"qcow2 image": {freshCreate(), func() string {
+		"name taken": {"create/name-taken", img, "demo-cp is already used by Hyper-V VM 'demo-cp', which is not part of cluster demo"},
+		"disk full":  {"create/disk-full", img, "3 GiB free on the drive of"},
+		"no dns":     {"create/no-dns", img, "no IPv4 DNS server"},
+		"no image":   {"create/fresh", filepath.Join(t.TempDir(), "missing.vhdx"), "hwk node-image build linux --formats vhdx"},
+		"qcow2 image": {"create/fresh", func() string {
 			p := filepath.Join(t.TempDir(), "disk.qcow2")
 			os.WriteFile(p, []byte("QFI\xfb...."), 0o644)
 			return p
 		}(), "is not a VHDX disk"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := (&fakePS{t: t}).on("[pscustomobject]@{\n    switch", netFactsReady()).on(createFacts, c.facts)
+			f := (&fakePS{t: t}).on("network/ready", netFactsMark).on(c.facts, createFactsMark)
 			d, _, _ := testDriver(t, f)
 			if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
 				t.Fatal(err)
@@ -369,21 +260,97 @@ func TestCreateRefusals(t *testing.T) {
 	}
 }
 
-// TestCreateAgainReplacesItsOwn: a VM of this cluster left by a Create
-// that failed half-way is removed first.
-func TestCreateAgainReplacesItsOwn(t *testing.T) {
-	own := metadata{Cluster: "demo", Name: "demo-cp", Role: "control-plane", OS: "linux", IP: "172.31.250.10"}.notes()
-	f := (&fakePS{t: t}).on("[pscustomobject]@{\n    switch", netFactsReady()).
-		on(createFacts, map[string]any{"exists": true, "vm": own, "free": int64(200 << 30), "dns": []string{"1.1.1.1"}})
-	d, root, _ := testDriver(t, f)
+// TestCreateAgainKeepsHealthyVM: the cluster's VM made to the end for
+// the same node, its files in place, is kept and started; nothing is
+// removed or made. (The driver contract: creating what exists succeeds
+// and leaves it.)
+func TestCreateAgainKeepsHealthyVM(t *testing.T) {
+	f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("create/own-cp", createFactsMark).quiet(startMark)
+	d, root, warns := testDriver(t, f)
+	if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
+		t.Fatal(err)
+	}
+	spec := nodeSpec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10", vhdx(t, t.TempDir()))
+	made(t, d, spec)
+	if err := d.Create(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.scripts); n != 3 || !strings.Contains(f.scripts[2], startMark) {
+		t.Errorf("transcript:\n%s", f.transcript(root))
+	}
+	if len(*warns) != 0 {
+		t.Errorf("warnings: %q", *warns)
+	}
+}
+
+// made puts the files Create makes for spec where it makes them.
+func made(t *testing.T, d *Driver, spec drivers.MachineSpec) {
+	t.Helper()
+	mkdir(t, d.machineDir(spec.Ref))
+	for _, p := range []string{d.diskPath(spec.Ref), d.seedPath(spec.Ref)} {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestCreateAgainReplacesUnfitVM: a VM of the cluster that a cut-off
+// Create left half-made, one made for another address, or one whose disk
+// is gone is removed and made again, and the user is told why.
+func TestCreateAgainReplacesUnfitVM(t *testing.T) {
+	for name, c := range map[string]struct {
+		facts string
+		ip    string
+		files bool
+		want  string
+	}{
+		"half-made":     {"create/own-cp-partial", "172.31.250.10", true, "which an earlier hwk began and did not finish"},
+		"other address": {"create/own-cp", "172.31.250.20", true, "made as linux control-plane node at 172.31.250.10, not linux control-plane at 172.31.250.20"},
+		"disk gone":     {"create/own-cp", "172.31.250.10", false, "disk.vhdx is gone"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := (&fakePS{t: t}).on("network/ready", netFactsMark).on(c.facts, createFactsMark).
+				quiet(deleteMark, "Hyper-V\\Remove-VM").on("create/no-tpm", createMark)
+			d, root, warns := testDriver(t, f)
+			if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
+				t.Fatal(err)
+			}
+			spec := nodeSpec("demo-cp", config.Linux, config.ControlPlane, c.ip, vhdx(t, t.TempDir()))
+			if c.files {
+				made(t, d, spec)
+			}
+			if err := d.Create(context.Background(), spec); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(f.scripts); n != 4 || !strings.Contains(f.scripts[2], "Hyper-V\\Remove-VM -VM $vm -Force") || !strings.Contains(f.scripts[3], createMark) {
+				t.Errorf("transcript:\n%s", f.transcript(root))
+			}
+			if len(*warns) != 1 || !strings.Contains((*warns)[0], "node demo-cp: replacing its Hyper-V VM, ") || !strings.Contains((*warns)[0], c.want) {
+				t.Errorf("warnings: %q, want %q", *warns, c.want)
+			}
+		})
+	}
+}
+
+// TestCreateMarksPartialUntilDone: the create script gives the VM Notes
+// that say partial first and hwk's final Notes only after the last step
+// but starting it.
+func TestCreateMarksPartialUntilDone(t *testing.T) {
+	f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("create/fresh", createFactsMark).on("create/no-tpm", createMark)
+	d, _, _ := testDriver(t, f)
 	if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Create(context.Background(), nodeSpec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10", vhdx(t, t.TempDir()))); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.scripts); n != 4 || !strings.Contains(f.scripts[2], "Hyper-V\\Remove-VM -VM $vm -Force") || !strings.Contains(f.scripts[3], "Hyper-V\\New-VM") {
-		t.Errorf("transcript:\n%s", f.transcript(root))
+	script := f.scripts[len(f.scripts)-1]
+	partial := strings.Index(script, `"ip":"172.31.250.10","partial":true}'`)
+	final := strings.Index(script, `-Notes 'hwk:{"cluster":"demo","name":"demo-cp","role":"control-plane","os":"linux","ip":"172.31.250.10"}'`)
+	last := strings.Index(script, "Hyper-V\\Get-VMHardDiskDrive")
+	start := strings.Index(script, "Hyper-V\\Start-VM -VM $vm")
+	if partial < 0 || final < last || start < final {
+		t.Errorf("partial at %d, final Notes at %d, after the last step (%d) and before Start-VM (%d)?\n%s", partial, final, last, start, script)
 	}
 }
 
@@ -393,8 +360,7 @@ func TestCreateFailsWithRecord(t *testing.T) {
 	rec := &PSError{Message: "'demo-cp' failed to start. Not enough memory in the system to start the virtual machine demo-cp.",
 		ID: "StartVMFailed,Microsoft.HyperV.PowerShell.Commands.StartVM", Category: "ResourceUnavailable",
 		Exception: "Microsoft.HyperV.PowerShell.VirtualizationException"}
-	f := (&fakePS{t: t}).on("[pscustomobject]@{\n    switch", netFactsReady()).on(createFacts, freshCreate()).
-		fail("Hyper-V\\New-VM", rec)
+	f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("create/fresh", createFactsMark).fail(rec, createMark)
 	d, _, _ := testDriver(t, f)
 	if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
 		t.Fatal(err)
@@ -414,39 +380,26 @@ func TestCreateFailsWithRecord(t *testing.T) {
 	}
 }
 
-func vm(name, state, notes string, ips ...string) map[string]any {
-	if ips == nil {
-		ips = []string{}
-	}
-	return map[string]any{"name": name, "state": state, "notes": notes, "ips": ips}
-}
-
-var cpNotes = metadata{Cluster: "demo", Name: "demo-cp", Role: "control-plane", OS: "linux", IP: "172.31.250.10"}.notes()
-
 // TestLifecycle: start, stop, inspect, list and delete of a Linux and a
 // Windows node, each repeated, and delete after the VM was removed by
 // hand.
 func TestLifecycle(t *testing.T) {
-	winNotes := metadata{Cluster: "demo", Name: "demo-win-1", Role: "worker", OS: "windows", IP: "172.31.250.11"}.notes()
 	for _, n := range []struct {
-		name, notes, ip, golden string
-		os                      config.OS
-		role                    config.Role
+		name, ip, golden string
+		os               config.OS
+		role             config.Role
+		key              string // the node's replies: vm/KEY-off, vm/KEY-saved
 	}{
-		{"demo-cp", cpNotes, "172.31.250.10", "lifecycle-linux.ps1", config.Linux, config.ControlPlane},
-		{"demo-win-1", winNotes, "172.31.250.11", "lifecycle-windows.ps1", config.Windows, config.Worker},
+		{"demo-cp", "172.31.250.10", "lifecycle-linux.ps1", config.Linux, config.ControlPlane, "cp"},
+		{"demo-win-1", "172.31.250.11", "lifecycle-windows.ps1", config.Windows, config.Worker, "win"},
 	} {
 		t.Run(n.name, func(t *testing.T) {
-			state := "Off"
-			running := func() map[string]any {
-				return vm(n.name, state, n.notes, n.ip, "fe80::215:5dff:fe1f:fa0a")
-			}
 			f := &fakePS{t: t}
 			d, root, _ := testDriver(t, f)
 			ref := drivers.Ref{Cluster: "demo", Name: n.name}
 			ctx := context.Background()
 
-			f.answers = []answer{{marker: "$vm = Hyper-V\\Get-VM -Name '" + n.name + "' -ErrorAction SilentlyContinue\nif ($vm) {", out: running()}}
+			f.on("vm/"+n.key+"-off", inspectMark(n.name)).quiet(startMark).quiet(stopMark)
 			m, err := d.Inspect(ctx, ref)
 			if err != nil || m.State != drivers.StateStopped || m.Detail != "off" || m.OS != n.os || m.IP != netip.MustParseAddr(n.ip) || m.Role != n.role {
 				t.Errorf("inspect: %+v %v", m, err)
@@ -461,8 +414,7 @@ func TestLifecycle(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			state = "Saved"
-			f.answers[0].out = running()
+			f.reset().on("vm/"+n.key+"-saved", inspectMark(n.name)).on("vm/list-three", listMark).quiet(deleteMark)
 			if m, _ := d.Inspect(ctx, ref); m.State != drivers.StateOther || m.Detail != "saved" {
 				t.Errorf("a saved VM: %+v", m)
 			}
@@ -470,11 +422,6 @@ func TestLifecycle(t *testing.T) {
 			if m, _ := d.Inspect(ctx, drivers.Ref{Cluster: "other", Name: n.name}); m.State != drivers.StateMissing {
 				t.Errorf("another cluster's VM: %+v", m)
 			}
-			f.answers = append([]answer{{marker: "@(Hyper-V\\Get-VM | Where-Object", out: []any{
-				vm("demo-cp", "Running", cpNotes, "172.31.250.10"),
-				vm("demo-win-1", "Off", winNotes),
-				vm("x-cp", "Running", metadata{Cluster: "x", Name: "x-cp", Role: "control-plane", OS: "linux", IP: "172.31.251.10"}.notes()),
-			}}}, f.answers...)
 			ms, err := d.List(ctx, "demo")
 			if err != nil || len(ms) != 2 || ms[0].Name != "demo-cp" || ms[1].OS != config.Windows || ms[1].State != drivers.StateStopped {
 				t.Errorf("list: %+v %v", ms, err)
@@ -485,7 +432,7 @@ func TestLifecycle(t *testing.T) {
 				}
 			}
 			// Removed by hand in Hyper-V Manager: Get-VM finds nothing.
-			f.answers = nil
+			f.reset().quiet(inspectMark(n.name)).quiet(deleteMark)
 			if err := d.Delete(ctx, ref); err != nil {
 				t.Fatal(err)
 			}
@@ -498,10 +445,26 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
+// TestListOneAndNone: a host with exactly one hwk VM, where PowerShell
+// hands over the object rather than an array of one, and a host with
+// none, where it hands over null.
+func TestListOneAndNone(t *testing.T) {
+	f := (&fakePS{t: t}).on("vm/list-one", listMark)
+	d, _, _ := testDriver(t, f)
+	ms, err := d.List(context.Background(), "demo")
+	if err != nil || len(ms) != 1 || ms[0].Name != "demo-cp" || ms[0].State != drivers.StateRunning || ms[0].Role != config.ControlPlane {
+		t.Errorf("one VM: %+v %v", ms, err)
+	}
+	f.reset().on("vm/list-none", listMark)
+	if ms, err := d.List(context.Background(), "demo"); err != nil || len(ms) != 0 {
+		t.Errorf("no VM: %+v %v", ms, err)
+	}
+}
+
 // TestDeleteLeavesOthersVMs: a VM of the node's name that hwk did not
 // make for this cluster is not removed.
 func TestDeleteLeavesOthersVMs(t *testing.T) {
-	f := (&fakePS{t: t}).on("if ($vm) {", vm("demo-cp", "Running", "my VM"))
+	f := (&fakePS{t: t}).on("vm/user-vm", inspectMark("demo-cp")).quiet(deleteMark)
 	d, _, _ := testDriver(t, f)
 	if err := d.Delete(context.Background(), drivers.Ref{Cluster: "demo", Name: "demo-cp"}); err != nil {
 		t.Fatal(err)
@@ -515,7 +478,7 @@ func TestDeleteLeavesOthersVMs(t *testing.T) {
 // when no hwk VM is on the switch; without elevation the NAT stays, with
 // a warning.
 func TestDeleteNetwork(t *testing.T) {
-	f := (&fakePS{t: t}).on("[pscustomobject]@{\n    switch", netFactsReady()).on("$kept = @()", map[string]any{"kept": []string{"nat"}})
+	f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("network/kept-nat", netDeleteMark)
 	d, root, warns := testDriver(t, f)
 	ctx := context.Background()
 	if err := d.EnsureNetwork(ctx, clusterNet); err != nil {
@@ -539,53 +502,50 @@ func TestDeleteNetwork(t *testing.T) {
 // its static address through KVP, or, for a Linux guest without a KVP
 // daemon, to report none.
 func TestNodeConfirmsKVPAddress(t *testing.T) {
-	win := metadata{Cluster: "demo", Name: "demo-win-1", Role: "worker", OS: "windows", IP: "172.31.250.11"}.notes()
 	for name, c := range map[string]struct {
-		vm   map[string]any
-		want string
+		vm, node string
+		want     string
 	}{
-		"windows booting": {vm("demo-win-1", "Running", win), "has not reported an address through Hyper-V's data exchange (KVP) yet"},
-		"wrong ip":        {vm("demo-cp", "Running", cpNotes, "169.254.3.4", "fe80::1"), "reports 169.254.3.4, not its static 172.31.250.10"},
-		"windows wrong":   {vm("demo-win-1", "Running", win, "172.31.250.99"), "reports 172.31.250.99, not its static 172.31.250.11"},
-		"off":             {vm("demo-cp", "Off", cpNotes), "is off, not running; start it with `hwk up` or `Start-VM -Name 'demo-cp'`"},
+		"windows booting": {"vm/win-booting", "demo-win-1", "has not reported an address through Hyper-V's data exchange (KVP) yet"},
+		"wrong ip":        {"vm/cp-running-apipa", "demo-cp", "reports 169.254.3.4, not its static 172.31.250.10"},
+		"windows wrong":   {"vm/win-wrong-ip", "demo-win-1", "reports 172.31.250.99, not its static 172.31.250.11"},
+		"off":             {"vm/cp-off", "demo-cp", "is off, not running; start it with `hwk up` or `Start-VM -Name 'demo-cp'`"},
 		// The address is confirmed: what fails is the missing SSH key,
 		// which Create would have made.
-		"ready":         {vm("demo-cp", "Running", cpNotes, "172.31.250.10"), "SSH key"},
-		"windows ready": {vm("demo-win-1", "Running", win, "fe80::2", "172.31.250.11"), "SSH key"},
-		"linux, no kvp": {vm("demo-cp", "Running", cpNotes), "SSH key"},
+		"ready":         {"vm/cp-running", "demo-cp", "SSH key"},
+		"windows ready": {"vm/win-running", "demo-win-1", "SSH key"},
+		"linux, no kvp": {"vm/cp-running-nokvp", "demo-cp", "SSH key"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := (&fakePS{t: t}).on("if ($vm) {", c.vm)
+			f := (&fakePS{t: t}).on(c.vm, inspectMark(c.node))
 			d, _, _ := testDriver(t, f)
-			ref := drivers.Ref{Cluster: "demo", Name: c.vm["name"].(string)}
-			if _, err := d.Node(context.Background(), ref); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, err := d.Node(context.Background(), testRef(c.node)); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want %q", err, c.want)
 			}
 		})
 	}
 }
 
+func testRef(name string) drivers.Ref { return drivers.Ref{Cluster: "demo", Name: name} }
+
 // TestPreflight: each way a host falls short, with its fix.
 func TestPreflight(t *testing.T) {
-	with := func(change func(*hostFacts)) hostFacts {
-		f := hostReady
-		change(&f)
-		return f
-	}
 	for name, c := range map[string]struct {
-		facts hostFacts
-		want  string
+		change map[string]any
+		want   string
 	}{
-		"hyper-v off":        {with(func(f *hostFacts) { f.Module, f.FeatureState = false, 2 }), "Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V -All"},
-		"reboot pending":     {with(func(f *hostFacts) { f.RebootPending = true }), "restart Windows, then run hwk again"},
-		"no hypervisor":      {with(func(f *hostFacts) { f.HypervisorPresent = false }), "bcdedit /set hypervisorlaunchtype auto"},
-		"vmms stopped":       {with(func(f *hostFacts) { f.VMMS = "Stopped" }), "(vmms) is stopped\n  fix: in an elevated PowerShell: `Start-Service vmms`"},
-		"not allowed":        {with(func(f *hostFacts) { f.Elevated = false }), "Add-LocalGroupMember -SID 'S-1-5-32-578' -Member $env:USERNAME"},
-		"overlapping nat":    {with(func(f *hostFacts) { f.NATs = []natInfo{{Name: "WSLNat", Prefix: "172.31.240.0/20"}} }), "NetNat\\Remove-NetNat -Name 'WSLNat'"},
-		"unrelated nat fine": {with(func(f *hostFacts) { f.NATs = []natInfo{{Name: "DockerNAT", Prefix: "10.0.75.0/24"}} }), ""},
+		"hyper-v off":    {map[string]any{"module": false, "featureState": 2}, "Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V -All"},
+		"reboot pending": {map[string]any{"rebootPending": true}, "restart Windows, then run hwk again"},
+		"no hypervisor":  {map[string]any{"hypervisorPresent": false}, "bcdedit /set hypervisorlaunchtype auto"},
+		"vmms stopped":   {map[string]any{"vmms": "Stopped"}, "(vmms) is stopped\n  fix: in an elevated PowerShell: `Start-Service vmms`"},
+		"not allowed":    {map[string]any{"elevated": false}, "Add-LocalGroupMember -SID 'S-1-5-32-578' -Member $env:USERNAME"},
+		"overlapping nat": {map[string]any{"nats": []any{map[string]any{"name": "WSLNat", "prefix": "172.31.240.0/20"}}},
+			"NetNat\\Remove-NetNat -Name 'WSLNat'"},
+		"unrelated nat fine": {map[string]any{"nats": []any{map[string]any{"name": "DockerNAT", "prefix": "10.0.75.0/24"}}}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := (&fakePS{t: t}).on("Win32_ComputerSystem", c.facts)
+			f := &fakePS{t: t}
+			f.on(f.patch("host/ready", c.change), preflightMark)
 			d, _, _ := testDriver(t, f)
 			detail, err := d.Preflight(context.Background())
 			if c.want == "" {
@@ -601,7 +561,7 @@ func TestPreflight(t *testing.T) {
 		})
 	}
 
-	f := (&fakePS{t: t}).on("Win32_ComputerSystem", with(func(f *hostFacts) { f.Elevated, f.HypervAdmin, f.VirtualBox = false, true, true }))
+	f := (&fakePS{t: t}).on("host/admin-group-vbox", preflightMark)
 	d, _, _ := testDriver(t, f)
 	detail, err := d.Preflight(context.Background())
 	if err != nil || !strings.Contains(detail, "Hyper-V on Windows build 26100, Hyper-V Administrators") ||

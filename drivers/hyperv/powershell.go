@@ -2,6 +2,7 @@ package hyperv
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -65,7 +66,7 @@ try {
     $hwkOut = & {
 ` + script + `
     }
-    '` + resultMarker + `' + (ConvertTo-Json -InputObject @{ ok = $true; out = $hwkOut } -Depth 8 -Compress)
+    '` + resultMarker + `' + (Microsoft.PowerShell.Utility\ConvertTo-Json -InputObject @{ ok = $true; out = $hwkOut } -Depth 8 -Compress)
 } catch {
     $e = $_
     $record = @{
@@ -75,7 +76,7 @@ try {
         exception = $e.Exception.GetType().FullName
         target = [string]$e.TargetObject
     }
-    '` + resultMarker + `' + (ConvertTo-Json -InputObject @{ ok = $false; error = $record } -Depth 4 -Compress)
+    '` + resultMarker + `' + (Microsoft.PowerShell.Utility\ConvertTo-Json -InputObject @{ ok = $false; error = $record } -Depth 4 -Compress)
 }
 '` + endMarker + `'
 `
@@ -145,6 +146,37 @@ func (rep *reply) decode(out any) error {
 	if err := json.Unmarshal(rep.Out, out); err != nil {
 		return fmt.Errorf("PowerShell's reply: %w (%.200s)", err, rep.Out)
 	}
+	return nil
+}
+
+// list is a collection a script returns as its whole output. The
+// session collects a script's output by assignment ($hwkOut = & {...}),
+// and PowerShell unrolls output there whatever the script wrapped it in
+// (@() included): no objects arrive as null, one as the object itself,
+// several as an array (about_Pipelines, about_Arrays). A property of an
+// object the script makes keeps its array, so only whole outputs need
+// this.
+type list[T any] []T
+
+func (l *list[T]) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) == 0 || string(b) == "null":
+		*l = nil
+		return nil
+	case b[0] == '[':
+		var items []T
+		if err := json.Unmarshal(b, &items); err != nil {
+			return err
+		}
+		*l = items
+		return nil
+	}
+	var one T
+	if err := json.Unmarshal(b, &one); err != nil {
+		return err
+	}
+	*l = list[T]{one}
 	return nil
 }
 

@@ -32,22 +32,22 @@ const adapterAlias = "vEthernet (" + switchName + ")"
 
 // preflightScript gathers what Preflight judges, in one round trip.
 func preflightScript() string {
-	return `$cs = Get-CimInstance -ClassName Win32_ComputerSystem
-$feature = Get-CimInstance -ClassName Win32_OptionalFeature -Filter "Name='Microsoft-Hyper-V-Hypervisor'"
+	return `$cs = CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem
+$feature = CimCmdlets\Get-CimInstance -ClassName Win32_OptionalFeature -Filter "Name='Microsoft-Hyper-V-Hypervisor'"
 $id = [Security.Principal.WindowsIdentity]::GetCurrent()
-$principal = New-Object Security.Principal.WindowsPrincipal($id)
-$vmms = Get-Service -Name vmms -ErrorAction SilentlyContinue
+$principal = Microsoft.PowerShell.Utility\New-Object Security.Principal.WindowsPrincipal($id)
+$vmms = Microsoft.PowerShell.Management\Get-Service -Name vmms -ErrorAction SilentlyContinue
 [pscustomobject]@{
     build = [Environment]::OSVersion.Version.Build
     hypervisorPresent = [bool]$cs.HypervisorPresent
     featureState = $(if ($feature) { [int]$feature.InstallState } else { 0 })
-    module = [bool](Get-Module -ListAvailable -Name Hyper-V)
-    rebootPending = (Test-Path -LiteralPath 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Component Based Servicing\RebootPending')
+    module = [bool](Microsoft.PowerShell.Core\Get-Module -ListAvailable -Name Hyper-V)
+    rebootPending = (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Component Based Servicing\RebootPending')
     vmms = $(if ($vmms) { [string]$vmms.Status } else { '' })
     elevated = $principal.IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
-    hypervAdmin = [bool]($id.Groups | Where-Object { $_.Value -eq 'S-1-5-32-578' })
-    virtualBox = [bool](Get-Process -Name 'VirtualBoxVM', 'VBoxHeadless', 'VBoxSVC' -ErrorAction SilentlyContinue)
-    nats = @(NetNat\Get-NetNat -ErrorAction SilentlyContinue | ForEach-Object { [pscustomobject]@{ name = $_.Name; prefix = $_.InternalIPInterfaceAddressPrefix } })
+    hypervAdmin = [bool]($id.Groups | Microsoft.PowerShell.Core\Where-Object { $_.Value -eq 'S-1-5-32-578' })
+    virtualBox = [bool](Microsoft.PowerShell.Management\Get-Process -Name 'VirtualBoxVM', 'VBoxHeadless', 'VBoxSVC' -ErrorAction SilentlyContinue)
+    nats = @(NetNat\Get-NetNat -ErrorAction SilentlyContinue | Microsoft.PowerShell.Core\ForEach-Object { [pscustomobject]@{ name = $_.Name; prefix = $_.InternalIPInterfaceAddressPrefix } })
 }`
 }
 
@@ -57,9 +57,9 @@ func networkFactsScript() string {
 	return `$switch = Hyper-V\Get-VMSwitch -Name ` + quote(switchName) + ` -ErrorAction SilentlyContinue
 [pscustomobject]@{
     switch = $(if ($switch) { [string]$switch.SwitchType } else { '' })
-    nat = @(NetNat\Get-NetNat -ErrorAction SilentlyContinue | ForEach-Object { [pscustomobject]@{ name = $_.Name; prefix = $_.InternalIPInterfaceAddressPrefix } })
-    addresses = @(NetTCPIP\Get-NetIPAddress -AddressFamily IPv4 -ErrorAction SilentlyContinue | ForEach-Object { [pscustomobject]@{ alias = $_.InterfaceAlias; address = $_.IPAddress; prefix = [int]$_.PrefixLength } })
-    elevated = (New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
+    nat = @(NetNat\Get-NetNat -ErrorAction SilentlyContinue | Microsoft.PowerShell.Core\ForEach-Object { [pscustomobject]@{ name = $_.Name; prefix = $_.InternalIPInterfaceAddressPrefix } })
+    addresses = @(NetTCPIP\Get-NetIPAddress -AddressFamily IPv4 -ErrorAction SilentlyContinue | Microsoft.PowerShell.Core\ForEach-Object { [pscustomobject]@{ alias = $_.InterfaceAlias; address = $_.IPAddress; prefix = [int]$_.PrefixLength } })
+    elevated = (Microsoft.PowerShell.Utility\New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
 }`
 }
 
@@ -68,15 +68,15 @@ func networkFactsScript() string {
 func ensureNetworkScript(gateway netip.Addr, bits int, makeSwitch, addAddress, makeNAT bool) string {
 	var b strings.Builder
 	if makeSwitch {
-		fmt.Fprintf(&b, "Hyper-V\\New-VMSwitch -Name %s -SwitchType Internal -Notes %s | Out-Null\n",
+		fmt.Fprintf(&b, "Hyper-V\\New-VMSwitch -Name %s -SwitchType Internal -Notes %s | Microsoft.PowerShell.Core\\Out-Null\n",
 			quote(switchName), quote("hwk: the NAT network of hwk's Hyper-V nodes"))
 	}
 	if addAddress {
-		fmt.Fprintf(&b, "NetTCPIP\\New-NetIPAddress -InterfaceAlias %s -IPAddress %s -PrefixLength %d | Out-Null\n",
+		fmt.Fprintf(&b, "NetTCPIP\\New-NetIPAddress -InterfaceAlias %s -IPAddress %s -PrefixLength %d | Microsoft.PowerShell.Core\\Out-Null\n",
 			quote(adapterAlias), quote(gateway.String()), bits)
 	}
 	if makeNAT {
-		fmt.Fprintf(&b, "NetNat\\New-NetNat -Name %s -InternalIPInterfaceAddressPrefix %s | Out-Null\n",
+		fmt.Fprintf(&b, "NetNat\\New-NetNat -Name %s -InternalIPInterfaceAddressPrefix %s | Microsoft.PowerShell.Core\\Out-Null\n",
 			quote(natName), quote(natPrefix.String()))
 	}
 	return b.String()
@@ -87,13 +87,13 @@ func ensureNetworkScript(gateway netip.Addr, bits int, makeSwitch, addAddress, m
 // elevation what needs it stays, and the reply says so.
 func deleteNetworkScript(gateway netip.Addr) string {
 	var b strings.Builder
-	b.WriteString(`$elevated = (New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
+	b.WriteString(`$elevated = (Microsoft.PowerShell.Utility\New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
 $kept = @()
 `)
 	fmt.Fprintf(&b, `$ip = NetTCPIP\Get-NetIPAddress -InterfaceAlias %s -IPAddress %s -ErrorAction SilentlyContinue
 if ($ip) { if ($elevated) { $ip | NetTCPIP\Remove-NetIPAddress -Confirm:$false } else { $kept += 'address' } }
 `, quote(adapterAlias), quote(gateway.String()))
-	fmt.Fprintf(&b, `$users = @(Hyper-V\Get-VM | Where-Object { $_.Notes -like %s -and @($_.NetworkAdapters | Where-Object { $_.SwitchName -eq %s }).Count -gt 0 })
+	fmt.Fprintf(&b, `$users = @(Hyper-V\Get-VM | Microsoft.PowerShell.Core\Where-Object { $_.Notes -like %s -and @($_.NetworkAdapters | Microsoft.PowerShell.Core\Where-Object { $_.SwitchName -eq %s }).Count -gt 0 })
 if ($users.Count -eq 0) {
     if (Hyper-V\Get-VMSwitch -Name %s -ErrorAction SilentlyContinue) { Hyper-V\Remove-VMSwitch -Name %s -Force }
     $nat = NetNat\Get-NetNat -Name %s -ErrorAction SilentlyContinue
@@ -106,7 +106,7 @@ if ($users.Count -eq 0) {
 
 // vmFields turns $vm into what inspect reads; State is cast, since
 // PowerShell 5.1 writes enums as numbers.
-const vmFields = `[pscustomobject]@{ name = $vm.Name; state = [string]$vm.State; notes = [string]$vm.Notes; ips = @($vm.NetworkAdapters | ForEach-Object { $_.IPAddresses }) }`
+const vmFields = `[pscustomobject]@{ name = $vm.Name; state = [string]$vm.State; notes = [string]$vm.Notes; ips = @($vm.NetworkAdapters | Microsoft.PowerShell.Core\ForEach-Object { $_.IPAddresses }) }`
 
 // inspectScript reports the VM named, or nothing.
 func inspectScript(name string) string {
@@ -116,7 +116,7 @@ if ($vm) { ` + vmFields + ` }`
 
 // listScript reports every VM hwk made.
 func listScript() string {
-	return `@(Hyper-V\Get-VM | Where-Object { $_.Notes -like ` + quote(notesPrefix+"*") + ` } | ForEach-Object { $vm = $_; ` + vmFields + ` })`
+	return `@(Hyper-V\Get-VM | Microsoft.PowerShell.Core\Where-Object { $_.Notes -like ` + quote(notesPrefix+"*") + ` } | Microsoft.PowerShell.Core\ForEach-Object { $vm = $_; ` + vmFields + ` })`
 }
 
 // createFactsScript reports what Create checks before it makes anything:
@@ -124,9 +124,9 @@ func listScript() string {
 // DNS servers (hwk's NAT has none of its own).
 func createFactsScript(name, dir string) string {
 	return `$vm = Hyper-V\Get-VM -Name ` + quote(name) + ` -ErrorAction SilentlyContinue
-New-Item -ItemType Directory -Force -Path ` + quote(dir) + ` | Out-Null
-$drive = New-Object System.IO.DriveInfo([System.IO.Path]::GetPathRoot(` + quote(dir) + `))
-$route = NetTCPIP\Get-NetRoute -DestinationPrefix '0.0.0.0/0' -ErrorAction SilentlyContinue | Sort-Object -Property RouteMetric | Select-Object -First 1
+Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path ` + quote(dir) + ` | Microsoft.PowerShell.Core\Out-Null
+$drive = Microsoft.PowerShell.Utility\New-Object System.IO.DriveInfo([System.IO.Path]::GetPathRoot(` + quote(dir) + `))
+$route = NetTCPIP\Get-NetRoute -DestinationPrefix '0.0.0.0/0' -ErrorAction SilentlyContinue | Microsoft.PowerShell.Utility\Sort-Object -Property RouteMetric | Microsoft.PowerShell.Utility\Select-Object -First 1
 $dns = @()
 if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $route.InterfaceIndex -AddressFamily IPv4).ServerAddresses) }
 [pscustomobject]@{
@@ -143,7 +143,9 @@ type vmSpec struct {
 	MemoryBytes                   int64
 	CPUs                          int
 	MAC                           string // Hyper-V's form, 00155D1FFA0A
-	Notes                         string
+	// Notes mark the VM hwk's while it is made (Partial) and once it is
+	// (Notes): a VM whose Notes still say partial was cut off half-way.
+	Partial, Notes string
 	Windows                       bool
 	Start                         bool
 }
@@ -159,11 +161,13 @@ func createScript(s vmSpec) string {
 	// Until Set-VM gives it hwk's Notes, a VM cannot be told from the
 	// user's: one made half-way would hold the node's name against the
 	// next try and against down. So whatever fails removes what was made,
-	// and the error goes on as it was.
+	// and the error goes on as it was. What the catch cannot cover (the
+	// PowerShell process killed mid-script) leaves Notes that say partial,
+	// which the next Create replaces.
 	fmt.Fprintf(&b, `$vm = Hyper-V\New-VM -Name %[1]s -Generation 2 -MemoryStartupBytes %[2]d -VHDPath %[3]s -SwitchName %[4]s -Path %[5]s
 Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes %[7]s
 Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress %[8]s
-`, quote(s.Name), s.MemoryBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Notes), quote(s.MAC))
+`, quote(s.Name), s.MemoryBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Partial), quote(s.MAC))
 	if s.Windows {
 		b.WriteString(`Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
 $tpm = $false
@@ -179,13 +183,14 @@ try {
 	fmt.Fprintf(&b, `Hyper-V\Add-VMDvdDrive -VM $vm -Path %s
 Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path %s
 Hyper-V\Set-VMFirmware -VM $vm -FirstBootDevice (Hyper-V\Get-VMHardDiskDrive -VM $vm)
-`, quote(s.Seed), quote(pipeName(s.Name)))
+Hyper-V\Set-VM -VM $vm -Notes %s
+`, quote(s.Seed), quote(pipeName(s.Name)), quote(s.Notes))
 	if s.Start {
 		b.WriteString("Hyper-V\\Start-VM -VM $vm\n")
 	}
 	body := strings.TrimSuffix(b.String(), "\n")
-	return fmt.Sprintf(`if (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Force }
-Hyper-V\New-VHD -Path %[1]s -ParentPath %[2]s -Differencing | Out-Null
+	return fmt.Sprintf(`if (Microsoft.PowerShell.Management\Test-Path -LiteralPath %[1]s) { Microsoft.PowerShell.Management\Remove-Item -LiteralPath %[1]s -Force }
+Hyper-V\New-VHD -Path %[1]s -ParentPath %[2]s -Differencing | Microsoft.PowerShell.Core\Out-Null
 $vm = $null
 try {
     %[3]s
@@ -194,7 +199,7 @@ try {
         Hyper-V\Stop-VM -VM $vm -TurnOff -Force -ErrorAction SilentlyContinue
         Hyper-V\Remove-VM -VM $vm -Force -ErrorAction SilentlyContinue
     }
-    Remove-Item -LiteralPath %[1]s -Force -ErrorAction SilentlyContinue
+    Microsoft.PowerShell.Management\Remove-Item -LiteralPath %[1]s -Force -ErrorAction SilentlyContinue
     throw
 }
 [pscustomobject]@{ tpm = $tpm }`, quote(s.Disk), quote(s.Parent), strings.ReplaceAll(body, "\n", "\n    "))
@@ -216,11 +221,11 @@ func stopScript(name string, grace int) string {
 	return fmt.Sprintf(`$vm = Hyper-V\Get-VM -Name %s -ErrorAction SilentlyContinue
 if ($vm -and $vm.State -ne 'Off') {
     $job = Hyper-V\Stop-VM -VM $vm -Force -AsJob
-    if (-not (Wait-Job -Job $job -Timeout %d)) {
-        Stop-Job -Job $job
+    if (-not (Microsoft.PowerShell.Core\Wait-Job -Job $job -Timeout %d)) {
+        Microsoft.PowerShell.Core\Stop-Job -Job $job
         Hyper-V\Stop-VM -VM $vm -TurnOff -Force
     }
-    Remove-Job -Job $job -Force
+    Microsoft.PowerShell.Core\Remove-Job -Job $job -Force
 }`, quote(name), grace)
 }
 
@@ -237,7 +242,7 @@ if ($vm -and $vm.Notes -like %s) {
 }
 `, quote(name), quote(notesPrefix+"*"))
 	}
-	return s + fmt.Sprintf("if (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Recurse -Force }", quote(dir))
+	return s + fmt.Sprintf("if (Microsoft.PowerShell.Management\\Test-Path -LiteralPath %[1]s) { Microsoft.PowerShell.Management\\Remove-Item -LiteralPath %[1]s -Recurse -Force }", quote(dir))
 }
 
 // installScript makes the install VM of a Windows image build: a new
@@ -245,9 +250,9 @@ if ($vm -and $vm.Notes -like %s) {
 // first, Secure Boot with Microsoft's Windows template, COM1 on a pipe.
 func installScript(name, dir, disk string, bytes int64, cpus int, memory int64, media []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `New-Item -ItemType Directory -Force -Path %[1]s | Out-Null
-if (Test-Path -LiteralPath %[2]s) { Remove-Item -LiteralPath %[2]s -Force }
-Hyper-V\New-VHD -Path %[2]s -SizeBytes %[3]d -Dynamic | Out-Null
+	fmt.Fprintf(&b, `Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path %[1]s | Microsoft.PowerShell.Core\Out-Null
+if (Microsoft.PowerShell.Management\Test-Path -LiteralPath %[2]s) { Microsoft.PowerShell.Management\Remove-Item -LiteralPath %[2]s -Force }
+Hyper-V\New-VHD -Path %[2]s -SizeBytes %[3]d -Dynamic | Microsoft.PowerShell.Core\Out-Null
 $vm = Hyper-V\New-VM -Name %[4]s -Generation 2 -MemoryStartupBytes %[5]d -VHDPath %[2]s -Path %[1]s
 Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -StaticMemory -AutomaticCheckpointsEnabled $false -Notes %[7]s
 Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
@@ -267,10 +272,10 @@ Hyper-V\Start-VM -VM $vm`, quote(pipeName(name)))
 // the VM's Msvm_Keyboard (root\virtualization\v2).
 func pressKeyScript(name string, seconds int) string {
 	return fmt.Sprintf(`$vm = Hyper-V\Get-VM -Name %s
-$kb = Get-CimInstance -Namespace 'root\virtualization\v2' -ClassName Msvm_Keyboard -Filter "SystemName='$($vm.Id)'"
+$kb = CimCmdlets\Get-CimInstance -Namespace 'root\virtualization\v2' -ClassName Msvm_Keyboard -Filter "SystemName='$($vm.Id)'"
 for ($i = 0; $i -lt %d; $i++) {
-    Invoke-CimMethod -InputObject $kb -MethodName TypeKey -Arguments @{ keyCode = [uint32]0x20 } | Out-Null
-    Start-Sleep -Seconds 1
+    CimCmdlets\Invoke-CimMethod -InputObject $kb -MethodName TypeKey -Arguments @{ keyCode = [uint32]0x20 } | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Utility\Start-Sleep -Seconds 1
 }`, quote(name), seconds)
 }
 
@@ -289,7 +294,7 @@ if ($vm) {
     Hyper-V\Remove-VM -VM $vm -Force
 }`, quote(name))
 	if !keepDisk {
-		s += fmt.Sprintf("\nif (Test-Path -LiteralPath %[1]s) { Remove-Item -LiteralPath %[1]s -Force }", quote(disk))
+		s += fmt.Sprintf("\nif (Microsoft.PowerShell.Management\\Test-Path -LiteralPath %[1]s) { Microsoft.PowerShell.Management\\Remove-Item -LiteralPath %[1]s -Force }", quote(disk))
 	}
 	return s
 }

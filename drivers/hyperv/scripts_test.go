@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/netip"
@@ -17,9 +16,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/hyperv/internal/pstranscript"
 	"github.com/hwk-dev/hwk/internal/pscheck"
-	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // allScripts is every kind of script the driver sends, each variant.
@@ -200,19 +198,12 @@ func TestSessionWithoutPowerShell(t *testing.T) {
 // TestInstall: the install VM's transcript, and its VM removed with the
 // disk kept; a VM removed from outside fails and takes the disk along.
 func TestInstall(t *testing.T) {
-	states := []string{"Running", "Running", "Off"}
-	f := &fakePS{t: t}
-	f.answers = []answer{{marker: "if ($vm) { [string]$vm.State }", out: nil}}
-	calls := 0
+	const removeInstall, stateMark = "if ($vm) {\n    if ($vm.State -ne 'Off')", "if ($vm) { [string]$vm.State } else { '' }"
+	f := (&fakePS{t: t}).quiet(removeInstall).quiet("-SizeBytes").quiet("Msvm_Keyboard")
+	f.tr.Rules = append(f.tr.Rules,
+		pstranscript.Rule{Name: "running", Match: []string{stateMark}, Reply: "vm/state-running", Times: 2},
+		pstranscript.Rule{Name: "off", Match: []string{stateMark}, Reply: "vm/state-off"})
 	d, root, _ := testDriver(t, f)
-	d.ps = runFunc(func(ctx context.Context, script string, out any) error {
-		if strings.Contains(script, "[string]$vm.State } else") {
-			st := states[min(calls, len(states)-1)]
-			calls++
-			return f.answerWith(script, st, out)
-		}
-		return f.Run(ctx, script, out)
-	})
 	old := installPoll
 	installPoll = time.Millisecond
 	defer func() { installPoll = old }()
@@ -227,7 +218,11 @@ func TestInstall(t *testing.T) {
 		t.Errorf("after a finished install the VM goes and the disk stays:\n%s", last)
 	}
 
-	states, calls, f.scripts = []string{"Running", ""}, 0, nil
+	f.reset().quiet(removeInstall).quiet("-SizeBytes").quiet("Msvm_Keyboard")
+	f.tr.Rules = append(f.tr.Rules,
+		pstranscript.Rule{Name: "running", Match: []string{stateMark}, Reply: "vm/state-running", Times: 1},
+		pstranscript.Rule{Name: "gone", Match: []string{stateMark}, Reply: "vm/state-gone"})
+	f.scripts = nil
 	err := d.Install(context.Background(), spec)
 	if err == nil || !strings.Contains(err.Error(), "the VM was removed from outside") {
 		t.Errorf("err = %v", err)
@@ -240,100 +235,3 @@ func TestInstall(t *testing.T) {
 type runFunc func(ctx context.Context, script string, out any) error
 
 func (r runFunc) Run(ctx context.Context, script string, out any) error { return r(ctx, script, out) }
-
-// answerWith records script and answers v.
-func (f *fakePS) answerWith(script string, v any, out any) error {
-	f.answers = append([]answer{{marker: script, out: v}}, f.answers...)
-	err := f.Run(context.Background(), script, out)
-	f.answers = f.answers[1:]
-	return err
-}
-
-// TestCommandStartsPowerShellOnce: every Hyper-V call of a `hwk up` of a
-// Linux control plane and a Windows worker (preflight, the network, both
-// nodes made and started, their endpoints and handles), then of a `hwk
-// down`, goes through one session each: one PowerShell start per command.
-func TestCommandStartsPowerShellOnce(t *testing.T) {
-	cp := metadata{Cluster: "demo", Name: "demo-cp", Role: "control-plane", OS: "linux", IP: "172.31.250.10"}.notes()
-	win := metadata{Cluster: "demo", Name: "demo-win-1", Role: "worker", OS: "windows", IP: "172.31.250.11"}.notes()
-	inspect := func(name string) string {
-		return "Get-VM -Name '" + name + "' -ErrorAction SilentlyContinue\nif ($vm) { [pscustomobject]"
-	}
-	f := (&fakePS{t: t}).on("Win32_OptionalFeature", hostReady).
-		on("[pscustomobject]@{\n    switch", netFactsFresh(true)).
-		on(createFacts, freshCreate()).
-		on(inspect("demo-cp"), vm("demo-cp", "Running", cp)).
-		on(inspect("demo-win-1"), vm("demo-win-1", "Running", win, "172.31.250.11")).
-		on("$kept = @()", map[string]any{"kept": []string{}}).
-		on("Where-Object { $_.Notes -like", []any{vm("demo-cp", "Running", cp), vm("demo-win-1", "Running", win, "172.31.250.11")})
-	// The fake PowerShell answers each script as fakePS would, framed as
-	// the session's protocol has it.
-	answer := func(script string) []string {
-		var out json.RawMessage
-		err := f.Run(context.Background(), script, &out)
-		rep := map[string]any{"ok": true, "out": out}
-		var pe *PSError
-		if errors.As(err, &pe) {
-			rep = map[string]any{"ok": false, "error": pe}
-		}
-		b, err := json.Marshal(rep)
-		if err != nil {
-			t.Error(err)
-		}
-		return []string{resultMarker + string(b), endMarker}
-	}
-	root := t.TempDir()
-	dirs := state.Dirs{Data: root, Cache: filepath.Join(root, "cache"), Config: filepath.Join(root, "config")}
-	command := func(run func(d *Driver) error) int64 {
-		t.Helper()
-		s := &Session{start: startFake(answer)}
-		defer s.Close()
-		before := Starts()
-		if err := run(New(Options{Dirs: dirs, Runner: s})); err != nil {
-			t.Fatal(err)
-		}
-		return Starts() - before
-	}
-	ctx := context.Background()
-	up := command(func(d *Driver) error {
-		if _, err := d.Preflight(ctx); err != nil {
-			return err
-		}
-		if err := d.EnsureNetwork(ctx, clusterNet); err != nil {
-			return err
-		}
-		for _, s := range []drivers.MachineSpec{
-			nodeSpec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10", vhdx(t, t.TempDir())),
-			nodeSpec("demo-win-1", config.Windows, config.Worker, "172.31.250.11", vhdx(t, t.TempDir())),
-		} {
-			if err := d.Create(ctx, s); err != nil {
-				return err
-			}
-			if _, err := d.HostEndpoint(ctx, s.Ref, 22); err != nil {
-				return err
-			}
-			if _, err := d.Node(ctx, s.Ref); err != nil {
-				return err
-			}
-		}
-		_, err := d.List(ctx, "demo")
-		return err
-	})
-	sent := len(f.scripts)
-	down := command(func(d *Driver) error {
-		ms, err := d.List(ctx, "demo")
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if err := d.Delete(ctx, m.Ref); err != nil {
-				return err
-			}
-		}
-		return d.DeleteNetwork(ctx, "demo")
-	})
-	if up != 1 || down != 1 {
-		t.Errorf("PowerShell started %d times for up (%d scripts) and %d for down (%d scripts), want once each", up, sent, down, len(f.scripts)-sent)
-	}
-	t.Logf("up: %d scripts, 1 PowerShell; down: %d scripts, 1 PowerShell", sent, len(f.scripts)-sent)
-}

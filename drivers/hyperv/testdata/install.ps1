@@ -4,11 +4,11 @@ if ($vm) {
     if ($vm.State -ne 'Off') { Hyper-V\Stop-VM -VM $vm -TurnOff -Force }
     Hyper-V\Remove-VM -VM $vm -Force
 }
-if (Test-Path -LiteralPath 'C:\hwk\disk.vhdx') { Remove-Item -LiteralPath 'C:\hwk\disk.vhdx' -Force }
+if (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'C:\hwk\disk.vhdx') { Microsoft.PowerShell.Management\Remove-Item -LiteralPath 'C:\hwk\disk.vhdx' -Force }
 # --- script 2
-New-Item -ItemType Directory -Force -Path 'C:\hwk\hwk-build-x' | Out-Null
-if (Test-Path -LiteralPath 'C:\hwk\disk.vhdx') { Remove-Item -LiteralPath 'C:\hwk\disk.vhdx' -Force }
-Hyper-V\New-VHD -Path 'C:\hwk\disk.vhdx' -SizeBytes 42949672960 -Dynamic | Out-Null
+Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path 'C:\hwk\hwk-build-x' | Microsoft.PowerShell.Core\Out-Null
+if (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'C:\hwk\disk.vhdx') { Microsoft.PowerShell.Management\Remove-Item -LiteralPath 'C:\hwk\disk.vhdx' -Force }
+Hyper-V\New-VHD -Path 'C:\hwk\disk.vhdx' -SizeBytes 42949672960 -Dynamic | Microsoft.PowerShell.Core\Out-Null
 $vm = Hyper-V\New-VM -Name 'hwk-build-x' -Generation 2 -MemoryStartupBytes 4294967296 -VHDPath 'C:\hwk\disk.vhdx' -Path 'C:\hwk\hwk-build-x'
 Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -Notes 'hwk:{"build":true}'
 Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
@@ -20,10 +20,10 @@ Hyper-V\Set-VMComPort -VM $vm -Number 1 -Path '\\.\pipe\hwk-hwk-build-x'
 Hyper-V\Start-VM -VM $vm
 # --- script 3
 $vm = Hyper-V\Get-VM -Name 'hwk-build-x'
-$kb = Get-CimInstance -Namespace 'root\virtualization\v2' -ClassName Msvm_Keyboard -Filter "SystemName='$($vm.Id)'"
+$kb = CimCmdlets\Get-CimInstance -Namespace 'root\virtualization\v2' -ClassName Msvm_Keyboard -Filter "SystemName='$($vm.Id)'"
 for ($i = 0; $i -lt 30; $i++) {
-    Invoke-CimMethod -InputObject $kb -MethodName TypeKey -Arguments @{ keyCode = [uint32]0x20 } | Out-Null
-    Start-Sleep -Seconds 1
+    CimCmdlets\Invoke-CimMethod -InputObject $kb -MethodName TypeKey -Arguments @{ keyCode = [uint32]0x20 } | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Utility\Start-Sleep -Seconds 1
 }
 # --- script 4
 $vm = Hyper-V\Get-VM -Name 'hwk-build-x' -ErrorAction SilentlyContinue
