@@ -146,8 +146,8 @@ type vmSpec struct {
 	// Notes mark the VM hwk's while it is made (Partial) and once it is
 	// (Notes): a VM whose Notes still say partial was cut off half-way.
 	Partial, Notes string
-	Windows                       bool
-	Start                         bool
+	Windows        bool
+	Start          bool
 }
 
 // createScript makes a node's VM: a differencing disk over the golden
