@@ -26,6 +26,12 @@ const (
 	CalicoCNIWindowsImage  = "quay.io/calico/cni-windows:" + CalicoVersion
 )
 
+// The Windows DaemonSets WindowsManifests makes, in kube-system.
+const (
+	CalicoNodeWindows = "calico-node-windows"
+	KubeProxyWindows  = "kube-proxy-windows"
+)
+
 // KubeProxyWindowsImage is the HostProcess image that carries
 // kube-proxy.exe for Kubernetes version v.
 func KubeProxyWindowsImage(v string) string {

@@ -173,8 +173,8 @@ var components = []bootstrap.Workload{
 	{Kind: "Deployment", Namespace: "kube-system", Name: "calico-kube-controllers"},
 	{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy"},
 	{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"},
-	{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node-windows"},
-	{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy-windows"},
+	{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.CalicoNodeWindows},
+	{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.KubeProxyWindows},
 }
 
 // Status reports the cluster's health.

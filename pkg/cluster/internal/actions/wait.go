@@ -2,13 +2,17 @@ package actions
 
 import (
 	"context"
+	"slices"
 	"time"
 
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
 )
 
 // WaitReady waits until every node is Ready, then until the cluster's own
-// workloads are: Calico, kube-proxy and CoreDNS.
+// workloads are: Calico, kube-proxy and CoreDNS, and on a cluster with
+// Windows nodes Calico's and kube-proxy's Windows DaemonSets too (a
+// Windows node can be Ready while they crash-loop on it).
 type WaitReady struct{}
 
 // Name implements Action.
@@ -24,10 +28,22 @@ func (WaitReady) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 	c.NodesReady = time.Since(c.Started)
-	return bootstrap.WaitWorkloads(ctx, c.Client, c.Timeouts.Pods,
-		bootstrap.Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"},
-		bootstrap.Workload{Kind: "Deployment", Namespace: "kube-system", Name: "calico-kube-controllers"},
-		bootstrap.Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy"},
-		bootstrap.Workload{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"},
-	)
+	return bootstrap.WaitWorkloads(ctx, c.Client, c.Timeouts.Pods, systemWorkloads(c.Config)...)
+}
+
+// systemWorkloads are the workloads of cfg's cluster that must be Ready
+// before it is.
+func systemWorkloads(cfg *config.Cluster) []bootstrap.Workload {
+	ws := []bootstrap.Workload{
+		{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"},
+		{Kind: "Deployment", Namespace: "kube-system", Name: "calico-kube-controllers"},
+		{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy"},
+		{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"},
+	}
+	if slices.ContainsFunc(cfg.Nodes, func(n config.Node) bool { return n.OS == config.Windows }) {
+		ws = append(ws,
+			bootstrap.Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.CalicoNodeWindows},
+			bootstrap.Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.KubeProxyWindows})
+	}
+	return ws
 }
