@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -586,16 +585,5 @@ func TestScriptsQuote(t *testing.T) {
 	s := deleteScript("a'b", `C:\Users\O'Brien\hwk`)
 	if !strings.Contains(s, `-Name 'a''b'`) || !strings.Contains(s, `'C:\Users\O''Brien\hwk'`) {
 		t.Errorf("script:\n%s", s)
-	}
-}
-
-// TestCmdletsQualified: every Hyper-V, NetNat and NetTCPIP cmdlet the
-// driver sends names its module.
-func TestCmdletsQualified(t *testing.T) {
-	bare := regexp.MustCompile(`(^|[^\\\w-])((Get|New|Set|Remove|Start|Stop|Add|Enable)-(VM\w*|NetNat|NetIPAddress|NetRoute))\b`)
-	for name, s := range allScripts() {
-		if m := bare.FindStringSubmatch(s); m != nil {
-			t.Errorf("%s calls %s without its module", name, m[2])
-		}
 	}
 }

@@ -298,3 +298,40 @@ if ($vm) {
 	}
 	return s
 }
+
+// Scripts is every script the driver sends, one of each variant, as the
+// session sends it (wrapped), by the declarations that make it: for the
+// check of every script hwk sends to Windows (internal/pscatalog).
+func Scripts() map[string]string {
+	gw := netip.MustParseAddr("172.31.250.1")
+	spec := vmSpec{Name: "demo-cp", Dir: `C:\hwk\demo-cp`, Disk: `C:\hwk\demo-cp\disk.vhdx`, Parent: `C:\cache\disk.vhdx`, Seed: `C:\hwk\demo-cp\cidata.iso`,
+		MemoryBytes: 4 << 30, CPUs: 2, MAC: "00155D1FFA0A", Partial: `hwk:{"cluster":"demo","partial":true}`, Notes: `hwk:{"cluster":"demo"}`, Start: true}
+	win := spec
+	win.Windows = true
+	out := map[string]string{}
+	for name, s := range map[string]string{
+		"preflightScript":          preflightScript(),
+		"networkFactsScript":       networkFactsScript(),
+		"ensureNetworkScript":      ensureNetworkScript(gw, 24, true, true, true),
+		"deleteNetworkScript":      deleteNetworkScript(gw),
+		"inspectScript+vmFields":   inspectScript("demo-cp"),
+		"listScript+vmFields":      listScript(),
+		"createFactsScript":        createFactsScript("demo-cp", `C:\hwk\demo-cp`),
+		"createScript/linux":       createScript(spec),
+		"createScript/windows":     createScript(win),
+		"startScript":              startScript("demo-cp"),
+		"stopScript":               stopScript("demo-cp", StopGrace),
+		"deleteScript":             deleteScript("demo-cp", `C:\hwk\demo-cp`),
+		"deleteScript/files":       deleteScript("", `C:\hwk\demo-cp`),
+		"installScript":            installScript("hwk-build-x", `C:\cache\hwk-build-x`, `C:\cache\disk.vhdx`, 40<<30, 2, 4<<30, []string{`C:\iso\server.iso`, `C:\cache\build.iso`}),
+		"pressKeyScript":           pressKeyScript("hwk-build-x", pressSeconds),
+		"stateScript":              stateScript("hwk-build-x"),
+		"removeInstallScript":      removeInstallScript("hwk-build-x", `C:\cache\disk.vhdx`, false),
+		"removeInstallScript/keep": removeInstallScript("hwk-build-x", `C:\cache\disk.vhdx`, true),
+	} {
+		out[name+"+Wrap"] = Wrap(s)
+	}
+	out["sessionSetup"] = sessionSetup
+	out["requestLine"] = requestLine("Microsoft.PowerShell.Utility\\Write-Output 1")
+	return out
+}

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
-	"net/netip"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -17,49 +16,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/hyperv/internal/pstranscript"
-	"github.com/hwk-dev/hwk/internal/pscheck"
 )
-
-// allScripts is every kind of script the driver sends, each variant.
-func allScripts() map[string]string {
-	gw := netip.MustParseAddr("172.31.250.1")
-	spec := vmSpec{Name: "demo-cp", Dir: `C:\hwk\demo-cp`, Disk: `C:\hwk\demo-cp\disk.vhdx`, Parent: `C:\cache\disk.vhdx`, Seed: `C:\hwk\demo-cp\cidata.iso`,
-		MemoryBytes: 4 << 30, CPUs: 2, MAC: "00155D1FFA0A", Notes: `hwk:{"cluster":"demo"}`, Start: true}
-	win := spec
-	win.Windows = true
-	return map[string]string{
-		"preflight.ps1":       preflightScript(),
-		"network-facts.ps1":   networkFactsScript(),
-		"network-make.ps1":    ensureNetworkScript(gw, 24, true, true, true),
-		"network-delete.ps1":  deleteNetworkScript(gw),
-		"inspect.ps1":         inspectScript("demo-cp"),
-		"list.ps1":            listScript(),
-		"create-facts.ps1":    createFactsScript("demo-cp", `C:\hwk\demo-cp`),
-		"create-linux.ps1":    createScript(spec),
-		"create-windows.ps1":  createScript(win),
-		"start.ps1":           startScript("demo-cp"),
-		"stop.ps1":            stopScript("demo-cp", StopGrace),
-		"delete.ps1":          deleteScript("demo-cp", `C:\hwk\demo-cp`),
-		"delete-files.ps1":    deleteScript("", `C:\hwk\demo-cp`),
-		"install.ps1":         installScript("hwk-build-x", `C:\cache\hwk-build-x`, `C:\cache\disk.vhdx`, 40<<30, 2, 4<<30, []string{`C:\iso\server.iso`, `C:\cache\build.iso`}),
-		"install-key.ps1":     pressKeyScript("hwk-build-x", pressSeconds),
-		"install-state.ps1":   stateScript("hwk-build-x"),
-		"install-remove.ps1":  removeInstallScript("hwk-build-x", `C:\cache\disk.vhdx`, false),
-		"install-keep.ps1":    removeInstallScript("hwk-build-x", `C:\cache\disk.vhdx`, true),
-		"session-setup.ps1":   sessionSetup,
-		"session-request.ps1": requestLine("Write-Output 1"),
-	}
-}
-
-// TestPowerShellSyntax: every script, as the session runs it (wrapped),
-// through the PowerShell grammar.
-func TestPowerShellSyntax(t *testing.T) {
-	scripts := map[string]string{}
-	for name, s := range allScripts() {
-		scripts[name] = Wrap(s)
-	}
-	pscheck.Check(t, scripts)
-}
 
 // exitLine, as a reply line, makes the fake process exit there.
 const exitLine = "\x00exit"

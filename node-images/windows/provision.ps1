@@ -23,15 +23,15 @@ $taskName = 'hwk-provision'
 
 function Say([string]$message) {
     $line = "hwk-provision: $message"
-    Write-Output $line
+    Microsoft.PowerShell.Utility\Write-Output $line
     # The serial console is how the host follows the build.
     try {
-        $port = New-Object System.IO.Ports.SerialPort 'COM1', 115200
+        $port = Microsoft.PowerShell.Utility\New-Object System.IO.Ports.SerialPort 'COM1', 115200
         $port.Open()
         $port.WriteLine($line)
         $port.Close()
     } catch {
-        Write-Output "hwk-provision: (no serial port: $($_.Exception.Message))"
+        Microsoft.PowerShell.Utility\Write-Output "hwk-provision: (no serial port: $($_.Exception.Message))"
     }
 }
 
@@ -43,56 +43,56 @@ function Invoke-Native([string]$what, [scriptblock]$command) {
 }
 
 function Get-Phase {
-    if (Test-Path -LiteralPath $phaseFile) {
-        return [int](Get-Content -Raw -LiteralPath $phaseFile).Trim()
+    if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $phaseFile) {
+        return [int](Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath $phaseFile).Trim()
     }
     return 1
 }
 
 function Set-Phase([int]$phase) {
-    Set-Content -LiteralPath $phaseFile -Value $phase
+    Microsoft.PowerShell.Management\Set-Content -LiteralPath $phaseFile -Value $phase
 }
 
 # Phase 1: copy the build disk, keep Windows from changing under the build,
 # enable the features containers need, restart.
 function Invoke-Phase1 {
-    $seed = (Get-Volume -FileSystemLabel 'HWKSEED' | Select-Object -First 1).DriveLetter
+    $seed = (Storage\Get-Volume -FileSystemLabel 'HWKSEED' | Microsoft.PowerShell.Utility\Select-Object -First 1).DriveLetter
     if (-not $seed) {
         throw 'the build disk (HWKSEED) is not attached'
     }
     Say "phase 1: copying the build disk ($($seed):) to $work"
-    New-Item -ItemType Directory -Force -Path $work | Out-Null
-    Copy-Item -Recurse -Force -Path "$($seed):\*" -Destination $work
+    Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $work | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\Copy-Item -Recurse -Force -Path "$($seed):\*" -Destination $work
 
     # The rest runs at startup as SYSTEM, across restarts.
-    $action = New-ScheduledTaskAction -Execute 'powershell.exe' `
+    $action = ScheduledTasks\New-ScheduledTaskAction -Execute 'powershell.exe' `
         -Argument "-NoLogo -NoProfile -ExecutionPolicy Bypass -File $work\provision.ps1"
-    $trigger = New-ScheduledTaskTrigger -AtStartup
-    Register-ScheduledTask -TaskName $taskName -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Out-Null
+    $trigger = ScheduledTasks\New-ScheduledTaskTrigger -AtStartup
+    ScheduledTasks\Register-ScheduledTask -TaskName $taskName -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
 
     Say 'phase 1: turning Windows Update off'
     # A node image is rebuilt, not patched in place; an update during a
     # cluster's life would restart the node under its pods.
     $au = 'HKLM:\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU'
-    New-Item -Force -Path $au | Out-Null
-    New-ItemProperty -Force -Path $au -Name NoAutoUpdate -PropertyType DWord -Value 1 | Out-Null
-    Set-Service -Name wuauserv -StartupType Disabled
-    Stop-Service -Name wuauserv -Force -ErrorAction SilentlyContinue
+    Microsoft.PowerShell.Management\New-Item -Force -Path $au | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\New-ItemProperty -Force -Path $au -Name NoAutoUpdate -PropertyType DWord -Value 1 | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\Set-Service -Name wuauserv -StartupType Disabled
+    Microsoft.PowerShell.Management\Stop-Service -Name wuauserv -Force -ErrorAction SilentlyContinue
 
     Say 'phase 1: registry settings for container networking'
     $overrides = 'HKLM:\SYSTEM\CurrentControlSet\Policies\Microsoft\FeatureManagement\Overrides'
-    New-Item -Force -Path $overrides | Out-Null
+    Microsoft.PowerShell.Management\New-Item -Force -Path $overrides | Microsoft.PowerShell.Core\Out-Null
     $build = [Environment]::OSVersion.Version.Build
     if ($build -eq 20348) {
         # Windows Server 2022 after the April 2025 update breaks HNS
         # overlay networking unless this feature is held back
         # (kubernetes-sigs/image-builder #1798).
-        New-ItemProperty -Force -Path $overrides -Name 1114842764 -PropertyType DWord -Value 0 | Out-Null
+        Microsoft.PowerShell.Management\New-ItemProperty -Force -Path $overrides -Name 1114842764 -PropertyType DWord -Value 0 | Microsoft.PowerShell.Core\Out-Null
     }
     if ($build -ge 26100) {
         # Windows Server 2025's overlay networking fix is behind this
         # feature flag (kubernetes-sigs/image-builder 0ed6c7c5b).
-        New-ItemProperty -Force -Path $overrides -Name 520997518 -PropertyType DWord -Value 1 | Out-Null
+        Microsoft.PowerShell.Management\New-ItemProperty -Force -Path $overrides -Name 520997518 -PropertyType DWord -Value 1 | Microsoft.PowerShell.Core\Out-Null
     }
     # Keep ephemeral ports out of the range Kubernetes services use
     # (image-builder's systemprep role).
@@ -102,30 +102,30 @@ function Invoke-Phase1 {
     Invoke-Native 'sc.exe config winrm' { sc.exe config winrm start= delayed-auto }
 
     Say 'phase 1: enabling the Containers feature and Hyper-V networking'
-    Enable-WindowsOptionalFeature -Online -FeatureName Containers -All -NoRestart | Out-Null
+    Dism\Enable-WindowsOptionalFeature -Online -FeatureName Containers -All -NoRestart | Microsoft.PowerShell.Core\Out-Null
     # Calico's HNS network needs the Hyper-V virtual switch, not the
     # hypervisor: enable the role, then turn its hypervisor part off, so no
     # nested virtualization is needed (sig-windows-tools
     # Install-Containerd.ps1, -skipHypervisorSupportCheck).
     Invoke-Native 'dism enable Hyper-V' { dism.exe /online /enable-feature /featurename:Microsoft-Hyper-V /all /NoRestart }
     Invoke-Native 'dism disable Hyper-V-Online' { dism.exe /online /disable-feature /featurename:Microsoft-Hyper-V-Online /NoRestart }
-    Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V-Management-PowerShell -NoRestart | Out-Null
+    Dism\Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V-Management-PowerShell -NoRestart | Microsoft.PowerShell.Core\Out-Null
 
     Set-Phase 2
     Say 'phase 1: done, restarting'
-    Restart-Computer -Force
+    Microsoft.PowerShell.Management\Restart-Computer -Force
 }
 
 # Phase 2: containerd, the kubelet, images, SSH, first boot; then sysprep.
 function Invoke-Phase2 {
-    $cfg = Get-Content -Raw -LiteralPath "$work\build.json" | ConvertFrom-Json
+    $cfg = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath "$work\build.json" | Microsoft.PowerShell.Utility\ConvertFrom-Json
     Say "phase 2: Windows Server $($cfg.windowsVersion), Kubernetes $($cfg.kubernetesVersion), containerd $($cfg.containerdVersion)"
 
     Say 'phase 2: containerd'
     $ctrd = "$env:ProgramFiles\containerd"
-    New-Item -ItemType Directory -Force -Path $ctrd, 'C:\opt\cni\bin', 'C:\etc\cni\net.d', 'C:\var\log\containerd' | Out-Null
-    Copy-Item -Force -Path "$work\bin\containerd\*.exe", "$work\bin\crictl.exe" -Destination $ctrd
-    $config = & "$ctrd\containerd.exe" config default | Out-String
+    Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $ctrd, 'C:\opt\cni\bin', 'C:\etc\cni\net.d', 'C:\var\log\containerd' | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\Copy-Item -Force -Path "$work\bin\containerd\*.exe", "$work\bin\crictl.exe" -Destination $ctrd
+    $config = & "$ctrd\containerd.exe" config default | Microsoft.PowerShell.Utility\Out-String
     if ($LASTEXITCODE -ne 0) {
         throw "containerd config default exited with status $LASTEXITCODE"
     }
@@ -135,28 +135,28 @@ function Invoke-Phase2 {
     $config = $config -replace "(?m)^(\s*)bin_dirs\s*=.*$", "`$1bin_dirs = ['c:/opt/cni/bin']"
     $config = $config -replace "(?m)^(\s*)conf_dir\s*=.*$", "`$1conf_dir = 'c:/etc/cni/net.d'"
     $config = $config -replace "(?m)^(\s*)sandbox\s*=.*$", "`$1sandbox = '$($cfg.pauseImage)'"
-    Set-Content -LiteralPath "$ctrd\config.toml" -Value $config -Encoding ascii
+    Microsoft.PowerShell.Management\Set-Content -LiteralPath "$ctrd\config.toml" -Value $config -Encoding ascii
     Invoke-Native 'containerd --register-service' {
         & "$ctrd\containerd.exe" --register-service --config "$ctrd\config.toml" --log-file 'C:\var\log\containerd\containerd.log'
     }
-    Set-Service -Name containerd -StartupType Automatic
-    Start-Service -Name containerd
+    Microsoft.PowerShell.Management\Set-Service -Name containerd -StartupType Automatic
+    Microsoft.PowerShell.Management\Start-Service -Name containerd
     [Environment]::SetEnvironmentVariable('CONTAINER_RUNTIME_ENDPOINT', 'npipe:\\.\pipe\containerd-containerd', 'Machine')
     $path = [Environment]::GetEnvironmentVariable('Path', 'Machine')
     [Environment]::SetEnvironmentVariable('Path', "$path;$ctrd;C:\k", 'Machine')
 
     Say 'phase 2: the kubelet'
-    New-Item -ItemType Directory -Force -Path 'C:\k', 'C:\var\log\kubelet', 'C:\var\lib\kubelet\etc\kubernetes\manifests', 'C:\etc\kubernetes\pki' | Out-Null
-    Copy-Item -Force -Path "$work\bin\k\*.exe" -Destination 'C:\k'
+    Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path 'C:\k', 'C:\var\log\kubelet', 'C:\var\lib\kubelet\etc\kubernetes\manifests', 'C:\etc\kubernetes\pki' | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\Copy-Item -Force -Path "$work\bin\k\*.exe" -Destination 'C:\k'
     # hwk-kubelet reads kubeadm's flags at each start; it runs only once
     # kubeadm join has configured the node.
     Invoke-Native 'sc.exe create kubelet' { sc.exe create kubelet binPath= 'C:\k\hwk-kubelet.exe' start= demand depend= containerd DisplayName= 'Kubernetes kubelet' }
     Invoke-Native 'sc.exe failure kubelet' { sc.exe failure kubelet reset= 0 actions= restart/5000/restart/5000/restart/5000 }
-    New-NetFirewallRule -Name kubelet -DisplayName 'kubelet (hwk)' -Protocol TCP -LocalPort 10250 -Action Allow -Enabled True | Out-Null
-    New-NetFirewallRule -Name calico-vxlan -DisplayName 'Calico VXLAN (hwk)' -Protocol UDP -LocalPort 4789 -Action Allow -Enabled True | Out-Null
+    NetSecurity\New-NetFirewallRule -Name kubelet -DisplayName 'kubelet (hwk)' -Protocol TCP -LocalPort 10250 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
+    NetSecurity\New-NetFirewallRule -Name calico-vxlan -DisplayName 'Calico VXLAN (hwk)' -Protocol UDP -LocalPort 4789 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
 
     Say 'phase 2: container images'
-    foreach ($image in Get-ChildItem -LiteralPath "$work\images" -Filter '*.tar') {
+    foreach ($image in Microsoft.PowerShell.Management\Get-ChildItem -LiteralPath "$work\images" -Filter '*.tar') {
         Say "phase 2: importing $($image.Name)"
         Invoke-Native "ctr import $($image.Name)" {
             & "$ctrd\ctr.exe" -n k8s.io images import --all-platforms $image.FullName
@@ -164,53 +164,53 @@ function Invoke-Phase2 {
     }
 
     Say 'phase 2: OpenSSH server'
-    if (-not (Get-Service -Name sshd -ErrorAction SilentlyContinue)) {
+    if (-not (Microsoft.PowerShell.Management\Get-Service -Name sshd -ErrorAction SilentlyContinue)) {
         $ssh = "$env:ProgramFiles\OpenSSH"
-        Copy-Item -Recurse -Force -Path "$work\openssh\OpenSSH-Win64" -Destination $ssh
+        Microsoft.PowerShell.Management\Copy-Item -Recurse -Force -Path "$work\openssh\OpenSSH-Win64" -Destination $ssh
         & "$ssh\install-sshd.ps1"
     }
     # PowerShell as the login shell: hwk's node handle speaks it.
-    New-Item -Force -Path 'HKLM:\SOFTWARE\OpenSSH' | Out-Null
-    New-ItemProperty -Force -Path 'HKLM:\SOFTWARE\OpenSSH' -Name DefaultShell -PropertyType String `
-        -Value "$env:SystemRoot\System32\WindowsPowerShell\v1.0\powershell.exe" | Out-Null
+    Microsoft.PowerShell.Management\New-Item -Force -Path 'HKLM:\SOFTWARE\OpenSSH' | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\New-ItemProperty -Force -Path 'HKLM:\SOFTWARE\OpenSSH' -Name DefaultShell -PropertyType String `
+        -Value "$env:SystemRoot\System32\WindowsPowerShell\v1.0\powershell.exe" | Microsoft.PowerShell.Core\Out-Null
     # Keys only; administrators' keys come from
     # administrators_authorized_keys (sshd's default Match block), which
     # hwk-seed writes on each clone's first boot.
-    Start-Service -Name sshd
-    Stop-Service -Name sshd
+    Microsoft.PowerShell.Management\Start-Service -Name sshd
+    Microsoft.PowerShell.Management\Stop-Service -Name sshd
     $sshdConfig = "$env:ProgramData\ssh\sshd_config"
-    $text = Get-Content -Raw -LiteralPath $sshdConfig
+    $text = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath $sshdConfig
     $text = $text -replace '(?m)^#?\s*PasswordAuthentication\s+\w+', 'PasswordAuthentication no'
     $text = $text -replace '(?m)^#?\s*PubkeyAuthentication\s+\w+', 'PubkeyAuthentication yes'
-    Set-Content -LiteralPath $sshdConfig -Value $text -Encoding ascii
-    Set-Service -Name sshd -StartupType Automatic
-    if (-not (Get-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -ErrorAction SilentlyContinue)) {
-        New-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -DisplayName 'OpenSSH Server (hwk)' -Protocol TCP -LocalPort 22 -Action Allow -Enabled True | Out-Null
+    Microsoft.PowerShell.Management\Set-Content -LiteralPath $sshdConfig -Value $text -Encoding ascii
+    Microsoft.PowerShell.Management\Set-Service -Name sshd -StartupType Automatic
+    if (-not (NetSecurity\Get-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -ErrorAction SilentlyContinue)) {
+        NetSecurity\New-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -DisplayName 'OpenSSH Server (hwk)' -Protocol TCP -LocalPort 22 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
     }
 
     Say 'phase 2: first boot (hwk-seed)'
     $hwk = "$env:ProgramFiles\hwk"
-    New-Item -ItemType Directory -Force -Path $hwk | Out-Null
-    Copy-Item -Force -LiteralPath "$work\bin\hwk-seed.exe" -Destination "$hwk\hwk-seed.exe"
-    $action = New-ScheduledTaskAction -Execute "$hwk\hwk-seed.exe"
-    $trigger = New-ScheduledTaskTrigger -AtStartup
-    Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Out-Null
+    Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $hwk | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath "$work\bin\hwk-seed.exe" -Destination "$hwk\hwk-seed.exe"
+    $action = ScheduledTasks\New-ScheduledTaskAction -Execute "$hwk\hwk-seed.exe"
+    $trigger = ScheduledTasks\New-ScheduledTaskTrigger -AtStartup
+    ScheduledTasks\Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
 
     Say 'phase 2: generalizing'
     # Every clone must make its own host keys, or get the one hwk pinned
     # from its seed.
-    Remove-Item -Force -Path "$env:ProgramData\ssh\ssh_host_*" -ErrorAction SilentlyContinue
-    Copy-Item -Force -LiteralPath "$work\sysprep-unattend.xml" -Destination 'C:\hwk\sysprep-unattend.xml'
-    Unregister-ScheduledTask -TaskName $taskName -Confirm:$false
-    Remove-Item -Recurse -Force -LiteralPath $work
-    Remove-Item -Force -LiteralPath $phaseFile
+    Microsoft.PowerShell.Management\Remove-Item -Force -Path "$env:ProgramData\ssh\ssh_host_*" -ErrorAction SilentlyContinue
+    Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath "$work\sysprep-unattend.xml" -Destination 'C:\hwk\sysprep-unattend.xml'
+    ScheduledTasks\Unregister-ScheduledTask -TaskName $taskName -Confirm:$false
+    Microsoft.PowerShell.Management\Remove-Item -Recurse -Force -LiteralPath $work
+    Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $phaseFile
     Say 'done: sysprep generalizes the disk and powers off'
     Invoke-Native 'sysprep' {
         & "$env:SystemRoot\System32\Sysprep\sysprep.exe" /generalize /oobe /shutdown /mode:vm /quiet /unattend:C:\hwk\sysprep-unattend.xml
     }
 }
 
-Start-Transcript -Append -Path 'C:\hwk-provision.log' | Out-Null
+Microsoft.PowerShell.Host\Start-Transcript -Append -Path 'C:\hwk-provision.log' | Microsoft.PowerShell.Core\Out-Null
 try {
     switch (Get-Phase) {
         1 { Invoke-Phase1 }
@@ -220,7 +220,7 @@ try {
 } catch {
     Say "FAILED: $($_.Exception.Message) (at $($_.InvocationInfo.PositionMessage))"
     Say 'the full log is C:\hwk-provision.log in the guest; powering off'
-    Stop-Computer -Force
+    Microsoft.PowerShell.Management\Stop-Computer -Force
 } finally {
-    Stop-Transcript | Out-Null
+    Microsoft.PowerShell.Host\Stop-Transcript | Microsoft.PowerShell.Core\Out-Null
 }

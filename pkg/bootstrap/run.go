@@ -88,12 +88,12 @@ $ProgressPreference = 'SilentlyContinue'
 
 # kubeadm checks these; a node image without them cannot join.
 foreach ($service in 'containerd', 'kubelet') {
-    if (-not (Get-Service -Name $service -ErrorAction SilentlyContinue)) {
+    if (-not (Microsoft.PowerShell.Management\Get-Service -Name $service -ErrorAction SilentlyContinue)) {
         throw "service $service is not installed on $env:COMPUTERNAME; rebuild the Windows node image"
     }
 }
-if ((Get-Service -Name containerd).Status -ne 'Running') {
-    Start-Service -Name containerd
+if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'Running') {
+    Microsoft.PowerShell.Management\Start-Service -Name containerd
 }
 
 & 'C:\k\kubeadm.exe' join --config '@CONFIG@' '--v=2'
@@ -103,12 +103,12 @@ if ($LASTEXITCODE -ne 0) {
 
 # kubeadm join has written the kubelet's config and started the service;
 # make sure it stays up.
-$kubelet = Get-Service -Name kubelet
+$kubelet = Microsoft.PowerShell.Management\Get-Service -Name kubelet
 if ($kubelet.Status -ne 'Running') {
-    Start-Service -Name kubelet
+    Microsoft.PowerShell.Management\Start-Service -Name kubelet
 }
-Set-Service -Name kubelet -StartupType Automatic
-Write-Output "joined: kubelet is $((Get-Service -Name kubelet).Status)"
+Microsoft.PowerShell.Management\Set-Service -Name kubelet -StartupType Automatic
+Microsoft.PowerShell.Utility\Write-Output "joined: kubelet is $((Microsoft.PowerShell.Management\Get-Service -Name kubelet).Status)"
 `, "@CONFIG@", strings.ReplaceAll(configPath, "'", "''"))
 }
 

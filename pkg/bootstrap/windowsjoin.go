@@ -62,19 +62,37 @@ const windowsBuildScript = `[Environment]::OSVersion.Version.Build`
 // (vEthernet (...)) that carries the node's address.
 const calicoNetworkScript = `$ErrorActionPreference = 'Stop'
 $found = $false
-if (Get-Command -Name Get-HnsNetwork -ErrorAction SilentlyContinue) {
-    $found = [bool](Get-HnsNetwork | Where-Object { $_.Name -eq 'Calico' })
+if (Microsoft.PowerShell.Core\Get-Command -Module HostNetworkingService -Name Get-HnsNetwork -ErrorAction SilentlyContinue) {
+    $found = [bool](HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Where-Object { $_.Name -eq 'Calico' })
 } else {
-    $found = [bool](Get-NetAdapter -Name 'vEthernet (*' -ErrorAction SilentlyContinue | Where-Object Status -eq 'Up')
+    $found = [bool](NetAdapter\Get-NetAdapter -Name 'vEthernet (*' -ErrorAction SilentlyContinue | Microsoft.PowerShell.Core\Where-Object Status -eq 'Up')
 }
 if ($found) { 'yes' } else { 'no' }
 `
 
+// ContainerdRunningScript exits 1 unless containerd's service runs on a
+// Windows node: the first thing kubeadm needs.
+const ContainerdRunningScript = `if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'Running') { exit 1 }`
+
 // restartKubeletScript restarts the kubelet and says its state.
 const restartKubeletScript = `$ErrorActionPreference = 'Stop'
-Restart-Service -Name kubelet -Force
-(Get-Service -Name kubelet).Status
+Microsoft.PowerShell.Management\Restart-Service -Name kubelet -Force
+(Microsoft.PowerShell.Management\Get-Service -Name kubelet).Status
 `
+
+// Scripts is every PowerShell script this package makes, by the
+// declaration that makes it: for the check of every script hwk sends to
+// Windows (internal/pscatalog).
+func Scripts() map[string]string {
+	return map[string]string{
+		"windowsBuildScript":      windowsBuildScript,
+		"calicoNetworkScript":     calicoNetworkScript,
+		"restartKubeletScript":    restartKubeletScript,
+		"ContainerdRunningScript": ContainerdRunningScript,
+		"WindowsJoinScript":       WindowsJoinScript(WindowsConfigDir + `\kubeadm-join.yaml`),
+		"logTailScript":           logTailScript(windowsLogs[0].path, 10),
+	}
+}
 
 // Run joins the node.
 func (j *WindowsJoin) Run(ctx context.Context) error {
@@ -198,5 +216,5 @@ func WindowsLogs(ctx context.Context, n *node.Node, lines int) string {
 }
 
 func logTailScript(path string, lines int) string {
-	return fmt.Sprintf(`Get-Content -Tail %d -LiteralPath '%s'`, lines, strings.ReplaceAll(path, "'", "''"))
+	return fmt.Sprintf(`Microsoft.PowerShell.Management\Get-Content -Tail %d -LiteralPath '%s'`, lines, strings.ReplaceAll(path, "'", "''"))
 }

@@ -190,15 +190,30 @@ func importWindows(ctx context.Context, n *node.Node, archive io.Reader) error {
 	if err := n.CopyTo(ctx, archive, spool, 0o600); err != nil {
 		return err
 	}
-	script := fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+	return n.RunScript(ctx, importWindowsScript(spool), node.Cmd{})
+}
+
+// importWindowsScript imports the archive spool with ctr.exe and removes
+// it however the import ends.
+func importWindowsScript(spool string) string {
+	return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
 try {
   %s
   if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
 } finally {
-  Remove-Item -Force -LiteralPath %s -ErrorAction SilentlyContinue
+  Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath %s -ErrorAction SilentlyContinue
 }
 `, node.Quote(node.PowerShell, importArgs(config.Windows, spool)...), psQuote(spool))
-	return n.RunScript(ctx, script, node.Cmd{})
+}
+
+// Scripts is every PowerShell script this package makes, by the
+// declaration that makes it: for the check of every script hwk sends to
+// Windows (internal/pscatalog).
+func Scripts() map[string]string {
+	return map[string]string{
+		"inventoryScript":     inventoryScript(node.PowerShell),
+		"importWindowsScript": importWindowsScript(windowsSpool + `\load-0123.tar`),
+	}
 }
 
 // Tag gives the image named src the name dst as well, replacing whatever

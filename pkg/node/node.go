@@ -176,19 +176,26 @@ func ScriptArgs(shell Shell, script string) []string {
 // temporary file beside path first, so a failed copy never leaves a
 // truncated file under the real name.
 func (n *Node) CopyTo(ctx context.Context, r io.Reader, path string, mode fs.FileMode) error {
-	var script string
-	if n.shell == PowerShell {
-		script = fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+	if err := n.RunScript(ctx, copyScript(n.shell, path, mode), Cmd{Stdin: r}); err != nil {
+		return fmt.Errorf("copy to %s: %w", path, err)
+	}
+	return nil
+}
+
+// copyScript writes its standard input to path in shell's dialect.
+func copyScript(shell Shell, path string, mode fs.FileMode) string {
+	if shell == PowerShell {
+		return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
 $dst = %s
 $tmp = "$dst.hwk-tmp"
-New-Item -ItemType Directory -Force -Path (Split-Path -Parent $dst) | Out-Null
+Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path (Microsoft.PowerShell.Management\Split-Path -Parent $dst) | Microsoft.PowerShell.Core\Out-Null
 $in = [Console]::OpenStandardInput()
 $out = [IO.File]::Create($tmp)
 try { $in.CopyTo($out) } finally { $out.Close() }
-Move-Item -Force -LiteralPath $tmp -Destination $dst
+Microsoft.PowerShell.Management\Move-Item -Force -LiteralPath $tmp -Destination $dst
 `, quoteWord(PowerShell, path))
-	} else {
-		script = fmt.Sprintf(`set -e
+	}
+	return fmt.Sprintf(`set -e
 dst=%s
 tmp="$dst.hwk-tmp.$$"
 mkdir -p "$(dirname "$dst")"
@@ -198,11 +205,13 @@ chmod %04o "$tmp"
 mv -f "$tmp" "$dst"
 trap - EXIT
 `, quoteWord(POSIX, path), mode.Perm())
-	}
-	if err := n.RunScript(ctx, script, Cmd{Stdin: r}); err != nil {
-		return fmt.Errorf("copy to %s: %w", path, err)
-	}
-	return nil
+}
+
+// Scripts is every PowerShell script this package makes, one of each
+// variant, by the declaration that makes it: for the check of every
+// script hwk sends to Windows (internal/pscatalog).
+func Scripts() map[string]string {
+	return map[string]string{"copyScript": copyScript(PowerShell, `C:\hwk\kubeadm-join.yaml`, 0o600)}
 }
 
 // Quote renders args as one command line for shell, each argument a single

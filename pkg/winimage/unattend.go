@@ -89,10 +89,17 @@ func FirstLogonCommand() string {
 	return `powershell.exe -NoLogo -NoProfile -ExecutionPolicy Bypass -Command "` + firstLogonScript() + `"`
 }
 
+// Scripts is every PowerShell script this package makes, by the
+// declaration that makes it: for the check of every script hwk sends to
+// Windows (internal/pscatalog).
+func Scripts() map[string]string {
+	return map[string]string{"firstLogonScript": firstLogonScript()}
+}
+
 // firstLogonScript is the PowerShell inside FirstLogonCommand; it has no
 // double quotes, so the command line needs no escaping.
 func firstLogonScript() string {
-	return fmt.Sprintf(`$v = Get-Volume -FileSystemLabel '%s' | Select-Object -First 1; & ($v.DriveLetter + ':\%s') *> C:\hwk-provision.log`, SeedLabel, ProvisionScript)
+	return fmt.Sprintf(`$v = Storage\Get-Volume -FileSystemLabel '%s' | Microsoft.PowerShell.Utility\Select-Object -First 1; & ($v.DriveLetter + ':\%s') *> C:\hwk-provision.log`, SeedLabel, ProvisionScript)
 }
 
 // Unattend renders Autounattend.xml for an unattended UEFI install.

@@ -123,7 +123,7 @@ func TestScript(t *testing.T) {
 		`-ServerAddresses @('172.31.250.1')`,
 		`"$ssh\administrators_authorized_keys"`,
 		`/inheritance:r /grant 'Administrators:F' /grant 'SYSTEM:F'`,
-		`(Join-Path $seed 'ssh_host_ed25519_key')`,
+		`(Microsoft.PowerShell.Management\Join-Path $seed 'ssh_host_ed25519_key')`,
 		`Rename-Computer -NewName 'hwk-win-1' -Force`,
 	} {
 		if !strings.Contains(script, fact) {

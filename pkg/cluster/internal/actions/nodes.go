@@ -10,6 +10,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
@@ -69,7 +70,7 @@ func machineSpec(c *Context, n config.Node) (drivers.MachineSpec, error) {
 func waitBooted(ctx context.Context, c *Context, n config.Node) error {
 	check := []string{"systemctl", "is-active", "--quiet", "containerd"}
 	if n.OS == config.Windows {
-		check = node.ScriptArgs(node.PowerShell, `if ((Get-Service containerd).Status -ne 'Running') { exit 1 }`)
+		check = node.ScriptArgs(node.PowerShell, bootstrap.ContainerdRunningScript)
 	}
 	err := retry(ctx, c.Timeouts.NodeBoot, 500*time.Millisecond, func(ctx context.Context) error {
 		h, err := c.Node(ctx, n.Name)

@@ -1,0 +1,79 @@
+// Package pscatalog is the one list of every PowerShell script hwk can
+// send to a Windows node or a Windows host: the scripts each package
+// makes (its Scripts function) and the .ps1 files hwk ships (the Windows
+// image's provisioning script, kube-proxy's start script). Its tests
+// check them all, and that the list is complete (`make check-ps`).
+package pscatalog
+
+import (
+	"github.com/hwk-dev/hwk/drivers/hyperv"
+	"github.com/hwk-dev/hwk/images"
+	windows "github.com/hwk-dev/hwk/node-images/windows"
+	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/containerd"
+	"github.com/hwk-dev/hwk/pkg/node"
+	"github.com/hwk-dev/hwk/pkg/winimage"
+	"github.com/hwk-dev/hwk/pkg/winseed"
+)
+
+// Script is one script of the catalog.
+type Script struct {
+	// Source is the Go package that makes it, relative to the module
+	// ("drivers/hyperv"), or the shipped file it is.
+	Source string
+	// Key names the declarations of Source that make it, joined by +,
+	// then after a / the variant ("createScript+Wrap/windows"); "" for a
+	// shipped file.
+	Key  string
+	Text string
+}
+
+// Name is the script's name in messages.
+func (s Script) Name() string {
+	if s.Key == "" {
+		return s.Source
+	}
+	return s.Source + "." + s.Key
+}
+
+// packages are the packages that make scripts, with their Scripts.
+var packages = []struct {
+	path    string
+	scripts func() map[string]string
+}{
+	{"drivers/hyperv", hyperv.Scripts},
+	{"pkg/bootstrap", bootstrap.Scripts},
+	{"pkg/containerd", containerd.Scripts},
+	{"pkg/node", node.Scripts},
+	{"pkg/winimage", winimage.Scripts},
+	{"pkg/winseed", winseed.Scripts},
+}
+
+// files are the .ps1 files hwk ships, by where they are embedded.
+var files = []struct {
+	path string
+	read func() ([]byte, error)
+}{
+	{"images/manifests/kube-proxy-windows-start.ps1", func() ([]byte, error) {
+		return images.Manifests.ReadFile("manifests/kube-proxy-windows-start.ps1")
+	}},
+	{"node-images/windows/provision.ps1", func() ([]byte, error) { return windows.Recipe.ReadFile("provision.ps1") }},
+}
+
+// All is every script.
+func All() ([]Script, error) {
+	var out []Script
+	for _, p := range packages {
+		for key, text := range p.scripts() {
+			out = append(out, Script{Source: p.path, Key: key, Text: text})
+		}
+	}
+	for _, f := range files {
+		b, err := f.read()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Script{Source: f.path, Text: string(b)})
+	}
+	return out, nil
+}
