@@ -61,13 +61,19 @@ type Options struct {
 	// Warn receives what an operation could not do but need not fail
 	// for (hwk's NAT kept because removing it needs elevation).
 	Warn func(string)
+	// Handle reaches a node once Hyper-V has confirmed its address; nil
+	// is SSH with the cluster's key and the node's pinned host key. Tests
+	// give handles of their own, to run the driver's VM side for real
+	// without a guest behind it.
+	Handle func(name string, os config.OS, ip netip.Addr) (*node.Node, error)
 }
 
 // Driver is the Hyper-V driver.
 type Driver struct {
-	dirs state.Dirs
-	ps   Runner
-	warn func(string)
+	dirs   state.Dirs
+	ps     Runner
+	warn   func(string)
+	handle func(name string, os config.OS, ip netip.Addr) (*node.Node, error)
 	// mu serializes making a cluster's SSH key.
 	mu sync.Mutex
 }
@@ -86,7 +92,7 @@ func New(o Options) *Driver {
 	if o.Warn == nil {
 		o.Warn = func(string) {}
 	}
-	return &Driver{dirs: o.Dirs, ps: o.Runner, warn: o.Warn}
+	return &Driver{dirs: o.Dirs, ps: o.Runner, warn: o.Warn, handle: o.Handle}
 }
 
 // Name implements drivers.Driver.
@@ -486,6 +492,9 @@ func (d *Driver) Node(ctx context.Context, r drivers.Ref) (*node.Node, error) {
 	}
 	if err := confirmAddress(r, m.OS, m.IP, v.IPs); err != nil {
 		return nil, err
+	}
+	if d.handle != nil {
+		return d.handle(r.Name, m.OS, m.IP)
 	}
 	return vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
 }

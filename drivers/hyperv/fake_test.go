@@ -145,7 +145,7 @@ const (
 	netDeleteMark   = "$kept = @()"
 	createFactsMark = "System.IO.DriveInfo"
 	createMark      = "Hyper-V\\New-VM "
-	listMark        = "Hyper-V\\Get-VM | Microsoft.PowerShell.Core\\Where-Object"
+	listMark        = "Microsoft.PowerShell.Core\\ForEach-Object { $vm = $_;"
 	startMark       = "if ($vm.State -ne 'Running') { Hyper-V\\Start-VM"
 	stopMark        = "-AsJob"
 	deleteMark      = "Remove-Item -LiteralPath"

@@ -7,6 +7,8 @@ import (
 
 	"github.com/hwk-dev/hwk/pkg/imagedist"
 	"github.com/moby/moby/client"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/kubeconfig"
@@ -28,6 +30,10 @@ type Provider struct {
 	// pulled image goes into.
 	ImageRegistry *imagedist.Registry
 	Docker        func() (client.APIClient, error)
+
+	// newClient makes the API server's client in up (nil: client-go's);
+	// tests give an in-memory cluster.
+	newClient func(*rest.Config) (kubernetes.Interface, error)
 }
 
 func (p *Provider) store() *state.Store { return state.NewStore(p.Dirs) }

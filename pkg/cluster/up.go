@@ -95,6 +95,7 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 		ImageRegistry:     p.ImageRegistry,
 		Docker:            p.Docker,
 		Status:            p.Progress,
+		NewClient:         p.newClient,
 	}
 	if c.Pull == "" {
 		c.Pull = PullMissing

@@ -17,6 +17,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/hwk-dev/hwk/drivers"
@@ -72,6 +73,9 @@ type Context struct {
 	// Status shows the running step, for steps that show progress on it;
 	// nil shows nothing.
 	Status *ui.Status
+	// NewClient makes the client of the API server once kubeadm init is
+	// done; nil is client-go's (kubernetes.NewForConfig).
+	NewClient func(*rest.Config) (kubernetes.Interface, error)
 
 	// Dir is the cluster's directory (set by the record Network writes
 	// first).

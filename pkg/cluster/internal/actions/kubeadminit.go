@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -70,7 +71,11 @@ func (KubeadmInit) Execute(ctx context.Context, c *Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Client, err = kubernetes.NewForConfig(rest); err != nil {
+	newClient := c.NewClient
+	if newClient == nil {
+		newClient = func(rc *restclient.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(rc) }
+	}
+	if c.Client, err = newClient(rest); err != nil {
 		return err
 	}
 	if err := bootstrap.WaitAPIServer(ctx, c.Client, c.Timeouts.APIServer); err != nil {

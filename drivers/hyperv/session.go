@@ -1,18 +1,32 @@
-//go:build windows
-
 package hyperv
 
 import (
+	"errors"
 	"io"
 	"os/exec"
+	"runtime"
 )
+
+// errNotWindows is every host but Windows: Hyper-V is Windows'.
+var errNotWindows = errors.New("Hyper-V runs only on Windows")
+
+// NewSession is a session of its own, for a caller that needs one apart
+// from the process-wide session (a test standing for one hwk command);
+// stray output goes to log.
+func NewSession(log io.Writer) *Session {
+	return &Session{start: startPowerShell, Log: log}
+}
 
 // startPowerShell starts Windows PowerShell 5.1 (it ships with every
 // Windows and has the Hyper-V module; PowerShell 7 loads it only through
-// a compatibility session) reading commands from stdin.
+// a compatibility session) reading commands from stdin. Off Windows there
+// is no powershell.exe, short of a test's fake one first on PATH.
 func startPowerShell(stderr io.Writer) (process, error) {
 	exe, err := exec.LookPath("powershell.exe")
 	if err != nil {
+		if runtime.GOOS != "windows" {
+			return nil, errNotWindows
+		}
 		return nil, err
 	}
 	cmd := exec.Command(exe, "-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-Command", "-")
@@ -39,6 +53,10 @@ type osProcess struct {
 
 func (p *osProcess) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 func (p *osProcess) Stdout() io.Reader           { return p.stdout }
+
+// Kill ends the session: stdin closed first, which PowerShell reading
+// commands from it takes as the end, then the process killed in case it
+// is stuck in a script.
 func (p *osProcess) Kill() error {
 	p.stdin.Close()
 	err := p.cmd.Process.Kill()

@@ -1,0 +1,340 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	restfake "k8s.io/client-go/rest/fake"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/hyperv"
+	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/node"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// TestHyperVUpDown: `hwk up` and `hwk down` of a Linux control plane and
+// a Windows worker on the Hyper-V driver, each through the driver's real
+// session code and a fake powershell.exe first on PATH that answers every
+// script from real-format replies (drivers/hyperv/testdata) and fails what
+// it does not expect; one PowerShell start per command. The nodes' side
+// (kubeadm, the Windows join's PowerShell over SSH) is scripted node
+// handles and the API server an in-memory cluster.
+func TestHyperVUpDown(t *testing.T) {
+	ps := hypervtest.New(t, "up-down.json")
+	home := t.TempDir()
+	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
+	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
+	cfg := &config.Cluster{Name: "demo", Nodes: []config.Node{
+		{Name: "demo-cp", Role: config.ControlPlane, OS: config.Linux, Driver: config.DriverHyperV},
+		{Name: "demo-win-1", Role: config.Worker, OS: config.Windows, Driver: config.DriverHyperV},
+	}}
+	config.SetDefaults(cfg, config.Host{OS: "windows", Drivers: map[config.OS]string{config.Linux: config.DriverHyperV, config.Windows: config.DriverHyperV}})
+	if err := config.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cachedVHDX(t, dirs.Cache, "linux-test", cfg.KubernetesVersion, nil)
+	cachedVHDX(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, &nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
+	nodes := newScriptedNodes(t)
+
+	// command runs fn as one hwk command would: its own session, driver
+	// and provider; it returns how many times PowerShell started.
+	command := func(fn func(p *Provider) error) int {
+		t.Helper()
+		before := len(ps.Starts())
+		s := hyperv.NewSession(io.Discard)
+		defer s.Close()
+		d := hyperv.New(hyperv.Options{Dirs: dirs, Runner: s, Handle: nodes.handle})
+		p := &Provider{Registry: drivers.NewRegistry(d), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg)}
+		if err := fn(p); err != nil {
+			t.Fatalf("%v\nscripts sent:\n%s", err, ps.Scripts())
+		}
+		s.Close()
+		return len(ps.Starts()) - before
+	}
+	ctx := context.Background()
+	var res *UpResult
+	up := command(func(p *Provider) (err error) {
+		res, err = p.Up(ctx, cfg, UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServer: 30 * time.Second, NodesReady: 30 * time.Second, Pods: 30 * time.Second}})
+		return err
+	})
+	ps.Check(t)
+	nodes.check(t)
+	if res == nil || res.Context != "hwk-demo" {
+		t.Errorf("up: %+v", res)
+	}
+	scripts := ps.Scripts()
+	for _, rule := range []string{"preflight", "list, none yet", "make the network", "create demo-cp", "create demo-win-1", "inspect demo-cp", "inspect demo-win-1"} {
+		if !strings.Contains(scripts, "# --- "+rule+"\n") {
+			t.Errorf("up sent no script of rule %q", rule)
+		}
+	}
+	if got, want := nodes.ran("demo-win-1"), []string{"containerd running", "windows build", "copy", "kubeadm join", "calico network", "restart kubelet"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the Windows node ran %v, want %v", got, want)
+	}
+	data, err := os.ReadFile(kc.Explicit)
+	if err != nil || !bytes.Contains(data, []byte("https://172.31.250.10:6443")) {
+		t.Errorf("kubeconfig: %v\n%s", err, data)
+	}
+
+	n := len(scripts)
+	var found bool
+	down := command(func(p *Provider) (err error) {
+		found, err = p.Down(ctx, "demo")
+		return err
+	})
+	ps.Check(t)
+	if !found {
+		t.Error("down found no cluster")
+	}
+	downScripts := ps.Scripts()[n:]
+	for _, rule := range []string{"preflight", "list, the cluster", "delete demo-cp", "delete demo-win-1", "delete the network"} {
+		if !strings.Contains(downScripts, "# --- "+rule+"\n") {
+			t.Errorf("down sent no script of rule %q:\n%s", rule, downScripts)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dirs.Data, "clusters", "demo")); !os.IsNotExist(err) {
+		t.Errorf("down left the cluster's directory: %v", err)
+	}
+	if up != 1 || down != 1 {
+		t.Errorf("PowerShell started %d times for up and %d times for down, want once each; starts:\n%s", up, down, strings.Join(ps.Starts(), "\n"))
+	}
+	t.Logf("up: %d scripts, down: %d scripts, through %d PowerShell starts", strings.Count(scripts, "# --- "), strings.Count(downScripts, "# --- "), len(ps.Starts()))
+}
+
+// cachedVHDX puts a node image with a VHDX disk in the cache.
+func cachedVHDX(t *testing.T, cache, name, version string, win *nodeimage.Windows) {
+	t.Helper()
+	os := "linux"
+	if win != nil {
+		os = "windows"
+	}
+	m := &nodeimage.Manifest{Name: name, OS: os, KubernetesVersion: version, Windows: win, Built: time.Now(),
+		Dir: filepath.Join(nodeimage.ImagesDir(cache), name)}
+	disk := append([]byte("vhdxfile"), make([]byte, 1024)...)
+	if err := mkfile(filepath.Join(m.Dir, "disk.vhdx"), disk); err != nil {
+		t.Fatal(err)
+	}
+	m.Artifacts = map[nodeimage.Format]nodeimage.Artifact{nodeimage.FormatVHDX: {Path: "disk.vhdx", Size: int64(len(disk))}}
+	if err := m.Write(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mkfile(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// scriptedNodes are the nodes' side of up: handles whose transport
+// answers each command kubeadm's steps run, and fails the test on any
+// other.
+type scriptedNodes struct {
+	t       *testing.T
+	ca      []byte
+	admin   []byte
+	mu      sync.Mutex
+	runs    map[string][]string
+	strange []string
+}
+
+func newScriptedNodes(t *testing.T) *scriptedNodes {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"}, IsCA: true, BasicConstraintsValid: true,
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	admin := clientcmdapi.NewConfig()
+	admin.Clusters["kubernetes"] = &clientcmdapi.Cluster{Server: "https://172.31.250.10:6443", CertificateAuthorityData: ca}
+	admin.AuthInfos["kubernetes-admin"] = &clientcmdapi.AuthInfo{Token: "admin-token"}
+	admin.Contexts["kubernetes-admin@kubernetes"] = &clientcmdapi.Context{Cluster: "kubernetes", AuthInfo: "kubernetes-admin"}
+	admin.CurrentContext = "kubernetes-admin@kubernetes"
+	data, err := clientcmd.Write(*admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &scriptedNodes{t: t, ca: ca, admin: data, runs: map[string][]string{}}
+}
+
+func (s *scriptedNodes) handle(name string, os config.OS, ip netip.Addr) (*node.Node, error) {
+	return node.New(name, os, transport(func(ctx context.Context, cmd node.Cmd) error { return s.run(name, os, cmd) })), nil
+}
+
+type transport func(ctx context.Context, cmd node.Cmd) error
+
+func (f transport) Run(ctx context.Context, cmd node.Cmd) error { return f(ctx, cmd) }
+
+// run answers one command on node name.
+func (s *scriptedNodes) run(name string, os config.OS, cmd node.Cmd) error {
+	what, out := s.answer(os, cmd)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if what == "" {
+		s.strange = append(s.strange, fmt.Sprintf("%s: %q", name, cmd.Args))
+		return &node.ExitError{Code: 127}
+	}
+	s.runs[name] = append(s.runs[name], what)
+	if cmd.Stdin != nil {
+		if _, err := io.Copy(io.Discard, cmd.Stdin); err != nil {
+			return err
+		}
+	}
+	_, err := io.WriteString(cmd.Stdout, out)
+	return err
+}
+
+// answer names a command and gives its output; "" is a command no step
+// of up should run.
+func (s *scriptedNodes) answer(os config.OS, cmd node.Cmd) (string, string) {
+	args := cmd.Args
+	if os == config.Windows {
+		if len(args) != 8 || args[0] != "powershell.exe" || args[6] != "-EncodedCommand" {
+			return "", ""
+		}
+		script := decodeUTF16(args[7])
+		scripts := bootstrap.Scripts()
+		switch {
+		case script == bootstrap.ContainerdRunningScript:
+			return "containerd running", ""
+		case script == scripts["windowsBuildScript"]:
+			return "windows build", "20348\r\n"
+		case strings.Contains(script, "[Console]::OpenStandardInput()") && strings.Contains(script, `C:\hwk\kubeadm-join.yaml`):
+			return "copy", ""
+		case strings.Contains(script, `& 'C:\k\kubeadm.exe' join --config 'C:\hwk\kubeadm-join.yaml'`):
+			return "kubeadm join", "joined: kubelet is Running\r\n"
+		case script == scripts["calicoNetworkScript"]:
+			return "calico network", "yes\r\n"
+		case script == scripts["restartKubeletScript"]:
+			return "restart kubelet", "Running\r\n"
+		}
+		return "", ""
+	}
+	line := strings.Join(args, " ")
+	switch {
+	case line == "systemctl is-active --quiet containerd":
+		return "containerd running", ""
+	case len(args) == 3 && args[0] == "/bin/sh" && strings.Contains(args[2], `cat > "$tmp"`):
+		return "copy", ""
+	case strings.HasPrefix(line, "kubeadm init --config /etc/hwk/kubeadm-init.yaml"):
+		return "kubeadm init", "Your Kubernetes control-plane has initialized successfully!\n"
+	case line == "cat /etc/kubernetes/pki/ca.crt":
+		return "read the CA", string(s.ca)
+	case line == "cat /etc/kubernetes/admin.conf":
+		return "read admin.conf", string(s.admin)
+	case strings.HasPrefix(line, "kubectl --kubeconfig /etc/kubernetes/admin.conf apply --server-side"):
+		return "kubectl apply", ""
+	}
+	return "", ""
+}
+
+func decodeUTF16(b64 string) string {
+	raw, _ := base64.StdEncoding.DecodeString(b64)
+	u := make([]uint16, len(raw)/2)
+	for i := range u {
+		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+	}
+	return string(utf16.Decode(u))
+}
+
+func (s *scriptedNodes) ran(name string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.runs[name]
+}
+
+func (s *scriptedNodes) check(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.strange {
+		t.Errorf("a node was asked to run what no step of up runs: %s", c)
+	}
+}
+
+// inMemoryCluster is an API server in memory for cfg's cluster, every
+// node and system workload Ready, whose /readyz answers ok.
+func inMemoryCluster(cfg *config.Cluster) func(*rest.Config) (kubernetes.Interface, error) {
+	return func(*rest.Config) (kubernetes.Interface, error) {
+		ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue}
+		var objs []runtime.Object
+		for _, n := range cfg.Nodes {
+			objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{ready}}})
+		}
+		sel := func(name string) *metav1.LabelSelector {
+			return &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": name}}
+		}
+		for _, name := range []string{"calico-node", "kube-proxy", bootstrap.CalicoNodeWindows, bootstrap.KubeProxyWindows} {
+			objs = append(objs, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, Spec: appsv1.DaemonSetSpec{Selector: sel(name)},
+				Status: appsv1.DaemonSetStatus{NumberReady: 1, DesiredNumberScheduled: 1}})
+		}
+		for _, name := range []string{"calico-kube-controllers", "coredns"} {
+			objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: name}, Spec: appsv1.DeploymentSpec{Selector: sel(name)},
+				Status: appsv1.DeploymentStatus{ReadyReplicas: 1}})
+		}
+		return readyz{fake.NewClientset(objs...)}, nil
+	}
+}
+
+// readyz is the in-memory clientset with a discovery client whose REST
+// client answers /readyz (the fake's has no REST client).
+type readyz struct{ *fake.Clientset }
+
+func (r readyz) Discovery() discovery.DiscoveryInterface {
+	return readyzDiscovery{r.Clientset.Discovery()}
+}
+
+type readyzDiscovery struct{ discovery.DiscoveryInterface }
+
+func (readyzDiscovery) RESTClient() rest.Interface {
+	return &restfake.RESTClient{
+		NegotiatedSerializer: scheme.Codecs.WithoutConversion(),
+		Client: restfake.CreateHTTPClient(func(req *http.Request) (*http.Response, error) {
+			if req.URL.Path != "/readyz" {
+				return &http.Response{StatusCode: http.StatusNotFound, Body: io.NopCloser(strings.NewReader("not found")), Request: req}, nil
+			}
+			return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok")), Request: req}, nil
+		}),
+	}
+}
