@@ -188,7 +188,3 @@ func TestInstall(t *testing.T) {
 		t.Errorf("a failed install keeps its disk:\n%s", last)
 	}
 }
-
-type runFunc func(ctx context.Context, script string, out any) error
-
-func (r runFunc) Run(ctx context.Context, script string, out any) error { return r(ctx, script, out) }
