@@ -35,10 +35,13 @@ test: check-ps
 	HWK_REQUIRE_PSCHECK=1 $(GO) test -race -count=1 ./...
 
 # Every PowerShell file in the tree, and every script hwk generates (the
-# tests of each package that imports internal/pscheck render them all),
-# through a real PowerShell grammar (tree-sitter's, from npm, pinned by
-# hack/pscheck/package-lock.json). No PowerShell runs here: this catches
-# syntax, not wrong cmdlets.
+# tests of each package that imports internal/pscheck render them; the
+# one list of all of them is internal/pscatalog, whose tests also check
+# that every command word names its module and that the list is
+# complete), through a real PowerShell grammar (tree-sitter's, from npm,
+# pinned by hack/pscheck/package-lock.json). No PowerShell runs here:
+# this catches syntax and unqualified or unknown cmdlets, not wrong
+# parameters.
 PSCHECK := hack/pscheck/node_modules/tree-sitter-powershell
 check-ps: $(PSCHECK)
 	node --no-deprecation hack/pscheck/check.mjs $$(git ls-files '*.ps1')
