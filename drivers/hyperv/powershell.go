@@ -91,8 +91,11 @@ func requestLine(script string) string {
 }
 
 // sessionSetup is the session's first line: UTF-8 output, so names
-// outside ASCII reach hwk intact.
-const sessionSetup = "[Console]::OutputEncoding = [Text.Encoding]::UTF8\n"
+// outside ASCII reach hwk intact. The encoding is made without a byte
+// order mark: [Text.Encoding]::UTF8 carries one (its preamble), which a
+// writer may put before the first line it writes (PowerShell/PowerShell
+// #7634, #24683); readReply drops one all the same.
+const sessionSetup = "[Console]::OutputEncoding = [Text.UTF8Encoding]::new($false)\n"
 
 // reply is one framed answer.
 type reply struct {
@@ -107,7 +110,7 @@ func readReply(r *bufio.Reader, stray io.Writer) (*reply, error) {
 	var result string
 	for {
 		line, err := r.ReadString('\n')
-		line = strings.TrimRight(line, "\r\n")
+		line = strings.TrimPrefix(strings.TrimRight(line, "\r\n"), "\ufeff")
 		switch {
 		case strings.HasPrefix(line, resultMarker):
 			result = strings.TrimPrefix(line, resultMarker)

@@ -38,3 +38,21 @@ func TestFakeProgram(t *testing.T) {
 		t.Errorf("starts: %q", starts)
 	}
 }
+
+// TestSessionRefusesWSL: Linux hwk in a WSL distribution, whose PATH
+// reaches Windows' powershell.exe, does not start it (the driver would
+// hand Windows Linux paths): the driver is unavailable, with the reason.
+func TestSessionRefusesWSL(t *testing.T) {
+	ps := hypervtest.New(t, "one-vm.json")
+	t.Setenv("WSL_DISTRO_NAME", "Ubuntu")
+	s := NewSession(io.Discard)
+	defer s.Close()
+	_, err := New(Options{Runner: s}).List(context.Background(), "demo")
+	var ue *drivers.UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "this is the Linux hwk in a WSL distribution") {
+		t.Errorf("list under WSL: %v", err)
+	}
+	if starts := ps.Starts(); len(starts) != 0 {
+		t.Errorf("PowerShell started under WSL: %q", starts)
+	}
+}

@@ -82,6 +82,10 @@ func TestSessionProtocol(t *testing.T) {
 			return []string{"WARNING: a cmdlet said something", resultMarker + `{"ok":true,"out":{"name":"x","state":"Running","ips":["172.31.250.10"]}}`, endMarker}
 		case strings.Contains(script, "missing"):
 			return []string{resultMarker + `{"ok":false,"error":{"message":"Hyper-V was unable to find a virtual machine with name \"missing\".","id":"InvalidParameter,Microsoft.HyperV.PowerShell.Commands.GetVM","category":"ObjectNotFound","exception":"Microsoft.HyperV.PowerShell.VirtualizationException"}}`, endMarker}
+		case strings.Contains(script, "first-output"):
+			// The first bytes of the process's output led by a UTF-8
+			// byte order mark.
+			return []string{"\ufeff" + resultMarker + `{"ok":true,"out":"Running"}`, endMarker}
 		case strings.Contains(script, "die"):
 			return []string{"half a line", exitLine}
 		case strings.Contains(script, "hang"):
@@ -91,6 +95,10 @@ func TestSessionProtocol(t *testing.T) {
 	})}
 	before := Starts()
 	ctx := context.Background()
+	var state string
+	if err := s.Run(ctx, "first-output", &state); err != nil || state != "Running" {
+		t.Fatalf("a reply after a byte order mark: %q %v", state, err)
+	}
 	var v vmInfo
 	if err := s.Run(ctx, inspectScript("x"), &v); err != nil || v.State != "Running" || v.IPs[0] != "172.31.250.10" {
 		t.Fatalf("inspect: %+v %v", v, err)
@@ -110,7 +118,7 @@ func TestSessionProtocol(t *testing.T) {
 		}
 	}
 	if got := Starts() - before; got != 1 {
-		t.Errorf("12 scripts started PowerShell %d times, want 1", got)
+		t.Errorf("13 scripts started PowerShell %d times, want 1", got)
 	}
 	if err := s.Run(ctx, "die", nil); err == nil || !strings.Contains(err.Error(), "exited in the middle of a reply") {
 		t.Errorf("a dying process: %v", err)

@@ -3,6 +3,7 @@ package hyperv
 import (
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 )
@@ -17,11 +18,19 @@ func NewSession(log io.Writer) *Session {
 	return &Session{start: startPowerShell, Log: log}
 }
 
+// errWSL is Linux hwk in a WSL distribution, whose PATH reaches
+// Windows' powershell.exe: the driver would hand Windows Linux paths.
+var errWSL = errors.New("Hyper-V is driven by hwk.exe on Windows, and this is the Linux hwk in a WSL distribution")
+
 // startPowerShell starts Windows PowerShell 5.1 (it ships with every
 // Windows and has the Hyper-V module; PowerShell 7 loads it only through
 // a compatibility session) reading commands from stdin. Off Windows there
-// is no powershell.exe, short of a test's fake one first on PATH.
+// is no powershell.exe, short of a test's fake one first on PATH, or WSL's
+// interop, which is refused.
 func startPowerShell(stderr io.Writer) (process, error) {
+	if runtime.GOOS != "windows" && inWSL() {
+		return nil, errWSL
+	}
 	exe, err := exec.LookPath("powershell.exe")
 	if err != nil {
 		if runtime.GOOS != "windows" {
@@ -62,4 +71,16 @@ func (p *osProcess) Kill() error {
 	err := p.cmd.Process.Kill()
 	_ = p.cmd.Wait()
 	return err
+}
+
+// inWSL reports whether this process runs in a WSL distribution: WSL
+// starts its processes with WSL_DISTRO_NAME and WSL_INTEROP set, and
+// registers the WSLInterop binfmt entry that runs Windows programs
+// (https://wsl.dev/technical-documentation/interop).
+func inWSL() bool {
+	if os.Getenv("WSL_DISTRO_NAME") != "" || os.Getenv("WSL_INTEROP") != "" {
+		return true
+	}
+	_, err := os.Stat("/proc/sys/fs/binfmt_misc/WSLInterop")
+	return err == nil
 }

@@ -29,7 +29,11 @@ func all(t *testing.T) []Script {
 func byName(scripts []Script) map[string]string {
 	m := map[string]string{}
 	for _, s := range scripts {
-		m[s.Name()+".ps1"] = s.Text
+		name := s.Name()
+		if !strings.HasSuffix(name, ".ps1") {
+			name += ".ps1"
+		}
+		m[name] = s.Text
 	}
 	return m
 }

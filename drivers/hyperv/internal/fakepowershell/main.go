@@ -31,7 +31,7 @@ import (
 // The arguments the driver starts PowerShell with, and its first line.
 var (
 	wantArgs  = []string{"-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-Command", "-"}
-	setupLine = "[Console]::OutputEncoding = [Text.Encoding]::UTF8"
+	setupLine = "[Console]::OutputEncoding = [Text.UTF8Encoding]::new($false)"
 	request   = regexp.MustCompile(`^& \(\[ScriptBlock\]::Create\(\[Text\.Encoding\]::UTF8\.GetString\(\[Convert\]::FromBase64String\('([A-Za-z0-9+/=]*)'\)\)\)\)$`)
 )
 
