@@ -162,8 +162,8 @@ var messages = map[string]string{
 
 // notSent are packages that hold PowerShell they never send.
 var notSent = map[string]string{
-	"internal/pscheck":                      "the grammar check's broken script",
-	"internal/pscatalog":                    "this catalog",
+	"internal/pscheck":                       "the grammar check's broken script",
+	"internal/pscatalog":                     "this catalog",
 	"drivers/hyperv/internal/fakepowershell": "the tests' powershell.exe, which reads the session's lines",
 }
 
