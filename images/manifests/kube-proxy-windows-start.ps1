@@ -1,12 +1,26 @@
 # hwk's start script for kube-proxy on Windows nodes (HostProcess
 # container). Runs in Windows PowerShell 5.1 with the container's files
 # under $env:CONTAINER_SANDBOX_MOUNT_POINT.
+#
+# Modelled on, step by step (each step below names its upstream line):
+#   [SWT] kubernetes-sigs/sig-windows-tools hostprocess/calico/kube-proxy/start.ps1
+#         at 401ee6fc (its text last changed in e35b2e16, PR #342), the start
+#         script of the image this DaemonSet runs;
+#   [CAL] projectcalico/calico v3.30.0 (572a32dd)
+#         node/windows-packaging/CalicoWindows/kubernetes/kube-proxy-service.ps1,
+#         the same steps as Calico shipped them (removed before v3.31.0 by
+#         9d1147cf, when Calico left kube-proxy to the HostProcess DaemonSet).
+# Where hwk differs it says why.
 $ErrorActionPreference = 'Stop'
 $sandbox = $env:CONTAINER_SANDBOX_MOUNT_POINT
 $networkName = 'Calico'
 
-# Calico's node creates the HNS network, and on VXLAN (an Overlay network)
-# the host endpoint whose address kube-proxy needs as its source VIP.
+# Wait for the HNS network Calico's node makes ([SWT] lines 28-32, [CAL]
+# lines 31-35: the same loop, no timeout; the pod restarts if this script
+# fails). Upstream imports microsoft/SDN's hns.psm1 first, but that module
+# has not defined Get-HnsNetwork/Get-HnsEndpoint since microsoft/SDN 299daf2
+# (2018): both scripts already get them from Windows' own
+# HostNetworkingService module, which hwk names.
 Microsoft.PowerShell.Core\Import-Module HostNetworkingService
 Microsoft.PowerShell.Utility\Write-Output "waiting for HNS network $networkName"
 while (-not (HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Where-Object Name -EQ $networkName)) {
@@ -14,16 +28,25 @@ while (-not (HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Wh
 }
 $network = HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Where-Object Name -EQ $networkName
 
-$kubeProxy = Microsoft.PowerShell.Management\Join-Path $sandbox 'kube-proxy/kube-proxy.exe'
 # The kubeadm ConfigMap's kubeconfig points at /var/run/secrets/...; in a
 # HostProcess container those files are under the sandbox mount. Write a
-# fixed copy beside it (the ConfigMap's own files are rewritten by the
-# kubelet, so they are never edited in place).
+# fixed copy beside it ([SWT] line 56, which PR #342 moved to a copy so the
+# kubelet's rewrites of the ConfigMap's own files do not undo it; hwk
+# rewrites only /var/run/secrets, the two paths kubeadm's kubeconfig holds).
+$kubeProxy = Microsoft.PowerShell.Management\Join-Path $sandbox 'kube-proxy/kube-proxy.exe'
 $configDir = Microsoft.PowerShell.Management\Join-Path $sandbox 'var/lib/kube-proxy'
 $kubeconfig = Microsoft.PowerShell.Management\Join-Path $configDir 'kubeconfig-win.conf'
 (Microsoft.PowerShell.Management\Get-Content -Raw (Microsoft.PowerShell.Management\Join-Path $configDir 'kubeconfig.conf')) -replace '/var/run/secrets', "$sandbox/var/run/secrets" |
     Microsoft.PowerShell.Management\Set-Content -Path $kubeconfig -Encoding ASCII
 
+# Flags ([SWT] lines 60-71, [CAL] lines 49-60): kernelspace mode with DSR
+# (Windows Server 2022 supports it; [SWT] line 47 assumes it). Upstream's
+# version check for kube-proxy older than 1.14 ([SWT] lines 35-43) has no
+# use here. Upstream also passes --feature-gates=WinDSR=true,WinOverlay=true
+# ([SWT] lines 70, 89-96): both gates are GA and locked on since Kubernetes
+# 1.34 (pkg/features/kube_features.go), so on 1.35 they only draw a warning,
+# and kubernetes PR #142125 removes them, after which naming them is fatal.
+# hwk passes neither.
 $arguments = @(
     "--hostname-override=$env:NODENAME",
     '--proxy-mode=kernelspace',
@@ -31,6 +54,13 @@ $arguments = @(
     '--enable-dsr=true',
     '--v=2'
 )
+
+# On VXLAN (an Overlay network) kube-proxy needs the host endpoint's
+# address as its source VIP ([SWT] lines 76-88, [CAL] lines 65-79: wait for
+# Calico_ep, take its address). Calico's node makes Calico_ep on the
+# node's block (calico v3.31.0 cni-plugin/pkg/dataplane/windows/
+# dataplane_windows.go, createAndAttachVxlanHostEP); HNS names the field
+# IPAddress, and PowerShell's property names are case-blind.
 if ($network.Type -EQ 'Overlay') {
     Microsoft.PowerShell.Utility\Write-Output 'waiting for HNS endpoint Calico_ep'
     while (-not (HostNetworkingService\Get-HnsEndpoint | Microsoft.PowerShell.Core\Where-Object Name -EQ 'Calico_ep')) {
@@ -40,8 +70,25 @@ if ($network.Type -EQ 'Overlay') {
     $arguments += "--source-vip=$sourceVip"
 }
 
-# kube-proxy finds the HNS network by this name.
+# Upstream removes every HNS policy list here ([SWT] lines 98-103, [CAL]
+# lines 87-92, with hns.psm1's Remove-HnsPolicyList). kube-proxy deletes
+# every HNS load balancer itself as it starts (pkg/proxy/winkernel,
+# DeleteAllHnsLoadBalancerPolicy, before it looks up the network, in the
+# releases before and after winkernel's refactor), so hwk does not.
+
+# kube-proxy finds the HNS network by this exact name ([SWT] lines
+# 106-108: Calico's own KUBE_NETWORK is the pattern Calico.*, which
+# kube-proxy would take for a name).
 $env:KUBE_NETWORK = $networkName
+
+# Run it under 'Continue', as upstream does ([SWT] line 109, under the
+# default): Windows PowerShell 5.1 makes each line a program writes to
+# stderr an error record whenever it captures that stderr (as it does
+# without a console, which a HostProcess container may not give it), and
+# under 'Stop' the first line kube-proxy logs would end this script and
+# kube-proxy with it (PowerShell/PowerShell #3996, #4002). 2>&1 and the
+# string conversion keep its log lines as they are either way.
 Microsoft.PowerShell.Utility\Write-Output "starting $kubeProxy $($arguments -join ' ')"
-& $kubeProxy @arguments
+$ErrorActionPreference = 'Continue'
+& $kubeProxy @arguments 2>&1 | Microsoft.PowerShell.Core\ForEach-Object { "$_" }
 exit $LASTEXITCODE

@@ -142,6 +142,79 @@ icacls C:\k
 	}
 }
 
+// native reports whether command word c runs a program rather than a
+// cmdlet, function or script: a name or quoted path ending in .exe, or a
+// variable after & (which may hold either, so it is taken for one).
+func native(c pscheck.Command) bool {
+	name := strings.ToLower(c.Name)
+	if !c.Expr {
+		return strings.HasSuffix(name, ".exe")
+	}
+	switch {
+	case strings.HasPrefix(name, "$"):
+		return true
+	case strings.HasPrefix(name, "'") || strings.HasPrefix(name, `"`):
+		return strings.HasSuffix(strings.Trim(name, `'"`), ".exe")
+	}
+	return false // a script block or a parenthesized expression
+}
+
+// TestNoNativeUnderStop: no script runs a program while its
+// $ErrorActionPreference is 'Stop'. Windows PowerShell 5.1 makes each line
+// a program writes to stderr an error record whenever it captures the
+// program's stderr (2>&1, or powershell.exe without a console, as in a
+// HostProcess container, a scheduled task or an SSH command), and under
+// 'Stop' the first record ends the script, and the program with it
+// (PowerShell/PowerShell #3996, #4002; only PowerShell 7.1+ exempts
+// programs, #13361). kube-proxy, kubeadm and containerd log to stderr.
+// Upstream's scripts run programs under the default 'Continue'
+// (sig-windows-tools hostprocess/calico/kube-proxy/start.ps1; Calico
+// v3.31.0 node/windows-packaging/CalicoWindows/node/node-service.ps1).
+func TestNoNativeUnderStop(t *testing.T) {
+	n := 0
+	for name, inv := range pscheck.Commands(t, byName(all(t))) {
+		for _, c := range inv.Commands {
+			if !native(c) {
+				continue
+			}
+			n++
+			if strings.EqualFold(c.EAP, "Stop") {
+				t.Errorf("%s runs %s while $ErrorActionPreference is 'Stop': a line on its stderr would end the script; set 'Continue' around the call and check $LASTEXITCODE", name, c.Name)
+			}
+		}
+	}
+	t.Logf("%d program calls checked", n)
+}
+
+// TestNoNativeUnderStopCatches: the check sees the preference through a
+// function's scope, a block handed to a function that sets its own, and
+// an if's body.
+func TestNoNativeUnderStopCatches(t *testing.T) {
+	got := pscheck.Commands(t, map[string]string{"x.ps1": `$ErrorActionPreference = 'Stop'
+function Invoke-Native([scriptblock]$command) {
+    $ErrorActionPreference = 'Continue'
+    & $command
+}
+function Run-Stopped { & 'C:\k\kubeadm.exe' version }
+Invoke-Native { netsh.exe int ipv4 show config }
+& $kubeProxy --version
+if ($true) {
+    $ErrorActionPreference = "Continue"
+    & 'C:\k\kubelet.exe' --version
+}
+& ([ScriptBlock]::Create('1'))
+`})["x.ps1"]
+	var stopped []string
+	for _, c := range got.Commands {
+		if native(c) && c.EAP == "Stop" {
+			stopped = append(stopped, c.Name)
+		}
+	}
+	if want := []string{`'C:\k\kubeadm.exe'`, "$kubeProxy"}; !slices.Equal(stopped, want) {
+		t.Errorf("programs under Stop: %q, want %q (all: %+v)", stopped, want, got.Commands)
+	}
+}
+
 // looksLikePowerShell matches a Go string literal that holds PowerShell:
 // a Verb-Noun command word, a .NET static call, or PowerShell's error
 // preference.

@@ -82,6 +82,13 @@ type Command struct {
 	// variable, a script block).
 	Name string `json:"name"`
 	Expr bool   `json:"expr"`
+	// EAP is the $ErrorActionPreference the script has set where the
+	// command runs ("Stop", "Continue"...), as far as literal assignments
+	// tell: from the point of the assignment to the end of its scope (the
+	// script, a function, a script block), a block handed to one of the
+	// script's functions taking the preference that function sets. ""
+	// when the script sets none.
+	EAP string `json:"eap"`
 }
 
 // Invocations are the commands a script invokes and the functions it

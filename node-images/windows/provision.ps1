@@ -35,7 +35,13 @@ function Say([string]$message) {
     }
 }
 
+# Invoke-Native runs a program's command and fails on its exit status.
+# The command runs under 'Continue': this script runs without a console,
+# where Windows PowerShell captures a program's stderr, each line an error
+# record, and under 'Stop' the first one would end the script before the
+# exit status is read (PowerShell/PowerShell #3996, #4002).
 function Invoke-Native([string]$what, [scriptblock]$command) {
+    $ErrorActionPreference = 'Continue'
     & $command
     if ($LASTEXITCODE -ne 0) {
         throw "$what exited with status $LASTEXITCODE"
@@ -125,10 +131,7 @@ function Invoke-Phase2 {
     $ctrd = "$env:ProgramFiles\containerd"
     Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $ctrd, 'C:\opt\cni\bin', 'C:\etc\cni\net.d', 'C:\var\log\containerd' | Microsoft.PowerShell.Core\Out-Null
     Microsoft.PowerShell.Management\Copy-Item -Force -Path "$work\bin\containerd\*.exe", "$work\bin\crictl.exe" -Destination $ctrd
-    $config = & "$ctrd\containerd.exe" config default | Microsoft.PowerShell.Utility\Out-String
-    if ($LASTEXITCODE -ne 0) {
-        throw "containerd config default exited with status $LASTEXITCODE"
-    }
+    $config = Invoke-Native 'containerd config default' { & "$ctrd\containerd.exe" config default } | Microsoft.PowerShell.Utility\Out-String
     # Calico's CNI installs into the directories its Windows DaemonSet
     # names (c:\opt\cni\bin, c:\etc\cni\net.d); the sandbox image is pinned
     # so the kubelet's image GC never removes it.

@@ -374,7 +374,13 @@ func TestWindowsManifests(t *testing.T) {
 	}
 	proxy := find(t, ds, "ConfigMap", "kube-proxy-windows")
 	script := get(proxy, "data", "start.ps1").(string)
-	if strings.Contains(script, "feature-gates") || !strings.Contains(script, "--enable-dsr=true") || !strings.Contains(script, "--source-vip") {
+	var code []string // the script without its comments, which cite upstream's flags
+	for _, l := range strings.Split(script, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			code = append(code, l)
+		}
+	}
+	if strings.Contains(strings.Join(code, "\n"), "feature-gates") || !strings.Contains(script, "--enable-dsr=true") || !strings.Contains(script, "--source-vip") {
 		t.Errorf("start.ps1 must pass DSR and the source VIP and no feature gates:\n%s", script)
 	}
 	for v, build := range WindowsBuilds {

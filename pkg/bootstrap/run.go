@@ -80,8 +80,12 @@ func Join(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) error {
 
 // WindowsJoinScript is the PowerShell that joins a Windows node, whose
 // image carries kubeadm.exe and kubelet.exe in C:\k, containerd as a
-// service, and a kubelet service that kubeadm starts (PrepareNode.ps1's
-// layout in sig-windows-tools).
+// service, and a kubelet service that kubeadm starts: the layout of
+// sig-windows-tools' hostprocess/PrepareNode.ps1 (at 401ee6fc, lines
+// 113-126: a service named kubelet depending on containerd), joined as
+// Calico's Windows guide has it, `c:\k\kubeadm.exe join` (tigera/docs
+// version-3.31 windows-calico/operator.mdx). kubeadm logs to stderr, so it
+// runs under 'Continue' (see internal/pscatalog's TestNoNativeUnderStop).
 func WindowsJoinScript(configPath string) string {
 	return strings.ReplaceAll(`$ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'
@@ -96,9 +100,15 @@ if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'R
     Microsoft.PowerShell.Management\Start-Service -Name containerd
 }
 
-& 'C:\k\kubeadm.exe' join --config '@CONFIG@' '--v=2'
-if ($LASTEXITCODE -ne 0) {
-    throw "kubeadm join exited with status $LASTEXITCODE"
+# Under 'Stop', the first line kubeadm logs to stderr would end this script
+# whenever Windows PowerShell captures it; 2>&1 and the string conversion
+# keep kubeadm's lines as they are, and its exit status decides.
+$ErrorActionPreference = 'Continue'
+& 'C:\k\kubeadm.exe' join --config '@CONFIG@' '--v=2' 2>&1 | Microsoft.PowerShell.Core\ForEach-Object { "$_" }
+$status = $LASTEXITCODE
+$ErrorActionPreference = 'Stop'
+if ($status -ne 0) {
+    throw "kubeadm join exited with status $status"
 }
 
 # kubeadm join has written the kubelet's config and started the service;

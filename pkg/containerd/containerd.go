@@ -86,10 +86,14 @@ func contains(list []string, s string) bool {
 }
 
 // inventoryScript prints the architecture, ctr's image list and crictl's,
-// with a separator line between them: one round trip per node.
+// with a separator line between them: one round trip per node. On Windows
+// the programs run under 'Continue': what they write to stderr (crictl
+// warns there when it has no config file) must neither end the script,
+// as one line would under 'Stop' when PowerShell captures it, nor reach
+// the output parsed here; their exit statuses decide.
 func inventoryScript(shell node.Shell) string {
 	if shell == node.PowerShell {
-		return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+		return fmt.Sprintf(`$ErrorActionPreference = 'Continue'
 $env:PROCESSOR_ARCHITECTURE
 '---'
 & %s -n %s images ls
@@ -194,10 +198,12 @@ func importWindows(ctx context.Context, n *node.Node, archive io.Reader) error {
 }
 
 // importWindowsScript imports the archive spool with ctr.exe and removes
-// it however the import ends.
+// it however the import ends; ctr runs under 'Continue' (see
+// inventoryScript), its exit status deciding.
 func importWindowsScript(spool string) string {
 	return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
 try {
+  $ErrorActionPreference = 'Continue'
   %s
   if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
 } finally {

@@ -222,6 +222,9 @@ DnsClient\Set-DnsClientServerAddress -InterfaceIndex $if -ServerAddresses @(%s)
 $ssh = 'C:\ProgramData\ssh'
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $ssh | Microsoft.PowerShell.Core\Out-Null
 function Protect([string]$path) {
+    # icacls' own complaint, on stderr, must not end the script before
+    # the throw below names the file (see internal/pscatalog).
+    $ErrorActionPreference = 'Continue'
     & icacls.exe $path /inheritance:r /grant 'Administrators:F' /grant 'SYSTEM:F' | Microsoft.PowerShell.Core\Out-Null
     if ($LASTEXITCODE -ne 0) { throw "hwk-seed: icacls $path exited with $LASTEXITCODE" }
 }

@@ -11,9 +11,15 @@ if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'R
     Microsoft.PowerShell.Management\Start-Service -Name containerd
 }
 
-& 'C:\k\kubeadm.exe' join --config 'C:\hwk\kubeadm-join.yaml' '--v=2'
-if ($LASTEXITCODE -ne 0) {
-    throw "kubeadm join exited with status $LASTEXITCODE"
+# Under 'Stop', the first line kubeadm logs to stderr would end this script
+# whenever Windows PowerShell captures it; 2>&1 and the string conversion
+# keep kubeadm's lines as they are, and its exit status decides.
+$ErrorActionPreference = 'Continue'
+& 'C:\k\kubeadm.exe' join --config 'C:\hwk\kubeadm-join.yaml' '--v=2' 2>&1 | Microsoft.PowerShell.Core\ForEach-Object { "$_" }
+$status = $LASTEXITCODE
+$ErrorActionPreference = 'Stop'
+if ($status -ne 0) {
+    throw "kubeadm join exited with status $status"
 }
 
 # kubeadm join has written the kubelet's config and started the service;
