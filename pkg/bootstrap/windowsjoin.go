@@ -57,27 +57,47 @@ const (
 // windowsBuildScript prints the running Windows' build number.
 const windowsBuildScript = `[Environment]::OSVersion.Version.Build`
 
-// calicoNetworkScript prints "yes" once Calico has made its HNS network:
-// the HNS cmdlets where Windows has them, else the vSwitch's host adapter
-// (vEthernet (...)) that carries the node's address.
+// calicoNetworkScript prints "yes" once Calico has made its HNS network
+// "Calico", "no" before, and "no-hns" on a node without Windows' HNS
+// cmdlets. The network is what Calico's node makes last, once the node has
+// an address, the vSwitch (HNS network "External") and its management
+// address have settled and calico-node has reached the API server (calico
+// v3.31.0 node/windows-packaging/CalicoWindows/node/node-service.ps1,
+// lines 73-216: it makes External, waits for its ManagementIP, then runs
+// calico-node -startup, which makes Calico and Calico_ep), so it comes
+// after the vSwitch that cuts the kubelet off. Upstream waits the same way
+// without a timeout (sig-windows-tools hostprocess/calico/kube-proxy/
+// start.ps1 at 401ee6fc, lines 28-32); hwk's caller bounds it. The cmdlets
+// are Windows' HostNetworkingService module's, which comes with the
+// Containers feature and which kube-proxy's start script needs too.
 const calicoNetworkScript = `$ErrorActionPreference = 'Stop'
-$found = $false
-if (Microsoft.PowerShell.Core\Get-Command -Module HostNetworkingService -Name Get-HnsNetwork -ErrorAction SilentlyContinue) {
-    $found = [bool](HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Where-Object { $_.Name -eq 'Calico' })
+if (-not (Microsoft.PowerShell.Core\Get-Command -Module HostNetworkingService -Name Get-HnsNetwork -ErrorAction SilentlyContinue)) {
+    'no-hns'
+} elseif (HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Where-Object { $_.Name -eq 'Calico' }) {
+    'yes'
 } else {
-    $found = [bool](NetAdapter\Get-NetAdapter -Name 'vEthernet (*' -ErrorAction SilentlyContinue | Microsoft.PowerShell.Core\Where-Object Status -eq 'Up')
+    'no'
 }
-if ($found) { 'yes' } else { 'no' }
 `
 
 // ContainerdRunningScript exits 1 unless containerd's service runs on a
 // Windows node: the first thing kubeadm needs.
 const ContainerdRunningScript = `if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'Running') { exit 1 }`
 
-// restartKubeletScript restarts the kubelet and says its state.
+// restartKubeletScript restarts the kubelet and says its state on its
+// last line. Calico's Windows troubleshooting guide says to restart the
+// kubelet once Calico is installed, since the vSwitch's creation cuts it
+// off from the API server (tigera/docs version-3.31 windows-calico/
+// troubleshoot.mdx, "Kubelet persistently fails to contact the API
+// server"); Calico's own installer waits for Running the same way
+// (calico v3.31.0 node/windows-packaging/host-process-install.ps1, lines
+// 62-77, WaitForStatus). Restart-Service warns every two seconds while the
+// service stops or starts, lines that may come before the state.
 const restartKubeletScript = `$ErrorActionPreference = 'Stop'
-Microsoft.PowerShell.Management\Restart-Service -Name kubelet -Force
-(Microsoft.PowerShell.Management\Get-Service -Name kubelet).Status
+Microsoft.PowerShell.Management\Restart-Service -Name kubelet -Force -WarningAction SilentlyContinue
+$kubelet = Microsoft.PowerShell.Management\Get-Service -Name kubelet
+$kubelet.WaitForStatus('Running', [TimeSpan]::FromSeconds(30))
+$kubelet.Status
 `
 
 // Scripts is every PowerShell script this package makes, by the
@@ -123,8 +143,11 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 	deadline := time.Now().Add(j.Network)
 	for {
 		out, err := j.Node.Output(ctx, node.ScriptArgs(node.PowerShell, calicoNetworkScript)...)
-		if err == nil && strings.TrimSpace(out) == "yes" {
+		if err == nil && lastLine(out) == "yes" {
 			break
+		}
+		if err == nil && lastLine(out) == "no-hns" {
+			return fail(StepNetwork, errors.New("the node has no HostNetworkingService PowerShell module (Windows' HNS cmdlets, which come with the Containers feature), so neither hwk nor kube-proxy can see Calico's network\n  fix: rebuild the Windows node image (`hwk node-image build windows`); its provisioning enables the Containers feature"))
 		}
 		if time.Now().After(deadline) {
 			why := "Calico has not made its network (HNS network \"Calico\") on the node"
@@ -141,10 +164,16 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 	if err != nil {
 		return fail(StepKubelet, err)
 	}
-	if s := strings.TrimSpace(status); s != "Running" {
+	if s := lastLine(status); s != "Running" {
 		return fail(StepKubelet, fmt.Errorf("the kubelet is %s after its restart", s))
 	}
 	return nil
+}
+
+// lastLine is the last line of a script's output with text on it.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(out, "\r\n", "\n")), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }
 
 // retry runs script until it succeeds, again is false for its error, or
@@ -192,11 +221,16 @@ func CheckWindowsBuild(version, build string) error {
 	return nil
 }
 
-// Where hwk's Windows node image writes the logs WindowsLogs reads.
+// The logs WindowsLogs reads: the kubelet's and containerd's, where hwk's
+// Windows node image has them write, and Calico's node container's, which
+// in a HostProcess pod logs to its stdout (calico v3.31.0 node-service.ps1
+// writes no file of its own there), so its pod log under the kubelet's
+// C:\var\log\pods\NAMESPACE_POD_UID\CONTAINER, the newest file a pattern
+// matches.
 var windowsLogs = []struct{ title, path string }{
 	{"kubelet", `C:\var\log\kubelet\kubelet.err.log`},
 	{"containerd", `C:\var\log\containerd\containerd.log`},
-	{"calico-node", `C:\var\log\calico\calico-node.log`},
+	{"calico-node-windows, container node", `C:\var\log\pods\kube-system_calico-node-windows-*\node\*.log`},
 }
 
 // WindowsLogs is the end of the kubelet's, containerd's and Calico's logs
@@ -215,6 +249,13 @@ func WindowsLogs(ctx context.Context, n *node.Node, lines int) string {
 	return b.String()
 }
 
+// logTailScript prints the last lines of the newest file path (which may
+// hold wildcards) names.
 func logTailScript(path string, lines int) string {
-	return fmt.Sprintf(`Microsoft.PowerShell.Management\Get-Content -Tail %d -LiteralPath '%s'`, lines, strings.ReplaceAll(path, "'", "''"))
+	q := strings.ReplaceAll(path, "'", "''")
+	return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+$file = Microsoft.PowerShell.Management\Get-ChildItem -Path '%s' -File | Microsoft.PowerShell.Utility\Sort-Object -Property LastWriteTime | Microsoft.PowerShell.Utility\Select-Object -Last 1
+if (-not $file) { throw 'no file matches %s' }
+Microsoft.PowerShell.Management\Get-Content -Tail %d -LiteralPath $file.FullName
+`, q, q, lines)
 }

@@ -154,6 +154,11 @@ func TestWindowsJoinFailures(t *testing.T) {
 			mod:  func(r map[string][]reply) { r["network"] = []reply{{out: "no"}} },
 			step: StepNetwork, want: []string{"after 200ms", `HNS network "Calico"`},
 		},
+		"no HNS cmdlets": {
+			mod:  func(r map[string][]reply) { r["network"] = []reply{{out: "no-hns\r\n"}} },
+			step: StepNetwork, want: []string{"no HostNetworkingService PowerShell module", "hwk node-image build windows"},
+			seq: "build build build copy-config join network",
+		},
 		"kubelet does not come back": {
 			mod:  func(r map[string][]reply) { r["restart-kubelet"] = []reply{{out: "Stopped"}} },
 			step: StepKubelet, want: []string{"the kubelet is Stopped after its restart"},
@@ -180,6 +185,20 @@ func TestWindowsJoinFailures(t *testing.T) {
 				t.Errorf("commands after the failure: %s, want %s", s.sequence(), c.seq)
 			}
 		})
+	}
+}
+
+// TestWindowsJoinKubeletRestartWarnings: Restart-Service warns every two
+// seconds while a service takes its time to stop or start ("Waiting for
+// service '{DisplayName} ({Name})' to stop...": PowerShell's
+// ServiceCommands.cs, DoWaitForStatus), and a kubelet that restarted is
+// taken as restarted whatever came before its state.
+func TestWindowsJoinKubeletRestartWarnings(t *testing.T) {
+	r := happyReplies()
+	r["restart-kubelet"] = []reply{{out: "WARNING: Waiting for service 'Kubernetes kubelet (kubelet)' to stop...\r\n" +
+		"WARNING: Waiting for service 'Kubernetes kubelet (kubelet)' to start...\r\nRunning\r\n"}}
+	if _, err := runJoin(t, r, "2022"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -226,7 +245,7 @@ func TestWindowsLogs(t *testing.T) {
 	for _, want := range []string{
 		`--- kubelet (C:\var\log\kubelet\kubelet.err.log)`, "E1122 kubelet line",
 		`--- containerd (C:\var\log\containerd\containerd.log)`, "(cannot read it:",
-		`--- calico-node (C:\var\log\calico\calico-node.log)`,
+		`--- calico-node-windows, container node (C:\var\log\pods\kube-system_calico-node-windows-*\node\*.log)`, "calico line",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("logs lack %q:\n%s", want, out)
