@@ -209,6 +209,33 @@ type Session struct {
 	mu   sync.Mutex
 	proc process
 	out  *bufio.Reader
+	// stderr keeps the end of what the process wrote to its stderr, for
+	// the error when it dies.
+	stderr *tail
+}
+
+// tail keeps the last bytes written to it.
+type tail struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+const tailBytes = 1024
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > tailBytes {
+		t.b = t.b[len(t.b)-tailBytes:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(strings.ToValidUTF8(string(t.b), ""))
 }
 
 // Run implements Runner.
@@ -220,7 +247,8 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 		log = io.Discard
 	}
 	if s.proc == nil {
-		p, err := s.start(log)
+		s.stderr = &tail{}
+		p, err := s.start(io.MultiWriter(log, s.stderr))
 		if err != nil {
 			return &noPowerShellError{err}
 		}
@@ -250,7 +278,13 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 	select {
 	case r := <-done:
 		if r.err != nil {
+			// Once the process is gone (reset waits for it), its stderr
+			// may say why.
+			stderr := s.stderr
 			s.reset()
+			if last := stderr.String(); last != "" {
+				return fmt.Errorf("%w; the end of its stderr: %s", r.err, last)
+			}
 			return r.err
 		}
 		return r.rep.decode(out)

@@ -1,10 +1,12 @@
 package hyperv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
@@ -37,6 +39,56 @@ func TestFakeProgram(t *testing.T) {
 	if starts := ps.Starts(); len(starts) != 1 || starts[0] != "-NoLogo -NoProfile -NonInteractive -ExecutionPolicy Bypass -Command -" {
 		t.Errorf("starts: %q", starts)
 	}
+}
+
+// TestFakeProgramStderrAndCrash: what PowerShell writes to its stderr
+// reaches the session's log, and a PowerShell that dies in the middle of
+// a reply fails that script only, with the end of its stderr: the next
+// one starts a new process.
+func TestFakeProgramStderrAndCrash(t *testing.T) {
+	ps := hypervtest.New(t, "crash.json")
+	var log syncBuffer
+	s := NewSession(&log)
+	defer s.Close()
+	d := New(Options{Runner: s})
+	ctx := context.Background()
+	if ms, err := d.List(ctx, "demo"); err != nil || len(ms) != 0 {
+		t.Errorf("list: %+v %v", ms, err)
+	}
+	if _, err := d.Inspect(ctx, testRef("demo-cp")); err == nil || !strings.Contains(err.Error(), "PowerShell exited in the middle of a reply") ||
+		!strings.Contains(err.Error(), "the end of its stderr: ") || !strings.HasSuffix(err.Error(), "Process is terminated due to StackOverflowException.") {
+		t.Errorf("inspect as PowerShell dies: %v", err)
+	}
+	m, err := d.Inspect(ctx, testRef("demo-cp"))
+	if err != nil || m.State != drivers.StateRunning {
+		t.Errorf("inspect after: %+v %v", m, err)
+	}
+	ps.Check(t)
+	if starts := ps.Starts(); len(starts) != 2 {
+		t.Errorf("%d PowerShell starts, want 2 (one before the crash, one after)", len(starts))
+	}
+	s.Close()
+	if !strings.Contains(log.String(), "<AV>Preparing modules for first use.</AV>") {
+		t.Errorf("the session's log lacks PowerShell's stderr: %q", log.String())
+	}
+}
+
+// syncBuffer is a buffer the session's stderr copier and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestSessionRefusesWSL: Linux hwk in a WSL distribution, whose PATH

@@ -77,8 +77,20 @@ func main() {
 			f.reply(out, `{"ok":false,"error":{"message":"not a wrapped script","category":"ParserError"}}`)
 			continue
 		}
-		f.reply(out, f.answer(script, replies))
+		result, exit := f.answer(script, replies)
+		if exit {
+			crash(out)
+		}
+		f.reply(out, result)
 	}
+}
+
+// crash is a process dying in the middle of a reply: half a result line,
+// then exit.
+func crash(out *bufio.Writer) {
+	fmt.Fprint(out, "<<hwk-result>>{\"ok\":tr")
+	_ = out.Flush()
+	os.Exit(1)
 }
 
 // unwrap is the script a request wraps, if it is exactly hyperv.Wrap's.
@@ -96,8 +108,8 @@ func unwrap(wrapped string) (string, bool) {
 type fake struct{ dir string }
 
 // answer finds the rule for script in the shared transcript and returns
-// the result line's JSON.
-func (f *fake) answer(script string, replies pstranscript.Replies) string {
+// the result line's JSON, or exit when the rule ends the process.
+func (f *fake) answer(script string, replies pstranscript.Replies) (result string, exit bool) {
 	path := filepath.Join(f.dir, "rules.json")
 	var tr pstranscript.Transcript
 	data, err := os.ReadFile(path)
@@ -106,7 +118,7 @@ func (f *fake) answer(script string, replies pstranscript.Replies) string {
 	}
 	if err != nil {
 		f.unexpected("read the rules: %v", err)
-		return errorReply("the fake PowerShell has no rules")
+		return errorReply("the fake PowerShell has no rules"), false
 	}
 	r, ok := tr.Answer(script)
 	if data, err := json.MarshalIndent(tr, "", "  "); err == nil {
@@ -115,22 +127,28 @@ func (f *fake) answer(script string, replies pstranscript.Replies) string {
 	if !ok {
 		f.appendTo("scripts.log", "# --- unexpected\n"+script)
 		f.unexpected("a script no rule expects (state %v):\n%s", tr.State, script)
-		return errorReply("the fake powershell.exe did not expect this script")
+		return errorReply("the fake powershell.exe did not expect this script"), false
 	}
 	f.appendTo("scripts.log", "# --- "+r.Name+"\n"+script)
+	if r.Stderr != "" {
+		fmt.Fprintln(os.Stderr, r.Stderr)
+	}
+	if r.Exit {
+		return "", true
+	}
 	if r.Error != nil {
 		b, _ := json.Marshal(r.Error)
-		return `{"ok":false,"error":` + string(b) + `}`
+		return `{"ok":false,"error":` + string(b) + `}`, false
 	}
 	raw := []byte("null")
 	if r.Reply != "" {
 		if raw, err = replies.Get(r.Reply); err != nil {
 			f.unexpected("rule %s: %v", r.Name, err)
-			return errorReply(err.Error())
+			return errorReply(err.Error()), false
 		}
 	}
 	// The reply's text goes out as it is in the file, escapes and all.
-	return `{"ok":true,"out":` + string(raw) + `}`
+	return `{"ok":true,"out":` + string(raw) + `}`, false
 }
 
 func errorReply(msg string) string {

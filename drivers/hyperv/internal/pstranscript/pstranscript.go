@@ -111,17 +111,25 @@ func (r Replies) Get(key string) (json.RawMessage, error) {
 // reply Reply ("" is a script that writes nothing, whose output is null),
 // or with the error record Error. When names state the rule holds only
 // while that state is set; Set and Clear change the state after it
-// answers. Times, when above zero, is how often it may answer.
+// answers. Times, when above zero, is how often it may answer. Only the
+// fake program heeds Stderr, text it writes to its stderr before it
+// answers, and Exit, which makes it exit in the middle of its reply, as a
+// PowerShell that crashes or is killed does.
 type Rule struct {
-	Name  string   `json:"name"`
-	Match []string `json:"match"`
-	Reply string   `json:"reply,omitempty"`
-	Error *PSError `json:"error,omitempty"`
-	When  []string `json:"when,omitempty"`
-	Not   []string `json:"not,omitempty"`
-	Set   []string `json:"set,omitempty"`
-	Clear []string `json:"clear,omitempty"`
-	Times int      `json:"times,omitempty"`
+	Name   string   `json:"name"`
+	Match  []string `json:"match"`
+	Reply  string   `json:"reply,omitempty"`
+	Error  *PSError `json:"error,omitempty"`
+	When   []string `json:"when,omitempty"`
+	Not    []string `json:"not,omitempty"`
+	Set    []string `json:"set,omitempty"`
+	Clear  []string `json:"clear,omitempty"`
+	Times  int      `json:"times,omitempty"`
+	Stderr string   `json:"stderr,omitempty"`
+	Exit   bool     `json:"exit,omitempty"`
+	// Source cites where Stderr's text comes from (replies cite theirs
+	// in their files).
+	Source string `json:"source,omitempty"`
 }
 
 // PSError is an error record as the session's catch block writes it.
