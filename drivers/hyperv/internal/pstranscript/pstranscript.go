@@ -132,7 +132,9 @@ type Rule struct {
 	Source string `json:"source,omitempty"`
 }
 
-// PSError is an error record as the session's catch block writes it.
+// PSError is an error record as the session's catch block writes it: the
+// fields of hyperv.PSError, which this package cannot name (hyperv's own
+// tests import it).
 type PSError struct {
 	Message   string `json:"message"`
 	ID        string `json:"id"`
