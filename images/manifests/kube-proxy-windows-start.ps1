@@ -34,6 +34,9 @@ $network = HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Wher
 # kubelet's rewrites of the ConfigMap's own files do not undo it; hwk
 # rewrites only /var/run/secrets, the two paths kubeadm's kubeconfig holds).
 $kubeProxy = Microsoft.PowerShell.Management\Join-Path $sandbox 'kube-proxy/kube-proxy.exe'
+if (-not (Microsoft.PowerShell.Management\Test-Path -LiteralPath $kubeProxy)) {
+    throw "$kubeProxy is missing: the DaemonSet's image is not the kube-proxy HostProcess image"
+}
 $configDir = Microsoft.PowerShell.Management\Join-Path $sandbox 'var/lib/kube-proxy'
 $kubeconfig = Microsoft.PowerShell.Management\Join-Path $configDir 'kubeconfig-win.conf'
 (Microsoft.PowerShell.Management\Get-Content -Raw (Microsoft.PowerShell.Management\Join-Path $configDir 'kubeconfig.conf')) -replace '/var/run/secrets', "$sandbox/var/run/secrets" |

@@ -102,7 +102,11 @@ if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'R
 
 # Under 'Stop', the first line kubeadm logs to stderr would end this script
 # whenever Windows PowerShell captures it; 2>&1 and the string conversion
-# keep kubeadm's lines as they are, and its exit status decides.
+# keep kubeadm's lines as they are, and its exit status decides (so it
+# must be there: under 'Continue' a missing program is only a message).
+if (-not (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'C:\k\kubeadm.exe')) {
+    throw "C:\k\kubeadm.exe is missing on $env:COMPUTERNAME; rebuild the Windows node image"
+}
 $ErrorActionPreference = 'Continue'
 & 'C:\k\kubeadm.exe' join --config '@CONFIG@' '--v=2' 2>&1 | Microsoft.PowerShell.Core\ForEach-Object { "$_" }
 $status = $LASTEXITCODE

@@ -90,10 +90,13 @@ func contains(list []string, s string) bool {
 // the programs run under 'Continue': what they write to stderr (crictl
 // warns there when it has no config file) must neither end the script,
 // as one line would under 'Stop' when PowerShell captures it, nor reach
-// the output parsed here; their exit statuses decide.
+// the output parsed here; their exit statuses decide (and so that a
+// missing program is not taken for one that ran, the script first checks
+// they are there).
 func inventoryScript(shell node.Shell) string {
 	if shell == node.PowerShell {
-		return fmt.Sprintf(`$ErrorActionPreference = 'Continue'
+		return fmt.Sprintf(`%s
+$ErrorActionPreference = 'Continue'
 $env:PROCESSOR_ARCHITECTURE
 '---'
 & %s -n %s images ls
@@ -101,7 +104,7 @@ if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
 '---'
 & %s images -o json
 exit $LASTEXITCODE
-`, psQuote(windowsCtr), Namespace, psQuote(windowsCrictl))
+`, requirePrograms(windowsCtr, windowsCrictl), psQuote(windowsCtr), Namespace, psQuote(windowsCrictl))
 	}
 	return fmt.Sprintf(`set -e
 uname -m
@@ -203,13 +206,25 @@ func importWindows(ctx context.Context, n *node.Node, archive io.Reader) error {
 func importWindowsScript(spool string) string {
 	return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
 try {
+  %s
   $ErrorActionPreference = 'Continue'
   %s
   if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
 } finally {
   Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath %s -ErrorAction SilentlyContinue
 }
-`, node.Quote(node.PowerShell, importArgs(config.Windows, spool)...), psQuote(spool))
+`, requirePrograms(windowsCtr), node.Quote(node.PowerShell, importArgs(config.Windows, spool)...), psQuote(spool))
+}
+
+// requirePrograms is PowerShell that fails unless every program is there:
+// under 'Continue' a missing one is only a message, and $LASTEXITCODE
+// keeps whatever it was.
+func requirePrograms(paths ...string) string {
+	quoted := make([]string, len(paths))
+	for i, p := range paths {
+		quoted[i] = psQuote(p)
+	}
+	return `foreach ($program in ` + strings.Join(quoted, ", ") + `) { if (-not (Microsoft.PowerShell.Management\Test-Path -LiteralPath $program)) { throw "$program is missing on $env:COMPUTERNAME; rebuild the Windows node image" } }`
 }
 
 // Scripts is every PowerShell script this package makes, by the
@@ -217,8 +232,8 @@ try {
 // Windows (internal/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{
-		"inventoryScript":     inventoryScript(node.PowerShell),
-		"importWindowsScript": importWindowsScript(windowsSpool + `\load-0123.tar`),
+		"inventoryScript+requirePrograms":     inventoryScript(node.PowerShell),
+		"importWindowsScript+requirePrograms": importWindowsScript(windowsSpool + `\load-0123.tar`),
 	}
 }
 
