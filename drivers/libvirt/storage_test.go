@@ -138,12 +138,15 @@ func TestWindowsDomainOnSystemLibvirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := drivers.Ref{Cluster: "hwk-it", Name: "hwk-it-win"}
-	t.Cleanup(func() {
+	clean := func() {
 		_ = removeDomain(l, ref.Name)
 		for _, n := range []string{overlayName(ref), seedName(ref), nvramName(ref)} {
 			_ = deleteVolume(l, pool, n)
 		}
-	})
+	}
+	// An earlier run killed before its cleanup leaves these behind.
+	clean()
+	t.Cleanup(clean)
 	xml, err := volumeXML(overlayName(ref), "qcow2", 1<<30, "")
 	if err != nil {
 		t.Fatal(err)
