@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // Runner runs one PowerShell script and decodes what it returns (the
@@ -211,31 +213,7 @@ type Session struct {
 	out  *bufio.Reader
 	// stderr keeps the end of what the process wrote to its stderr, for
 	// the error when it dies.
-	stderr *tail
-}
-
-// tail keeps the last bytes written to it.
-type tail struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-const tailBytes = 1024
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > tailBytes {
-		t.b = t.b[len(t.b)-tailBytes:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.TrimSpace(strings.ToValidUTF8(string(t.b), ""))
+	stderr *node.Tail
 }
 
 // Run implements Runner.
@@ -247,7 +225,7 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 		log = io.Discard
 	}
 	if s.proc == nil {
-		s.stderr = &tail{}
+		s.stderr = node.NewTail(1024)
 		p, err := s.start(io.MultiWriter(log, s.stderr))
 		if err != nil {
 			return &noPowerShellError{err}
@@ -282,7 +260,7 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 			// may say why.
 			stderr := s.stderr
 			s.reset()
-			if last := stderr.String(); last != "" {
+			if last := strings.TrimSpace(strings.ToValidUTF8(stderr.String(), "")); last != "" {
 				return fmt.Errorf("%w; the end of its stderr: %s", r.err, last)
 			}
 			return r.err

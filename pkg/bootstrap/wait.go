@@ -80,6 +80,24 @@ func (w Workload) String() string {
 	return fmt.Sprintf("%s %s/%s", strings.ToLower(w.Kind), w.Namespace, w.Name)
 }
 
+// SystemWorkloads are the cluster's own workloads: Calico, kube-proxy and
+// CoreDNS, and with windows Calico's and kube-proxy's Windows DaemonSets
+// too (a Windows node can be Ready while they crash-loop on it).
+func SystemWorkloads(windows bool) []Workload {
+	ws := []Workload{
+		{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"},
+		{Kind: "Deployment", Namespace: "kube-system", Name: "calico-kube-controllers"},
+		{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy"},
+		{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"},
+	}
+	if windows {
+		ws = append(ws,
+			Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: CalicoNodeWindows},
+			Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: KubeProxyWindows})
+	}
+	return ws
+}
+
 // WaitWorkloads waits until every pod each workload wants exists and is
 // Ready. On timeout it names the pods that are not, with their last
 // events.

@@ -172,8 +172,7 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 
 // lastLine is the last line of a script's output with text on it.
 func lastLine(out string) string {
-	lines := strings.Split(strings.TrimSpace(strings.ReplaceAll(out, "\r\n", "\n")), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
+	return strings.TrimSpace(node.LastLines(strings.TrimSpace(out), 1))
 }
 
 // retry runs script until it succeeds, again is false for its error, or

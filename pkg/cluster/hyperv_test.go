@@ -8,7 +8,6 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -21,7 +20,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf16"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -233,7 +231,7 @@ func (s *scriptedNodes) answer(os config.OS, cmd node.Cmd) (string, string) {
 		if len(args) != 8 || args[0] != "powershell.exe" || args[6] != "-EncodedCommand" {
 			return "", ""
 		}
-		script := decodeUTF16(args[7])
+		script := script(args)
 		scripts := bootstrap.Scripts()
 		switch {
 		case script == bootstrap.ContainerdRunningScript:
@@ -267,15 +265,6 @@ func (s *scriptedNodes) answer(os config.OS, cmd node.Cmd) (string, string) {
 		return "kubectl apply", ""
 	}
 	return "", ""
-}
-
-func decodeUTF16(b64 string) string {
-	raw, _ := base64.StdEncoding.DecodeString(b64)
-	u := make([]uint16, len(raw)/2)
-	for i := range u {
-		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-	}
-	return string(utf16.Decode(u))
 }
 
 func (s *scriptedNodes) ran(name string) []string {

@@ -168,14 +168,7 @@ type ComponentInfo struct {
 
 // components are the workloads Status reports: the Linux ones must be
 // fully Ready; the Windows ones want pods only when Windows nodes exist.
-var components = []bootstrap.Workload{
-	{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"},
-	{Kind: "Deployment", Namespace: "kube-system", Name: "calico-kube-controllers"},
-	{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy"},
-	{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"},
-	{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.CalicoNodeWindows},
-	{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.KubeProxyWindows},
-}
+var components = bootstrap.SystemWorkloads(true)
 
 // Status reports the cluster's health.
 func (p *Provider) Status(ctx context.Context, name string) (*Status, error) {

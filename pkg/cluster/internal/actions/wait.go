@@ -28,22 +28,6 @@ func (WaitReady) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 	c.NodesReady = time.Since(c.Started)
-	return bootstrap.WaitWorkloads(ctx, c.Client, c.Timeouts.Pods, systemWorkloads(c.Config)...)
-}
-
-// systemWorkloads are the workloads of cfg's cluster that must be Ready
-// before it is.
-func systemWorkloads(cfg *config.Cluster) []bootstrap.Workload {
-	ws := []bootstrap.Workload{
-		{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"},
-		{Kind: "Deployment", Namespace: "kube-system", Name: "calico-kube-controllers"},
-		{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy"},
-		{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"},
-	}
-	if slices.ContainsFunc(cfg.Nodes, func(n config.Node) bool { return n.OS == config.Windows }) {
-		ws = append(ws,
-			bootstrap.Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.CalicoNodeWindows},
-			bootstrap.Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: bootstrap.KubeProxyWindows})
-	}
-	return ws
+	windows := slices.ContainsFunc(c.Config.Nodes, func(n config.Node) bool { return n.OS == config.Windows })
+	return bootstrap.WaitWorkloads(ctx, c.Client, c.Timeouts.Pods, bootstrap.SystemWorkloads(windows)...)
 }
