@@ -38,6 +38,24 @@ type Provider struct {
 
 func (p *Provider) store() *state.Store { return state.NewStore(p.Dirs) }
 
+// lock takes the cluster's lock. The function it returns drops it, and
+// deletes the lock file when the cluster has no directory by then (down
+// removed it, or up stopped before making anything), so that no lock file
+// outlives its cluster.
+func (p *Provider) lock(name string) (func(), error) {
+	l, err := p.store().Lock(name)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		if ok, err := p.store().Exists(name); err == nil && !ok {
+			l.Remove()
+			return
+		}
+		l.Release()
+	}, nil
+}
+
 func (p *Provider) log() *slog.Logger {
 	if p.Log == nil {
 		return slog.New(slog.DiscardHandler)

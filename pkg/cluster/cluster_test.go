@@ -176,6 +176,22 @@ func TestHalfMadeClusterGoesDown(t *testing.T) {
 	if found, err := p.Down(context.Background(), "half"); err != nil || found {
 		t.Errorf("second down = %v, %v; want false, nil", found, err)
 	}
+	assertNoLocks(t, p)
+}
+
+// assertNoLocks checks that no lock file outlives its cluster.
+func assertNoLocks(t *testing.T, p *Provider) {
+	t.Helper()
+	entries, err := os.ReadDir(filepath.Join(p.Dirs.Data, "locks"))
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".lock")
+		if ok, _ := p.store().Exists(name); !ok {
+			t.Errorf("lock file %s is left for cluster %s, which does not exist", e.Name(), name)
+		}
+	}
 }
 
 // TestUpRefusesWhatExists: a cluster that exists, or a machine left by a
@@ -237,6 +253,7 @@ func TestUpChecksImagesFirst(t *testing.T) {
 	if list, _ := p.List(); len(list) != 0 {
 		t.Errorf("clusters after failed preflights: %v", list)
 	}
+	assertNoLocks(t, p)
 }
 
 // TestDownRemovesOnlyItsContext: down takes hwk-NAME out of the kubeconfig

@@ -20,11 +20,11 @@ import (
 // there was anything to delete; a cluster that is not there is not an
 // error.
 func (p *Provider) Down(ctx context.Context, name string) (bool, error) {
-	lock, err := p.store().Lock(name)
+	unlock, err := p.lock(name)
 	if err != nil {
 		return false, err
 	}
-	defer lock.Release()
+	defer unlock()
 
 	found, err := p.store().Exists(name)
 	if err != nil {

@@ -123,11 +123,11 @@ func (p *Provider) LoadImages(ctx context.Context, name string, opts LoadOptions
 		return nil, errors.New("no images to load\n  fix: name images of the local Docker engine (`hwk load-image my/app:dev`) or archives (`--archive app.tar`)")
 	}
 	opts.Images, opts.Archives = dedupe(opts.Images), dedupe(opts.Archives)
-	lock, err := p.store().Lock(name)
+	unlock, err := p.lock(name)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Release()
+	defer unlock()
 	rec, err := p.record(name)
 	if err != nil {
 		return nil, err

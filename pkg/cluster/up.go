@@ -75,11 +75,11 @@ func steps() []actions.Action {
 // lock throughout. When a step fails the cluster is left as it is, for
 // inspection, and the error (a *StepError) says how to remove it.
 func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) (*UpResult, error) {
-	lock, err := p.store().Lock(cfg.Name)
+	unlock, err := p.lock(cfg.Name)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Release()
+	defer unlock()
 
 	c := &actions.Context{
 		Config:            cfg,

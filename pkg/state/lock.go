@@ -14,7 +14,8 @@ import (
 // drops it when the process dies, so a crashed command never leaves a
 // cluster locked.
 type Lock struct {
-	f *os.File
+	f    *os.File
+	path string
 }
 
 // LockedError says who holds a lock.
@@ -45,17 +46,29 @@ func AcquireLock(path, name string) (*Lock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", name, err)
-	}
-	if err := tryLock(f); err != nil {
-		f.Close()
-		if errors.Is(err, errWouldBlock) {
-			pid, cmd := readHolder(path)
-			return nil, &LockedError{Name: name, Path: path, PID: pid, Command: cmd}
+	var f *os.File
+	for attempt := 0; ; attempt++ {
+		var err error
+		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", name, err)
 		}
-		return nil, fmt.Errorf("lock %s: %w", name, err)
+		if err := tryLock(f); err != nil {
+			f.Close()
+			if errors.Is(err, errWouldBlock) {
+				pid, cmd := readHolder(path)
+				return nil, &LockedError{Name: name, Path: path, PID: pid, Command: cmd}
+			}
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		// The holder we waited behind may have removed the file (Remove)
+		// between our open and our lock: then we hold a lock on a file
+		// nobody else can see, and must lock the one at path instead.
+		if current(f, path) || attempt == 10 {
+			break
+		}
+		unlock(f)
+		f.Close()
 	}
 	// Say who we are, for whoever loses the race. The lock is already ours,
 	// so nobody else writes here.
@@ -64,7 +77,17 @@ func AcquireLock(path, name string) (*Lock, error) {
 		f.Close()
 		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
-	return &Lock{f: f}, nil
+	return &Lock{f: f, path: path}, nil
+}
+
+// current reports whether f is still the file at path.
+func current(f *os.File, path string) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(held, now)
 }
 
 // Release drops the lock. The file stays: removing it would let a process
@@ -80,6 +103,18 @@ func (l *Lock) Release() error {
 	}
 	l.f = nil
 	return err
+}
+
+// Remove drops the lock and deletes its file, for when what it guarded is
+// gone (the cluster was deleted, or up made nothing), so that no lock file
+// outlives its cluster. A process that opened the file a moment earlier
+// sees, once it holds the lock, that the file is no longer at its path,
+// and takes the lock again on a new one.
+func (l *Lock) Remove() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	return removeHeld(l)
 }
 
 func writeHolder(f *os.File) error {

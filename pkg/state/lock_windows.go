@@ -26,3 +26,17 @@ func unlock(f *os.File) error {
 	ol := windows.Overlapped{OffsetHigh: lockOffsetHigh}
 	return windows.UnlockFileEx(windows.Handle(f.Fd()), 0, 1, 0, &ol)
 }
+
+// removeHeld releases the lock, then deletes the file. Windows refuses to
+// delete a file another process has open (Go opens files without
+// FILE_SHARE_DELETE), so a process that opened it in between keeps it:
+// that is no error, the file is then that process's to remove.
+func removeHeld(l *Lock) error {
+	if err := l.Release(); err != nil {
+		return err
+	}
+	if err := os.Remove(l.path); err != nil && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, windows.ERROR_SHARING_VIOLATION) && !errors.Is(err, windows.ERROR_ACCESS_DENIED) {
+		return err
+	}
+	return nil
+}

@@ -203,3 +203,40 @@ func TestDefaultDirs(t *testing.T) {
 		t.Errorf("XDG variables not honoured: %+v", d)
 	}
 }
+
+// TestLockRemove: Remove deletes the lock file, and a process that opened
+// the file before it was removed does not take the lock on the dead file.
+func TestLockRemove(t *testing.T) {
+	data := t.TempDir()
+	s := NewStore(Dirs{Data: data})
+	l, err := s.Lock("demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(data, "locks", "demo.lock")
+	early, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	if err := l.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("the lock file is still there after Remove (%v)", err)
+	}
+	if err := tryLock(early); err != nil {
+		t.Fatalf("lock the removed file: %v", err)
+	}
+	if current(early, path) {
+		t.Error("a lock on the removed file counts as the current lock")
+	}
+	unlock(early)
+	again, err := s.Lock("demo")
+	if err != nil {
+		t.Fatalf("lock after Remove: %v", err)
+	}
+	if err := again.Remove(); err != nil {
+		t.Fatal(err)
+	}
+}
