@@ -39,23 +39,24 @@ mount --make-rshared /
 # resolv.conf, would forward to its own 127.0.0.11 and stop on a loop.
 # Serve the same DNS on the node's address, for the node and for traffic
 # routed in from pods, and make that the node's nameserver.
+# The node restarts with the engine: Docker 20.10 writes a fresh
+# resolv.conf at each start, an engine that kept ours would leave the
+# node's address in it; either way the NAT rules are new and go in again.
 embedded=127.0.0.11
-if grep -q "^nameserver $embedded" /etc/resolv.conf && command -v iptables-save >/dev/null; then
-	node_ip=$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')
-	if [ -n "$node_ip" ]; then
-		# Packets from pods come in on another interface and must be
-		# allowed to reach a loopback address.
-		echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet || true
-		iptables-save -t nat | grep -- "-A DOCKER_OUTPUT -d $embedded/32" | while read -r _ _ _ _ _ proto _ _ _ dport _ _ _ to; do
-			for chain in OUTPUT PREROUTING; do
-				iptables -t nat -A "$chain" -d "$node_ip/32" -p "$proto" --dport "$dport" -j DNAT --to-destination "$to"
-			done
+node_ip=$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')
+if [ -n "$node_ip" ] && grep -Eq "^nameserver ($embedded|$node_ip)\$" /etc/resolv.conf && command -v iptables-save >/dev/null; then
+	# Packets from pods come in on another interface and must be
+	# allowed to reach a loopback address.
+	echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet || true
+	iptables-save -t nat | grep -- "-A DOCKER_OUTPUT -d $embedded/32" | while read -r _ _ _ _ _ proto _ _ _ dport _ _ _ to; do
+		for chain in OUTPUT PREROUTING; do
+			iptables -t nat -A "$chain" -d "$node_ip/32" -p "$proto" --dport "$dport" -j DNAT --to-destination "$to"
 		done
-		sed "s/^nameserver $embedded/nameserver $node_ip/" /etc/resolv.conf >/tmp/resolv.conf
-		# resolv.conf is a bind mount: rewrite it in place.
-		cat /tmp/resolv.conf >/etc/resolv.conf
-		rm -f /tmp/resolv.conf
-	fi
+	done
+	sed "s/^nameserver $embedded\$/nameserver $node_ip/" /etc/resolv.conf >/tmp/resolv.conf
+	# resolv.conf is a bind mount: rewrite it in place.
+	cat /tmp/resolv.conf >/etc/resolv.conf
+	rm -f /tmp/resolv.conf
 fi
 
 exec "$@"

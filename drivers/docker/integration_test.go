@@ -227,7 +227,11 @@ func TestTwoNodeCluster(t *testing.T) {
 		t.Errorf("API server endpoint %s, want 127.0.0.1:<port>", ep)
 	}
 
-	// Stop and start keep the addresses.
+	if res, err := c.ContainerInspect(ctx, cp.Name, client.ContainerInspectOptions{}); err != nil || res.Container.HostConfig.RestartPolicy.Name != "unless-stopped" {
+		t.Errorf("restart policy of %s: %+v %v; want unless-stopped, so nodes come back with the engine", cp.Name, res.Container.HostConfig, err)
+	}
+
+	// Stop and start keep the addresses and the API server's host port.
 	for _, s := range []drivers.MachineSpec{cp, w} {
 		must(t, d.Stop(ctx, s.Ref))
 		must(t, d.Stop(ctx, s.Ref))
@@ -248,6 +252,10 @@ func TestTwoNodeCluster(t *testing.T) {
 		if out, err := n.Output(ctx, "ip", "-4", "-o", "addr", "show", "eth0"); err != nil || !strings.Contains(out, s.IP.String()+"/") {
 			t.Errorf("after restart %s eth0: %q %v", s.Name, out, err)
 		}
+	}
+
+	if again, err := d.HostEndpoint(ctx, cp.Ref, 6443); err != nil || again != ep {
+		t.Errorf("after restart the API server is at %s (%v), before at %s: the kubeconfig would name a dead port", again, err, ep)
 	}
 
 	ms, err := d.List(ctx, cluster)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"path"
 	"slices"
@@ -59,7 +60,11 @@ func unprivileged(hc *container.HostConfig) {
 // namespace (the node's own cgroup root), tmpfs /run and /tmp as systemd
 // wants, the host's modules read-only, and containerd's state on a volume
 // because overlayfs snapshots cannot sit on the container's overlay root.
-func hostConfig(spec drivers.MachineSpec, volume string, privileged bool) *container.HostConfig {
+//
+// Nodes restart with the engine (after a reboot, or an engine update)
+// unless hwk stop stopped them. Each published port is pinned to the host
+// port in hostPorts (0: the engine picks one, which changes at every start).
+func hostConfig(spec drivers.MachineSpec, volume string, privileged bool, hostPorts map[uint16]uint16) *container.HostConfig {
 	hc := &container.HostConfig{
 		CgroupnsMode: container.CgroupnsModePrivate,
 		Tmpfs:        map[string]string{"/run": "rw,exec", "/tmp": "rw,exec"},
@@ -75,7 +80,8 @@ func hostConfig(spec drivers.MachineSpec, volume string, privileged bool) *conta
 			NanoCPUs: int64(spec.CPUs) * 1e9,
 			Memory:   spec.MemoryBytes,
 		},
-		PortBindings: network.PortMap{},
+		PortBindings:  network.PortMap{},
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyUnlessStopped},
 	}
 	if privileged {
 		hc.Privileged = true
@@ -85,9 +91,12 @@ func hostConfig(spec drivers.MachineSpec, volume string, privileged bool) *conta
 	}
 	for _, p := range spec.Ports {
 		port, _ := network.PortFrom(p, network.TCP)
-		// No host port: the engine picks a free one, which HostEndpoint
-		// reads back. Loopback only: the API server is not for the LAN.
-		hc.PortBindings[port] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+		// Loopback only: the API server is not for the LAN.
+		b := network.PortBinding{HostIP: netip.MustParseAddr("127.0.0.1")}
+		if hp := hostPorts[p]; hp != 0 {
+			b.HostPort = strconv.Itoa(int(hp))
+		}
+		hc.PortBindings[port] = []network.PortBinding{b}
 	}
 	return hc
 }
@@ -163,6 +172,10 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	// a create cut short by Ctrl-C would leave a container that a `down`
 	// run at once might not see yet. Let the create finish (it takes a
 	// moment); the caller's cancellation is seen right after.
+	hostPorts, err := d.pinPorts(c, spec.Ports)
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", spec.Name, err)
+	}
 	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancelCreate()
 	res, err := c.ContainerCreate(createCtx, client.ContainerCreateOptions{
@@ -181,7 +194,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 			// Engines before API 1.44 publish only exposed ports.
 			ExposedPorts: exposed,
 		},
-		HostConfig: hostConfig(spec, vol, priv),
+		HostConfig: hostConfig(spec, vol, priv, hostPorts),
 		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
 			NetworkName(spec.Cluster): {IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: spec.IP}},
 		}},
@@ -199,6 +212,28 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		return d.Start(ctx, spec.Ref)
 	}
 	return nil
+}
+
+// pinPorts chooses, once, the host port each guest port is published on,
+// so that the kubeconfig written at up still names the API server after
+// the node restarts. On a local engine (its ports are this host's, Docker
+// Desktop's included) that is a loopback port free now; a remote engine's
+// free ports cannot be seen from here, so it picks them itself, and then
+// they change when the node restarts.
+func (d *Driver) pinPorts(c *client.Client, ports []uint16) (map[uint16]uint16, error) {
+	if !d.localEngine(c) {
+		return nil, nil
+	}
+	out := map[uint16]uint16{}
+	for _, p := range ports {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("find a free host port for %d/tcp: %w", p, err)
+		}
+		out[p] = uint16(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+	}
+	return out, nil
 }
 
 // canPrivilege learns, once per driver, whether the engine starts
@@ -289,6 +324,9 @@ func (d *Driver) Start(ctx context.Context, m drivers.Ref) error {
 		return err
 	}
 	if _, err := c.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
+		if strings.Contains(err.Error(), "port is already allocated") || strings.Contains(err.Error(), "address already in use") {
+			return fmt.Errorf("start node %s: its pinned host port is taken by another program: %w\n  fix: stop that program and run `hwk start --name %s`, or delete the cluster (`hwk down --name %s`) and up it again on a new port", m.Name, err, m.Cluster, m.Cluster)
+		}
 		return d.wrap(c, fmt.Errorf("start node %s: %w", m.Name, err))
 	}
 	return nil
