@@ -142,6 +142,15 @@ type ImageChecker interface {
 	CheckImage(ctx context.Context, image string) error
 }
 
+// SubnetChecker is implemented by drivers that can say, before anything is
+// made, whether a subnet is free for a cluster's network: that none of the
+// driver's networks but the cluster's own, and nothing on the host the
+// driver would route through, overlaps it. It returns a
+// *SubnetInUseError when something does.
+type SubnetChecker interface {
+	CheckSubnet(ctx context.Context, n Network) error
+}
+
 // Emulator is implemented by VM drivers that fall back to emulating the
 // CPU when the host's hypervisor cannot run guests. Emulated is valid
 // after a successful Preflight. Such a driver is chosen by default only

@@ -40,7 +40,9 @@ type SubnetInUseError struct {
 	// By names what holds the overlapping range: `docker network "x"
 	// (172.31.0.0/16)`.
 	By string
-	// Remove is the command that removes it, when removing it is an option.
+	// Remove is the command that removes it, only for what hwk made for
+	// this very cluster (a leftover): never for another cluster's network
+	// or one hwk did not make.
 	Remove string
 }
 

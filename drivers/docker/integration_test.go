@@ -105,7 +105,7 @@ func testCluster(t *testing.T, d *Driver, c *client.Client) (string, netip.Prefi
 	for range 100 {
 		n, _ := rand.Int(rand.Reader, big.NewInt(200))
 		p := netip.MustParsePrefix(fmt.Sprintf("172.30.%d.0/24", 20+n.Int64()))
-		if by, _ := overlappingNetwork(nets.Items, p); by == "" && overlappingInterface(p) == "" {
+		if overlappingNetwork(nets.Items, p) == "" && overlappingInterface(p) == "" {
 			subnet = p
 			break
 		}
@@ -355,10 +355,20 @@ func TestClearErrors(t *testing.T) {
 			IPAM: &network.IPAM{Config: []network.IPAMConfig{{Subnet: netip.PrefixFrom(subnet2.Addr(), 25)}}}})
 		must(t, err)
 		defer c.NetworkRemove(ctx, other, client.NetworkRemoveOptions{})
-		err = d.EnsureNetwork(ctx, drivers.Network{Cluster: cluster2, Subnet: subnet2})
-		var se *drivers.SubnetInUseError
-		if !errors.As(err, &se) || !strings.Contains(err.Error(), `docker network "`+other+`"`) || !strings.Contains(err.Error(), "docker network rm "+other) {
-			t.Fatalf("err = %v, want SubnetInUseError naming %s", err, other)
+		// CheckSubnet sees it before anything is made, EnsureNetwork
+		// refuses it; neither advises removing a network hwk did not make.
+		for _, check := range []func(context.Context, drivers.Network) error{d.CheckSubnet, d.EnsureNetwork} {
+			err = check(ctx, drivers.Network{Cluster: cluster2, Subnet: subnet2})
+			var se *drivers.SubnetInUseError
+			if !errors.As(err, &se) || !strings.Contains(err.Error(), `docker network "`+other+`"`) || strings.Contains(err.Error(), "rm") {
+				t.Fatalf("err = %v, want SubnetInUseError naming %s and no advice to remove it", err, other)
+			}
+		}
+		// Another cluster's network is named as that cluster's.
+		must(t, d.CheckSubnet(ctx, drivers.Network{Cluster: cluster, Subnet: subnet}))
+		err = d.CheckSubnet(ctx, drivers.Network{Cluster: cluster2, Subnet: subnet})
+		if err == nil || !strings.Contains(err.Error(), "of hwk cluster "+cluster) || strings.Contains(err.Error(), "rm") {
+			t.Fatalf("a subnet of cluster %s, checked for %s: %v", cluster, cluster2, err)
 		}
 	})
 

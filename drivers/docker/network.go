@@ -36,13 +36,8 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 			return checkOwnNetwork(nw.Network, n.Cluster, subnet)
 		}
 	}
-	if by, rm := overlappingNetwork(list.Items, subnet); by != "" {
-		return &drivers.SubnetInUseError{Subnet: subnet, By: by, Remove: rm}
-	}
-	if d.localEngine(c) {
-		if by := overlappingInterface(subnet); by != "" {
-			return &drivers.SubnetInUseError{Subnet: subnet, By: by}
-		}
+	if err := d.subnetConflict(c, list.Items, n); err != nil {
+		return err
 	}
 	_, err = c.NetworkCreate(ctx, name, client.NetworkCreateOptions{
 		Driver: "bridge",
@@ -66,6 +61,42 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 	return nil
 }
 
+// CheckSubnet implements drivers.SubnetChecker.
+func (d *Driver) CheckSubnet(ctx context.Context, n drivers.Network) error {
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	list, err := c.NetworkList(ctx, client.NetworkListOptions{})
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("list docker networks: %w", err))
+	}
+	// The cluster's own network (and its bridge on the host) is no
+	// conflict, as long as EnsureNetwork would take it as it is.
+	for _, nw := range list.Items {
+		if nw.Name == NetworkName(n.Cluster) {
+			return checkOwnNetwork(nw.Network, n.Cluster, n.Subnet.Masked())
+		}
+	}
+	return d.subnetConflict(c, list.Items, n)
+}
+
+// subnetConflict finds what holds an address range overlapping the
+// subnet of a cluster that has no network yet: a docker network, or an
+// interface of this host (when the engine runs here).
+func (d *Driver) subnetConflict(c *client.Client, nets []network.Summary, n drivers.Network) error {
+	subnet := n.Subnet.Masked()
+	if by := overlappingNetwork(nets, subnet); by != "" {
+		return &drivers.SubnetInUseError{Subnet: subnet, By: by}
+	}
+	if d.localEngine(c) {
+		if by := overlappingInterface(subnet); by != "" {
+			return &drivers.SubnetInUseError{Subnet: subnet, By: by}
+		}
+	}
+	return nil
+}
+
 func checkOwnNetwork(nw network.Network, cluster string, subnet netip.Prefix) error {
 	if nw.Labels[LabelCluster] != cluster {
 		return &drivers.NameInUseError{Name: nw.Name, Cluster: cluster, Owner: fmt.Sprintf("docker network %q", nw.Name), Remove: "docker network rm " + nw.Name}
@@ -79,16 +110,21 @@ func checkOwnNetwork(nw network.Network, cluster string, subnet netip.Prefix) er
 		nw.Name, subnetsOf(nw), subnet, cluster)
 }
 
-// overlappingNetwork finds a docker network whose subnet overlaps subnet.
-func overlappingNetwork(nets []network.Summary, subnet netip.Prefix) (by, remove string) {
+// overlappingNetwork describes a docker network whose subnet overlaps
+// subnet. It is another cluster's, or not hwk's at all: either way not
+// ours to remove, so the fix is another subnet.
+func overlappingNetwork(nets []network.Summary, subnet netip.Prefix) string {
 	for _, nw := range nets {
 		for _, cfg := range nw.IPAM.Config {
 			if cfg.Subnet.IsValid() && cfg.Subnet.Overlaps(subnet) {
-				return fmt.Sprintf("docker network %q (%s)", nw.Name, cfg.Subnet), "docker network rm " + nw.Name
+				if other := nw.Labels[LabelCluster]; other != "" {
+					return fmt.Sprintf("docker network %q (%s) of hwk cluster %s", nw.Name, cfg.Subnet, other)
+				}
+				return fmt.Sprintf("docker network %q (%s)", nw.Name, cfg.Subnet)
 			}
 		}
 	}
-	return "", ""
+	return ""
 }
 
 // overlappingInterface finds a host interface with an address in subnet.

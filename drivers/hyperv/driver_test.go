@@ -177,7 +177,8 @@ func TestEnsureNetworkIdempotent(t *testing.T) {
 	}
 	other := drivers.Network{Cluster: "other", Subnet: netip.MustParsePrefix("172.31.250.0/25")}
 	err := d.EnsureNetwork(context.Background(), other)
-	if err == nil || !strings.Contains(err.Error(), "overlaps hwk cluster demo's Hyper-V network") || !strings.Contains(err.Error(), "hwk down --name demo") {
+	// Another cluster's network is never offered for removal.
+	if err == nil || !strings.Contains(err.Error(), "overlaps hwk cluster demo's Hyper-V network") || strings.Contains(err.Error(), "hwk down") {
 		t.Errorf("a second cluster on the subnet: %v", err)
 	}
 }
@@ -190,7 +191,7 @@ func TestEnsureNetworkRefusals(t *testing.T) {
 	}{
 		"not elevated":    {"network/fresh-not-elevated", "172.31.250.0/24", "run this hwk command once from an elevated PowerShell"},
 		"vpn overlap":     {"network/vpn", "172.31.250.0/24", "overlaps host interface Corp VPN (172.31.250.77/24)"},
-		"docker nat":      {"network/docker-nat", "172.31.250.0/24", "overlaps the host's NAT 'DockerNAT' (172.31.0.0/20)\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses, or remove it with `NetNat\\Remove-NetNat -Name 'DockerNAT'`"},
+		"docker nat":      {"network/docker-nat", "172.31.250.0/24", "overlaps the host's NAT 'DockerNAT' (172.31.0.0/20)\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses"},
 		"external switch": {"network/external-switch", "172.31.250.0/24", "exists but is External, not Internal"},
 		"outside the nat": {"network/fresh", "10.99.0.0/24", "is outside 172.31.0.0/16, the range hwk's Hyper-V NAT covers"},
 	} {
@@ -200,6 +201,14 @@ func TestEnsureNetworkRefusals(t *testing.T) {
 			err := d.EnsureNetwork(context.Background(), drivers.Network{Cluster: "demo", Subnet: netip.MustParsePrefix(c.subnet)})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "Remove-NetNat") {
+				t.Errorf("advice to remove a NAT hwk did not make: %v", err)
+			}
+			// What the subnet check refuses, up's host check refuses
+			// before anything is made.
+			if cerr := d.CheckSubnet(context.Background(), drivers.Network{Cluster: "demo", Subnet: netip.MustParsePrefix(c.subnet)}); name != "not elevated" && (cerr == nil || cerr.Error() != err.Error()) {
+				t.Errorf("CheckSubnet = %v, EnsureNetwork = %v", cerr, err)
 			}
 			for _, s := range f.scripts {
 				if strings.Contains(s, netMakeMark) || strings.Contains(s, "New-NetIPAddress") || strings.Contains(s, "New-NetNat") {

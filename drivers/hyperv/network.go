@@ -34,31 +34,34 @@ type natInfo struct {
 // elevationFix is how to get the rights that making hwk's network needs.
 const elevationFix = "run this hwk command once from an elevated PowerShell (Run as administrator): making hwk's switch address and NAT changes the host's network; later commands need only membership of Hyper-V Administrators"
 
-// EnsureNetwork implements drivers.Driver: hwk's internal switch, the
-// cluster's gateway address on the host's adapter to it, and hwk's NAT,
-// each made only when missing. Making any of the last two needs an
-// elevated session; an address or NAT of the host's that overlaps the
-// cluster's subnet is refused.
-func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
+// CheckSubnet implements drivers.SubnetChecker.
+func (d *Driver) CheckSubnet(ctx context.Context, n drivers.Network) error {
+	_, _, _, err := d.checkSubnet(ctx, n)
+	return err
+}
+
+// checkSubnet refuses a subnet outside hwk's NAT, or one that overlaps
+// another cluster's, a host address or a NAT of the host's. It returns
+// what it learnt of the host: whether the cluster's gateway address and
+// hwk's NAT are already there.
+func (d *Driver) checkSubnet(ctx context.Context, n drivers.Network) (f netFacts, haveAddress, haveNAT bool, err error) {
 	subnet := n.Subnet.Masked()
 	gw := n.Gateway()
 	if !subnet.Addr().Is4() || subnet.Bits() < natPrefix.Bits() || !natPrefix.Contains(subnet.Addr()) {
-		return fmt.Errorf("cluster %s: its node subnet %s is outside %s, the range hwk's Hyper-V NAT covers\n  fix: set networking.nodeSubnet to a /%d or smaller inside %s (the default 172.31.250.0/24 is)",
+		return f, false, false, fmt.Errorf("cluster %s: its node subnet %s is outside %s, the range hwk's Hyper-V NAT covers\n  fix: set networking.nodeSubnet to a /%d or smaller inside %s (the default 172.31.250.0/24 is)",
 			n.Cluster, subnet, natPrefix, natPrefix.Bits(), natPrefix)
 	}
 	if owner, err := d.subnetOwner(n.Cluster, subnet); err != nil {
-		return err
+		return f, false, false, err
 	} else if owner != "" {
-		return &drivers.SubnetInUseError{Subnet: subnet, By: "hwk cluster " + owner + "'s Hyper-V network", Remove: "hwk down --name " + owner}
+		return f, false, false, &drivers.SubnetInUseError{Subnet: subnet, By: "hwk cluster " + owner + "'s Hyper-V network"}
 	}
-	var f netFacts
 	if err := d.run(ctx, networkFactsScript(), &f); err != nil {
-		return fmt.Errorf("hwk's Hyper-V network: %w", err)
+		return f, false, false, fmt.Errorf("hwk's Hyper-V network: %w", err)
 	}
 	if f.Switch != "" && f.Switch != "Internal" {
-		return fmt.Errorf("a Hyper-V switch named %s exists but is %s, not Internal\n  fix: remove it (`Hyper-V\\Remove-VMSwitch -Name %s`) if it is a leftover, then run hwk again", quote(switchName), f.Switch, quote(switchName))
+		return f, false, false, fmt.Errorf("a Hyper-V switch named %s exists but is %s, not Internal\n  fix: remove it (`Hyper-V\\Remove-VMSwitch -Name %s`) if it is a leftover, then run hwk again", quote(switchName), f.Switch, quote(switchName))
 	}
-	haveAddress := false
 	for _, a := range f.Addresses {
 		addr, err := netip.ParseAddr(a.Address)
 		if err != nil {
@@ -71,16 +74,17 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 				continue
 			}
 			if p.Overlaps(subnet) {
-				return &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("address %s/%d on hwk's switch adapter", a.Address, a.Prefix),
+				// hwk's own adapter, with an address no cluster owns
+				// (subnetOwner found none): a leftover, safe to remove.
+				return f, false, false, &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("address %s/%d on hwk's switch adapter", a.Address, a.Prefix),
 					Remove: fmt.Sprintf("NetTCPIP\\Remove-NetIPAddress -InterfaceAlias %s -IPAddress %s", quote(adapterAlias), quote(a.Address))}
 			}
 			continue
 		}
 		if p.Overlaps(subnet) {
-			return &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("host interface %s (%s/%d)", a.Alias, a.Address, a.Prefix)}
+			return f, false, false, &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("host interface %s (%s/%d)", a.Alias, a.Address, a.Prefix)}
 		}
 	}
-	haveNAT := false
 	for _, nat := range f.NAT {
 		p, err := netip.ParsePrefix(nat.Prefix)
 		if err != nil {
@@ -91,9 +95,25 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 			continue
 		}
 		if p.Overlaps(natPrefix) {
-			return &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("the host's NAT %s (%s)", quote(nat.Name), nat.Prefix),
-				Remove: "NetNat\\Remove-NetNat -Name " + quote(nat.Name)}
+			// Not hwk's NAT (Docker Desktop's, WSL's...): not ours to
+			// remove.
+			return f, false, false, &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("the host's NAT %s (%s)", quote(nat.Name), nat.Prefix)}
 		}
+	}
+	return f, haveAddress, haveNAT, nil
+}
+
+// EnsureNetwork implements drivers.Driver: hwk's internal switch, the
+// cluster's gateway address on the host's adapter to it, and hwk's NAT,
+// each made only when missing. Making any of the last two needs an
+// elevated session; an address or NAT of the host's that overlaps the
+// cluster's subnet is refused.
+func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
+	subnet := n.Subnet.Masked()
+	gw := n.Gateway()
+	f, haveAddress, haveNAT, err := d.checkSubnet(ctx, n)
+	if err != nil {
+		return err
 	}
 	if (!haveAddress || !haveNAT) && !f.Elevated {
 		return &drivers.UnavailableError{Driver: config.DriverHyperV, Reason: fmt.Sprintf("cluster %s needs its gateway %s on hwk's switch and hwk's NAT, and this PowerShell is not elevated", n.Cluster, gw), Fix: elevationFix}

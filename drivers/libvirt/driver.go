@@ -198,6 +198,41 @@ func (d *Driver) knownHostsPath(r drivers.Ref) string {
 
 // EnsureNetwork implements drivers.Driver: the cluster's NAT network, on
 // a subnet no host route and no other libvirt network uses.
+// CheckSubnet implements drivers.SubnetChecker: the cluster's own network
+// is no conflict; another libvirt network or a host route over the subnet
+// is.
+func (d *Driver) CheckSubnet(_ context.Context, n drivers.Network) error {
+	n.Subnet = n.Subnet.Masked()
+	l, err := d.connect()
+	if err != nil {
+		return err
+	}
+	defer l.Disconnect()
+	if _, err := l.NetworkLookupByName(NetworkName(n.Cluster)); err == nil {
+		return nil
+	}
+	return d.subnetConflict(l, n)
+}
+
+// subnetConflict finds a host route or another libvirt network over the
+// subnet of a cluster that has no network yet.
+func (d *Driver) subnetConflict(l *golibvirt.Libvirt, n drivers.Network) error {
+	routes, err := d.routes()
+	if err != nil {
+		return err
+	}
+	if c := routeConflict(routes, n.Subnet, bridgeName(n.Cluster)); c != nil {
+		return c
+	}
+	if c, err := networkConflict(l, n.Subnet, NetworkName(n.Cluster)); err != nil || c != nil {
+		if c != nil {
+			return c
+		}
+		return err
+	}
+	return nil
+}
+
 func (d *Driver) EnsureNetwork(_ context.Context, n drivers.Network) error {
 	if !n.Subnet.Addr().Is4() || n.Subnet.Bits() > 29 {
 		return fmt.Errorf("network %s: subnet %s must be IPv4 with room for nodes (/29 or larger)", NetworkName(n.Cluster), n.Subnet)
@@ -224,17 +259,7 @@ func (d *Driver) EnsureNetwork(_ context.Context, n drivers.Network) error {
 	case !isCode(err, golibvirt.ErrNoNetwork):
 		return fmt.Errorf("look up network %s: %w", name, err)
 	}
-	routes, err := d.routes()
-	if err != nil {
-		return err
-	}
-	if c := routeConflict(routes, n.Subnet, bridgeName(n.Cluster)); c != nil {
-		return c
-	}
-	if c, err := networkConflict(l, n.Subnet, name); err != nil || c != nil {
-		if c != nil {
-			return c
-		}
+	if err := d.subnetConflict(l, n); err != nil {
 		return err
 	}
 	xml, err := networkXML(n, nil)

@@ -188,14 +188,21 @@ func TestEnsureNetworkRefusesOverlaps(t *testing.T) {
 	for _, tc := range []struct{ subnet, want string }{
 		{"172.17.0.0/24", "subnet 172.17.0.0/24 overlaps the host's route to 172.17.0.0/16 on docker0\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses"},
 		// test:///default has a network "default" on 192.168.122.0/24.
+		// Not hwk's network, so no advice to remove it.
 		{"192.168.122.0/24", `subnet 192.168.122.0/24 overlaps libvirt network "default" (192.168.122.0/24)` +
-			"\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses, or remove it with `virsh -c qemu:///system net-destroy default && virsh -c qemu:///system net-undefine default`"},
+			"\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses"},
 		{"fd00::/64", "network hwk-ovl: subnet fd00::/64 must be IPv4 with room for nodes (/29 or larger)"},
 		{"172.31.250.0/30", "network hwk-ovl: subnet 172.31.250.0/30 must be IPv4 with room for nodes (/29 or larger)"},
 	} {
 		err := d.EnsureNetwork(ctx, drivers.Network{Cluster: "ovl", Subnet: netip.MustParsePrefix(tc.subnet)})
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%s: %v\nwant %s", tc.subnet, err, tc.want)
+		}
+		var se *drivers.SubnetInUseError
+		if errors.As(err, &se) {
+			if cerr := d.CheckSubnet(ctx, drivers.Network{Cluster: "ovl", Subnet: netip.MustParsePrefix(tc.subnet)}); cerr == nil || cerr.Error() != tc.want {
+				t.Errorf("CheckSubnet %s: %v\nwant %s", tc.subnet, cerr, tc.want)
+			}
 		}
 		if _, err := l.NetworkLookupByName("hwk-ovl"); !isCode(err, golibvirt.ErrNoNetwork) {
 			t.Fatalf("%s: a refused network was made (%v)", tc.subnet, err)
@@ -206,6 +213,13 @@ func TestEnsureNetworkRefusesOverlaps(t *testing.T) {
 		if err := d.EnsureNetwork(ctx, n); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := d.CheckSubnet(ctx, n); err != nil {
+		t.Errorf("the cluster's own network counts as a conflict: %v", err)
+	}
+	if err := d.CheckSubnet(ctx, drivers.Network{Cluster: "ovl2", Subnet: netip.MustParsePrefix("172.31.250.128/25")}); err == nil ||
+		err.Error() != `subnet 172.31.250.128/25 overlaps libvirt network "hwk-ovl" (172.31.250.0/24)`+"\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses" {
+		t.Errorf("another cluster over ovl's subnet: %v", err)
 	}
 	n.Subnet = netip.MustParsePrefix("172.31.251.0/24")
 	want := "libvirt network hwk-ovl is there with subnet [172.31.250.0/24], not the cluster's 172.31.251.0/24\n  fix: remove the cluster with `hwk down --name ovl`, or the network with `virsh -c qemu:///system net-destroy hwk-ovl; virsh -c qemu:///system net-undefine hwk-ovl`"

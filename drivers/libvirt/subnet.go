@@ -102,11 +102,8 @@ func networkConflict(l *golibvirt.Libvirt, subnet netip.Prefix, own string) (*dr
 		}
 		for _, p := range networkPrefixes(raw) {
 			if p.Overlaps(subnet) {
-				return &drivers.SubnetInUseError{
-					Subnet: subnet,
-					By:     fmt.Sprintf("libvirt network %q (%s)", n.Name, p),
-					Remove: fmt.Sprintf("virsh -c qemu:///system net-destroy %s && virsh -c qemu:///system net-undefine %s", n.Name, n.Name),
-				}, nil
+				// Another cluster's, or not hwk's: not ours to remove.
+				return &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("libvirt network %q (%s)", n.Name, p)}, nil
 			}
 		}
 	}
