@@ -105,7 +105,7 @@ func testCluster(t *testing.T, d *Driver, c *client.Client) (string, netip.Prefi
 	for range 100 {
 		n, _ := rand.Int(rand.Reader, big.NewInt(200))
 		p := netip.MustParsePrefix(fmt.Sprintf("172.30.%d.0/24", 20+n.Int64()))
-		if overlappingNetwork(nets.Items, p) == "" && overlappingInterface(p) == "" {
+		if overlappingNetwork(nets.Items, p) == "" && drivers.OverlappingInterface(p) == "" {
 			subnet = p
 			break
 		}

@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 
@@ -90,7 +89,7 @@ func (d *Driver) subnetConflict(c *client.Client, nets []network.Summary, n driv
 		return &drivers.SubnetInUseError{Subnet: subnet, By: by}
 	}
 	if d.localEngine(c) {
-		if by := overlappingInterface(subnet); by != "" {
+		if by := drivers.OverlappingInterface(subnet); by != "" {
 			return &drivers.SubnetInUseError{Subnet: subnet, By: by}
 		}
 	}
@@ -121,33 +120,6 @@ func overlappingNetwork(nets []network.Summary, subnet netip.Prefix) string {
 					return fmt.Sprintf("docker network %q (%s) of hwk cluster %s", nw.Name, cfg.Subnet, other)
 				}
 				return fmt.Sprintf("docker network %q (%s)", nw.Name, cfg.Subnet)
-			}
-		}
-	}
-	return ""
-}
-
-// overlappingInterface finds a host interface with an address in subnet.
-// Docker checks its own networks only; a VPN or another hypervisor's
-// network on the same range would make node traffic vanish.
-func overlappingInterface(subnet netip.Prefix) string {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return ""
-	}
-	for _, ifc := range ifs {
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			ipn, ok := a.(*net.IPNet)
-			if !ok {
-				continue
-			}
-			p, err := netip.ParsePrefix(ipn.String())
-			if err == nil && p.Overlaps(subnet) {
-				return fmt.Sprintf("host interface %s (%s)", ifc.Name, p)
 			}
 		}
 	}

@@ -39,9 +39,9 @@ type Provider struct {
 func (p *Provider) store() *state.Store { return state.NewStore(p.Dirs) }
 
 // lock takes the cluster's lock. The function it returns drops it, and
-// deletes the lock file when the cluster has no directory by then (down
-// removed it, or up stopped before making anything), so that no lock file
-// outlives its cluster.
+// deletes the lock file and the subnet reservation when the cluster has no
+// directory by then (down removed it, or up stopped before making
+// anything), so that neither outlives its cluster.
 func (p *Provider) lock(name string) (func(), error) {
 	l, err := p.store().Lock(name)
 	if err != nil {
@@ -49,6 +49,7 @@ func (p *Provider) lock(name string) (func(), error) {
 	}
 	return func() {
 		if ok, err := p.store().Exists(name); err == nil && !ok {
+			p.store().ReleaseSubnet(name)
 			l.Remove()
 			return
 		}

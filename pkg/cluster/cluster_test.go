@@ -33,6 +33,10 @@ type memDriver struct {
 	networks map[string]bool
 	deleted  []string
 	images   []string
+	// subnets are the networks made, by cluster; foreign are networks
+	// of the driver's that hwk did not make.
+	subnets map[string]netip.Prefix
+	foreign []netip.Prefix
 }
 
 func newMem() *memDriver {
@@ -48,12 +52,32 @@ func (m *memDriver) EnsureNetwork(_ context.Context, n drivers.Network) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.networks[n.Cluster] = true
+	if m.subnets == nil {
+		m.subnets = map[string]netip.Prefix{}
+	}
+	m.subnets[n.Cluster] = n.Subnet
+	return nil
+}
+func (m *memDriver) CheckSubnet(_ context.Context, n drivers.Network) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for c, p := range m.subnets {
+		if c != n.Cluster && p.Overlaps(n.Subnet) {
+			return &drivers.SubnetInUseError{Subnet: n.Subnet, By: "mem network " + c}
+		}
+	}
+	for _, p := range m.foreign {
+		if p.Overlaps(n.Subnet) {
+			return &drivers.SubnetInUseError{Subnet: n.Subnet, By: "mem network foreign"}
+		}
+	}
 	return nil
 }
 func (m *memDriver) DeleteNetwork(_ context.Context, cluster string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.networks, cluster)
+	delete(m.subnets, cluster)
 	return nil
 }
 func (m *memDriver) Create(_ context.Context, s drivers.MachineSpec) error {
@@ -92,6 +116,10 @@ func (m *memDriver) List(_ context.Context, cluster string) ([]drivers.Machine, 
 		}
 	}
 	return out, nil
+}
+func (m *memDriver) has(cluster string) bool {
+	ms, _ := m.List(context.Background(), cluster)
+	return len(ms) > 0
 }
 func (m *memDriver) HostEndpoint(context.Context, drivers.Ref, uint16) (netip.AddrPort, error) {
 	return netip.AddrPort{}, errNoBoot
@@ -337,4 +365,65 @@ func TestEmulatedDriverWaitsLonger(t *testing.T) {
 		t.Errorf("no warning logged:\n%s", log.String())
 	}
 	_, _ = p.Down(context.Background(), "slow")
+}
+
+// TestSideBySideSubnets: clusters whose configs name no subnet each get
+// the first free /24 (skipping other clusters' and the driver's foreign
+// networks), their nodes move with it, a named subnet that another
+// cluster has is refused before anything is made, and a deleted
+// cluster's subnet is free again.
+func TestSideBySideSubnets(t *testing.T) {
+	d := newMem()
+	d.foreign = []netip.Prefix{netip.MustParsePrefix("172.31.251.0/24")}
+	p, _ := testProvider(t, d)
+	up := func(name string, subnet string) (*config.Cluster, error) {
+		c := &config.Cluster{Name: name, Nodes: []config.Node{{Role: config.ControlPlane}, {}}, Networking: config.Networking{NodeSubnet: subnet}}
+		config.SetDefaults(c, config.Host{OS: "linux", Drivers: map[config.OS]string{config.Linux: config.DriverDocker}})
+		if err := config.Validate(c); err != nil {
+			t.Fatal(err)
+		}
+		_, err := p.Up(context.Background(), c, UpOptions{Timeouts: fastTimeouts})
+		return c, err
+	}
+	a, _ := up("a", "")
+	b, _ := up("b", "")
+	if a.Networking.NodeSubnet != "172.31.250.0/24" || b.Networking.NodeSubnet != "172.31.252.0/24" {
+		t.Fatalf("a on %s, b on %s; want 172.31.250.0/24 and 172.31.252.0/24 (251 is taken)", a.Networking.NodeSubnet, b.Networking.NodeSubnet)
+	}
+	if got := d.machines["b/b-cp"].IP.String(); got != "172.31.252.10" || d.subnets["b"].String() != "172.31.252.0/24" {
+		t.Errorf("b's control plane at %s on network %s", got, d.subnets["b"])
+	}
+	if rec, err := p.record("b"); err != nil || rec.Nodes[1].IP != "172.31.252.11" {
+		t.Errorf("b's record does not hold the chosen addresses: %v %v", rec, err)
+	}
+
+	_, err := up("c", "172.31.250.128/25")
+	var se *StepError
+	if !errors.As(err, &se) || se.Step != (actions.Preflight{}).Name() || se.Made ||
+		!strings.Contains(err.Error(), "overlaps the node network of hwk cluster a (172.31.250.0/24)") {
+		t.Fatalf("up on a's subnet: %v", err)
+	}
+	if strings.Contains(err.Error(), "hwk down") || strings.Contains(err.Error(), " rm ") {
+		t.Errorf("the refusal advises removing another cluster: %v", err)
+	}
+	if d.networks["c"] || d.has("c") {
+		t.Error("a refused up made something")
+	}
+
+	if _, err := p.Down(context.Background(), "a"); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := up("e", "")
+	if e.Networking.NodeSubnet != "172.31.250.0/24" {
+		t.Errorf("after a's down, e is on %s; want a's old 172.31.250.0/24", e.Networking.NodeSubnet)
+	}
+	for _, n := range []string{"b", "e"} {
+		if _, err := p.Down(context.Background(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(p.Dirs.Data, "subnets")); !os.IsNotExist(err) {
+		t.Errorf("subnet reservations or their lock left after every down (%v)", err)
+	}
+	assertNoLocks(t, p)
 }

@@ -49,6 +49,10 @@ type UpOptions struct {
 // UpResult is what Up made, and how long it took.
 type UpResult struct {
 	Context string
+	// Subnet is the node network's subnet, chosen by up when the config
+	// named none (AutoSubnet).
+	Subnet     string
+	AutoSubnet bool
 	// APIReady and NodesReady are the times from the start of Up until
 	// the API server answered and until every node was Ready.
 	APIReady, NodesReady, Total time.Duration
@@ -125,6 +129,8 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 	}
 	return &UpResult{
 		Context:    kubeconfig.ContextName(cfg.Name),
+		Subnet:     cfg.Networking.NodeSubnet,
+		AutoSubnet: cfg.AutoNodeSubnet(),
 		APIReady:   c.APIReady,
 		NodesReady: c.NodesReady,
 		Total:      time.Since(c.Started),

@@ -69,6 +69,9 @@ and names the other ways to get the image.`,
 			}
 			fmt.Fprintf(s.Out, "Cluster %q is ready: API server after %s, all nodes Ready after %s (%s in all).\n",
 				cfg.Name, ui.FormatDuration(res.APIReady), ui.FormatDuration(res.NodesReady), ui.FormatDuration(res.Total))
+			if res.AutoSubnet {
+				fmt.Fprintf(s.Out, "  nodes on %s, the first free subnet (set networking.nodeSubnet to choose one)\n", res.Subnet)
+			}
 			fmt.Fprintf(s.Out, "  kubectl --context %s get nodes\n", res.Context)
 			if !cfg.HasWindows() {
 				fmt.Fprintf(s.Out, "It has no Windows worker: %s.\n", cluster.WindowsImageHelp)

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const helperEnv = "HWK_TEST_LOCK_HELPER"
@@ -238,5 +240,43 @@ func TestLockRemove(t *testing.T) {
 	}
 	if err := again.Remove(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestSubnetReservations(t *testing.T) {
+	s := NewStore(Dirs{Data: t.TempDir()})
+	l, err := s.LockSubnets(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LockSubnets(200 * time.Millisecond); err == nil {
+		t.Fatal("a second holder got the subnet lock")
+	}
+	a, b := netip.MustParsePrefix("172.31.250.0/24"), netip.MustParsePrefix("172.31.251.0/24")
+	if err := s.ReserveSubnet("a", a); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReserveSubnet("b", b); err != nil {
+		t.Fatal(err)
+	}
+	l.Release()
+	if err := s.ReleaseSubnet("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseSubnet("a"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Subnets()
+	if err != nil || len(got) != 1 || got["b"] != b {
+		t.Errorf("Subnets = %v, %v; want only b's", got, err)
+	}
+	if names, _ := s.List(); len(names) != 0 {
+		t.Errorf("reservations show up as clusters: %v", names)
+	}
+	if err := s.ReleaseSubnet("b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.subnetsDir()); !os.IsNotExist(err) {
+		t.Errorf("the last release left %s (%v)", s.subnetsDir(), err)
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // Defaults, from DESIGN.md: one NAT network per cluster with a fixed subnet,
@@ -92,6 +93,7 @@ func SetDefaults(c *Cluster, host Host) {
 	nw := &c.Networking
 	if nw.NodeSubnet == "" {
 		nw.NodeSubnet = DefaultNodeSubnet
+		c.autoSubnet = !slices.ContainsFunc(c.Nodes, func(n Node) bool { return n.IP != "" })
 	}
 	if nw.PodSubnet == "" {
 		nw.PodSubnet = DefaultPodSubnet
@@ -223,6 +225,41 @@ func addN(a netip.Addr, n int) netip.Addr {
 		a = a.Next()
 	}
 	return a
+}
+
+// AutoNodeSubnet reports whether the node subnet is hwk's to choose: the
+// config named neither networking.nodeSubnet nor any node's address.
+func (c *Cluster) AutoNodeSubnet() bool { return c.autoSubnet }
+
+// SetNodeSubnet puts a cluster whose subnet is hwk's to choose on p, with
+// its nodes' addresses in p as defaults give them (control plane .10).
+func (c *Cluster) SetNodeSubnet(p netip.Prefix) {
+	c.Networking.NodeSubnet = p.Masked().String()
+	for i := range c.Nodes {
+		c.Nodes[i].IP = ""
+	}
+	defaultNodeIPs(c)
+}
+
+// NodeSubnetRange is where hwk looks for a free node subnet, a /24 at a
+// time, when the config names none: DefaultNodeSubnet first, then upward,
+// then from the start of the range. It is the range hwk's Hyper-V NAT
+// covers, so every driver can use what is chosen.
+var NodeSubnetRange = netip.MustParsePrefix("172.31.0.0/16")
+
+// NodeSubnetCandidates are the /24s of NodeSubnetRange in the order hwk
+// tries them: 172.31.250.0/24 to 172.31.255.0/24, then 172.31.0.0/24 to
+// 172.31.249.0/24.
+func NodeSubnetCandidates() []netip.Prefix {
+	first := netip.MustParsePrefix(DefaultNodeSubnet).Addr().As4()[2]
+	out := make([]netip.Prefix, 0, 256)
+	base := NodeSubnetRange.Addr().As4()
+	for i := range 256 {
+		a := base
+		a[2] = byte((int(first) + i) % 256)
+		out = append(out, netip.PrefixFrom(netip.AddrFrom4(a), 24))
+	}
+	return out
 }
 
 // normalizeVersion adds the leading "v" Kubernetes versions carry, so

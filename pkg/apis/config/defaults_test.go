@@ -1,7 +1,9 @@
 package config
 
 import (
+	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -11,6 +13,9 @@ import (
 func stripPositions(c *Cluster) *Cluster {
 	out := *c
 	out.pos = nil
+	// Whether the subnet was defaulted is how the config was written, not
+	// what it says.
+	out.autoSubnet = false
 	out.Nodes = make([]Node, len(c.Nodes))
 	for i, n := range c.Nodes {
 		n.pos = nil
@@ -32,7 +37,8 @@ func TestDefaultCluster(t *testing.T) {
 				{Name: "hwk-cp", Role: ControlPlane, OS: Linux, Driver: driver, IP: "172.31.250.10", CPUs: 2, Memory: "4Gi", Disk: "20Gi"},
 				{Name: "hwk-win-1", Role: Worker, OS: Windows, Driver: driver, IP: "172.31.250.11", CPUs: 2, Memory: "6Gi", Disk: "64Gi", WindowsVersion: "2022"},
 			},
-			Calico: Calico{Version: "v3.31.0", VXLANVNI: 4096, VXLANPort: 4789},
+			Calico:     Calico{Version: "v3.31.0", VXLANVNI: 4096, VXLANPort: 4789},
+			autoSubnet: true,
 		}
 		if !reflect.DeepEqual(c, want) {
 			t.Errorf("%s host:\n got %+v\nwant %+v", host, c, want)
@@ -184,5 +190,52 @@ func TestHostDriversPerOS(t *testing.T) {
 	want := []string{DriverDocker, DriverLibvirt, DriverVirtualBox}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("drivers = %v, want %v", got, want)
+	}
+}
+
+// TestAutoNodeSubnet: the subnet is hwk's to choose only when the config
+// names neither a subnet nor an address; moving it moves every node.
+func TestAutoNodeSubnet(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		yaml string
+		auto bool
+	}{
+		{"nothing named", "kind: Cluster\n", true},
+		{"subnet named", "kind: Cluster\nnetworking: {nodeSubnet: 10.1.2.0/24}\n", false},
+		{"address named", "kind: Cluster\nnodes: [{role: control-plane, ip: 172.31.250.20}]\n", false},
+	} {
+		c, err := Decode([]byte("apiVersion: hwk.dev/v1alpha1\n" + tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		SetDefaults(c, Host{OS: "linux"})
+		if c.AutoNodeSubnet() != tc.auto {
+			t.Errorf("%s: AutoNodeSubnet = %v", tc.name, c.AutoNodeSubnet())
+		}
+	}
+	c, _ := Decode([]byte("apiVersion: hwk.dev/v1alpha1\nkind: Cluster\nnodes: [{role: control-plane}, {}, {}]\n"))
+	SetDefaults(c, Host{OS: "linux"})
+	c.SetNodeSubnet(netip.MustParsePrefix("172.31.252.0/24"))
+	var ips []string
+	for _, n := range c.Nodes {
+		ips = append(ips, n.IP)
+	}
+	if c.Networking.NodeSubnet != "172.31.252.0/24" || strings.Join(ips, " ") != "172.31.252.10 172.31.252.11 172.31.252.12" {
+		t.Errorf("moved to %s with nodes at %v", c.Networking.NodeSubnet, ips)
+	}
+	if err := Validate(c); err != nil {
+		t.Errorf("moved config is invalid: %v", err)
+	}
+
+	cands := NodeSubnetCandidates()
+	if len(cands) != 256 || cands[0].String() != DefaultNodeSubnet || cands[5].String() != "172.31.255.0/24" ||
+		cands[6].String() != "172.31.0.0/24" || cands[255].String() != "172.31.249.0/24" {
+		t.Errorf("candidates %v ... %v", cands[:7], cands[255])
+	}
+	for _, p := range cands {
+		if !NodeSubnetRange.Contains(p.Addr()) {
+			t.Errorf("candidate %s is outside %s", p, NodeSubnetRange)
+		}
 	}
 }

@@ -52,6 +52,9 @@ type Cluster struct {
 
 	// pos is the file line of each field path outside nodes (see Node.pos).
 	pos map[string]int
+	// autoSubnet is set by SetDefaults when the config named neither a
+	// node subnet nor a node address, so the subnet is hwk's to choose.
+	autoSubnet bool
 }
 
 // Networking holds the three address ranges of the cluster and the API

@@ -84,6 +84,11 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 	if err := c.planImages(ctx, cached); err != nil {
 		return err
 	}
+	// Last of the checks, as it reserves the subnet; node addresses are
+	// final from here on.
+	if err := c.chooseSubnet(ctx); err != nil {
+		return err
+	}
 
 	c.Boot, err = bootstrap.FromConfig(cfg, bootstrap.NewToken(), func(n config.Node) bool { return n.Driver == config.DriverDocker })
 	if err != nil {
