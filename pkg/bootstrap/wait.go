@@ -282,6 +282,13 @@ func eventTime(e corev1.Event) time.Time {
 // WaitNodesReady waits until every named node is registered and Ready. On
 // timeout it gives each missing node's Ready condition and last events.
 func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, names ...string) error {
+	return WaitNodesReadySince(ctx, cs, timeout, time.Time{}, names...)
+}
+
+// WaitNodesReadySince is WaitNodesReady for nodes that restarted at since:
+// a Ready condition the kubelet last posted before then is what the API
+// server remembers from before the restart, not news, and does not count.
+func WaitNodesReadySince(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, since time.Time, names ...string) error {
 	var notReady []string
 	return poll(ctx, timeout, "nodes "+strings.Join(names, ", "), func(ctx context.Context) (bool, string, error) {
 		notReady = notReady[:0]
@@ -296,6 +303,9 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, timeout time.D
 			if ok, why := NodeReady(node); !ok {
 				notReady = append(notReady, n)
 				missing = append(missing, fmt.Sprintf("%s: %s", n, why))
+			} else if hb := readyHeartbeat(node); hb.Before(since) {
+				notReady = append(notReady, n)
+				missing = append(missing, fmt.Sprintf("%s: Ready as of %s, before the restart; its kubelet has not reported since", n, hb.Format(time.TimeOnly)))
 			}
 		}
 		return len(missing) == 0, strings.Join(missing, "; "), nil
@@ -311,6 +321,17 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, timeout time.D
 		b.WriteString(explainPods(ctx, cs, []podSet{{"kube-system", labels.Everything()}}))
 		return strings.TrimRight(b.String(), "\n")
 	})
+}
+
+// readyHeartbeat is when the node's kubelet last posted its Ready
+// condition.
+func readyHeartbeat(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastHeartbeatTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // NodeReady reports a node's Ready condition and, when not ready, why.

@@ -37,6 +37,8 @@ type memDriver struct {
 	// of the driver's that hwk did not make.
 	subnets map[string]netip.Prefix
 	foreign []netip.Prefix
+	// calls are the Stop and Start calls, in order ("stop NAME").
+	calls []string
 }
 
 func newMem() *memDriver {
@@ -86,8 +88,14 @@ func (m *memDriver) Create(_ context.Context, s drivers.MachineSpec) error {
 	m.machines[s.Cluster+"/"+s.Name] = s
 	return nil
 }
-func (m *memDriver) Start(context.Context, drivers.Ref) error { return nil }
-func (m *memDriver) Stop(context.Context, drivers.Ref) error  { return nil }
+func (m *memDriver) Start(_ context.Context, r drivers.Ref) error { return m.call("start", r) }
+func (m *memDriver) Stop(_ context.Context, r drivers.Ref) error  { return m.call("stop", r) }
+func (m *memDriver) call(verb string, r drivers.Ref) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.calls = append(m.calls, verb+" "+r.Name)
+	return nil
+}
 func (m *memDriver) Delete(_ context.Context, r drivers.Ref) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -424,6 +432,43 @@ func TestSideBySideSubnets(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(p.Dirs.Data, "subnets")); !os.IsNotExist(err) {
 		t.Errorf("subnet reservations or their lock left after every down (%v)", err)
+	}
+	assertNoLocks(t, p)
+}
+
+// TestStopOrder: stop takes the workers down before the control plane and
+// deletes nothing; start of a cluster without a kubeconfig (its up never
+// got past kubeadm init) says so and starts nothing; both refuse a
+// cluster that does not exist.
+func TestStopOrder(t *testing.T) {
+	d := newMem()
+	p, _ := testProvider(t, d)
+	cfg := testConfig(t, "st", config.Node{Role: config.ControlPlane}, config.Node{}, config.Node{})
+	if _, err := p.Up(context.Background(), cfg, UpOptions{Timeouts: fastTimeouts}); err == nil {
+		t.Fatal("up on machines that never boot succeeded")
+	}
+	if err := p.Stop(context.Background(), "st"); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.calls) != 3 || d.calls[2] != "stop st-cp" || !strings.HasPrefix(d.calls[0], "stop st-linux-") {
+		t.Errorf("stop calls %v: the control plane must go last", d.calls)
+	}
+	if len(d.machines) != 3 || len(d.deleted) != 0 {
+		t.Errorf("stop deleted something: machines %v, deleted %v", d.machines, d.deleted)
+	}
+	d.calls = nil
+	if _, err := p.Start(context.Background(), "st", Timeouts{}); err == nil || !strings.Contains(err.Error(), "has no kubeconfig yet") || len(d.calls) != 0 {
+		t.Errorf("start without a kubeconfig: %v, calls %v", err, d.calls)
+	}
+	var nf *NotFoundError
+	if err := p.Stop(context.Background(), "nope"); !errors.As(err, &nf) {
+		t.Errorf("stop of a missing cluster: %v", err)
+	}
+	if _, err := p.Start(context.Background(), "nope", Timeouts{}); !errors.As(err, &nf) {
+		t.Errorf("start of a missing cluster: %v", err)
+	}
+	if _, err := p.Down(context.Background(), "st"); err != nil {
+		t.Fatal(err)
 	}
 	assertNoLocks(t, p)
 }

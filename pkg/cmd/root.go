@@ -88,6 +88,8 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 		newNodeImageCommand(g, s),
 		newUpCommand(g, s),
 		newDownCommand(g, s),
+		newStopCommand(g, s),
+		newStartCommand(g, s),
 		newStatusCommand(g, s),
 		newLoadImageCommand(g, s),
 	)

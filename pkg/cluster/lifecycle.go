@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/bootstrap"
+)
+
+// Stop shuts the cluster's machines down, workers first (at once), then
+// the control plane, so no worker outlives the API server it reports to.
+// Nothing is deleted: addresses, disks and certificates stay, and Start
+// brings the cluster back. Stopping a stopped cluster is not an error.
+func (p *Provider) Stop(ctx context.Context, name string) error {
+	unlock, err := p.lock(name)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := p.record(name)
+	if err != nil {
+		return err
+	}
+	workers, cp := split(rec)
+	if err := p.stepOf(name, "Stopping the workers", func() error {
+		return p.eachNode(ctx, rec, workers, func(d drivers.Driver, r drivers.Ref) error { return d.Stop(ctx, r) })
+	}); err != nil {
+		return err
+	}
+	return p.stepOf(name, "Stopping the control plane", func() error {
+		return p.eachNode(ctx, rec, cp, func(d drivers.Driver, r drivers.Ref) error { return d.Stop(ctx, r) })
+	})
+}
+
+// StartResult is how long Start took to each milestone.
+type StartResult struct {
+	APIReady, NodesReady time.Duration
+}
+
+// Start boots a stopped cluster: the control plane first, then (once the
+// API server answers) the workers, and waits until every node's kubelet
+// has reported Ready since the start and the system workloads are Ready.
+// Starting a running cluster only waits.
+func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartResult, error) {
+	unlock, err := p.lock(name)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	rec, err := p.record(name)
+	if err != nil {
+		return nil, err
+	}
+	t = withDefaults(t)
+	cs, err := p.client(name)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	res := &StartResult{}
+	workers, cp := split(rec)
+	start := func(d drivers.Driver, r drivers.Ref) error { return d.Start(ctx, r) }
+	if err := p.stepOf(name, "Starting the control plane", func() error {
+		if err := p.eachNode(ctx, rec, cp, start); err != nil {
+			return err
+		}
+		if err := bootstrap.WaitAPIServer(ctx, cs, t.APIServer); err != nil {
+			return err
+		}
+		res.APIReady = time.Since(began)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if len(workers) > 0 {
+		if err := p.stepOf(name, "Starting the workers", func() error { return p.eachNode(ctx, rec, workers, start) }); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, len(rec.Nodes))
+	for i, n := range rec.Nodes {
+		names[i] = n.Name
+	}
+	if err := p.stepOf(name, "Waiting for nodes and system pods to be Ready", func() error {
+		// A second of slack for a node whose clock is a little behind.
+		err := bootstrap.WaitNodesReadySince(ctx, cs, t.NodesReady, began.Add(-time.Second), names...)
+		if err == nil {
+			res.NodesReady = time.Since(began)
+			err = bootstrap.WaitWorkloads(ctx, cs, t.Pods, bootstrap.SystemWorkloads(rec.HasWindows())...)
+		}
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w\n  the machines are running; `hwk status --name %s` shows what is not Ready", err, name)
+		}
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// split parts the record's nodes into workers and the control plane.
+func split(rec *config.Cluster) (workers, cp []config.Node) {
+	for _, n := range rec.Nodes {
+		if n.Role == config.ControlPlane {
+			cp = append(cp, n)
+		} else {
+			workers = append(workers, n)
+		}
+	}
+	return workers, cp
+}
+
+// eachNode runs fn on every node at once, each with its driver, and joins
+// the errors.
+func (p *Provider) eachNode(ctx context.Context, rec *config.Cluster, nodes []config.Node, fn func(drivers.Driver, drivers.Ref) error) error {
+	ds := map[string]drivers.Driver{}
+	for _, n := range nodes {
+		if _, ok := ds[n.Driver]; ok {
+			continue
+		}
+		d, err := p.Registry.Get(n.Driver)
+		if err != nil {
+			return err
+		}
+		if _, err := d.Preflight(ctx); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		ds[n.Driver] = d
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := drivers.Ref{Cluster: rec.Name, Name: n.Name}
+			m, err := ds[n.Driver].Inspect(ctx, r)
+			if err == nil && m.State == drivers.StateMissing {
+				err = fmt.Errorf("its machine is gone\n  fix: `hwk down --name %s`, then up again", rec.Name)
+			}
+			if err == nil {
+				err = fn(ds[n.Driver], r)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("node %s: %w", n.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(slices.DeleteFunc(errs, func(e error) bool { return e == nil })...)
+}
+
+// stepOf runs one step of stop or start; a failure is a *StepError, whose
+// details the step line has shown.
+func (p *Provider) stepOf(cluster, step string, fn func() error) error {
+	if err := p.step(step, fn); err != nil {
+		return &StepError{Step: step, Cluster: cluster, Err: err, Interrupted: errors.Is(err, context.Canceled)}
+	}
+	return nil
+}
