@@ -421,9 +421,17 @@ func TestSideBySideSubnets(t *testing.T) {
 	if _, err := p.Down(context.Background(), "a"); err != nil {
 		t.Fatal(err)
 	}
+	// What an up killed before it made anything leaves: a reservation,
+	// no directory, nobody holding the lock. It holds nothing back.
+	if err := p.store().ReserveSubnet("ghost", netip.MustParsePrefix("172.31.250.0/24")); err != nil {
+		t.Fatal(err)
+	}
 	e, _ := up("e", "")
 	if e.Networking.NodeSubnet != "172.31.250.0/24" {
 		t.Errorf("after a's down, e is on %s; want a's old 172.31.250.0/24", e.Networking.NodeSubnet)
+	}
+	if res, _ := p.store().Subnets(); res["ghost"].IsValid() {
+		t.Errorf("the stale reservation is still there: %v", res)
 	}
 	for _, n := range []string{"b", "e"} {
 		if _, err := p.Down(context.Background(), n); err != nil {

@@ -51,10 +51,9 @@ func (s *Store) ReleaseSubnet(name string) error {
 	if err != nil {
 		return err
 	}
-	err = os.Remove(filepath.Join(s.subnetsDir(), name))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := s.DropReservation(name); err != nil {
 		l.Release()
-		return fmt.Errorf("release the subnet of cluster %s: %w", name, err)
+		return err
 	}
 	if left, err := s.Subnets(); err == nil && len(left) == 0 {
 		err := l.Remove()
@@ -62,6 +61,16 @@ func (s *Store) ReleaseSubnet(name string) error {
 		return err
 	}
 	return l.Release()
+}
+
+// DropReservation removes cluster name's reservation; the caller holds the
+// LockSubnets lock.
+func (s *Store) DropReservation(name string) error {
+	err := os.Remove(filepath.Join(s.subnetsDir(), name))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("release the subnet of cluster %s: %w", name, err)
+	}
+	return nil
 }
 
 // Subnets are the reserved subnets by cluster.

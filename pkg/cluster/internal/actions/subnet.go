@@ -71,6 +71,22 @@ func (c *Context) otherSubnets() (map[string]netip.Prefix, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A reservation without a cluster directory is an up in progress, if
+	// that up still holds the cluster's lock; else what a killed up left,
+	// which holds nothing back.
+	for n := range out {
+		if slices.Contains(names, n) || n == c.Config.Name {
+			continue
+		}
+		if l, err := c.Store.Lock(n); err == nil {
+			delete(out, n)
+			err := c.Store.DropReservation(n)
+			l.Remove()
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, n := range names {
 		if _, ok := out[n]; ok {
 			continue
