@@ -126,7 +126,8 @@ func leftovers(t *testing.T, cluster string) []string {
 
 // assertGone checks that nothing of the cluster is left: no container,
 // network or volume, no kubeconfig context, no cluster directory, and
-// that the user's own context is untouched.
+// that the user's own context is untouched; no lock file or subnet
+// reservation either.
 func (e *env) assertGone(cluster string) {
 	e.t.Helper()
 	if l := leftovers(e.t, cluster); len(l) > 0 {
@@ -144,6 +145,11 @@ func (e *env) assertGone(cluster string) {
 	}
 	if _, err := os.Stat(filepath.Join(e.home, "data", "clusters", cluster)); !os.IsNotExist(err) {
 		e.t.Errorf("cluster directory of %s is still there (%v)", cluster, err)
+	}
+	for _, f := range []string{filepath.Join("locks", cluster+".lock"), filepath.Join("subnets", cluster)} {
+		if _, err := os.Stat(filepath.Join(e.home, "data", f)); !os.IsNotExist(err) {
+			e.t.Errorf("%s of %s is still there (%v)", f, cluster, err)
+		}
 	}
 }
 

@@ -134,6 +134,11 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 		t.Errorf("console log %s (%v) does not show hwk-seed's DHCP line; last lines:\n%s", d.ConsoleLog(ref), err, node.LastLines(string(log), 15))
 	}
 
+	hostKey, err := h.Output(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// Stop asks the guest to shut down; start boots it again.
 	start = time.Now()
 	if err := d.Stop(ctx, ref); err != nil {
@@ -155,6 +160,19 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 	if name, err := h.Output(ctx, "hostname"); err != nil || strings.TrimSpace(name) != "boot-cp" {
 		t.Errorf("after restart: hostname %q (%v)", name, err)
 	}
+	// The same address and the same host key: the handle that answered
+	// checks the key pinned at the first boot, and the key on disk is
+	// the one read before the stop.
+	if m, err := d.Inspect(ctx, ref); err != nil || m.IP != spec.IP {
+		t.Errorf("after restart: inspect %+v (%v), want %s", m, err, spec.IP)
+	}
+	if addr, _ := h.Output(ctx, "ip", "-4", "-o", "addr", "show", "scope", "global"); !strings.Contains(addr, "172.31.248.10/24") {
+		t.Errorf("after restart the node's addresses: %s", addr)
+	}
+	if again, err := h.Output(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub"); err != nil || again != hostKey {
+		t.Errorf("after restart the host key is %q (%v), before %q", again, err, hostKey)
+	}
+	checkPinned(t, d, ref, spec.IP)
 
 	// Delete, twice: nothing of the node or its cluster is left.
 	for range 2 {

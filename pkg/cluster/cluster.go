@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"log/slog"
+	"net/netip"
 
 	"github.com/hwk-dev/hwk/pkg/imagedist"
 	"github.com/moby/moby/client"
@@ -34,6 +35,9 @@ type Provider struct {
 	// newClient makes the API server's client in up (nil: client-go's);
 	// tests give an in-memory cluster.
 	newClient func(*rest.Config) (kubernetes.Interface, error)
+	// hostInterface finds host interfaces over a subnet (nil: the real
+	// host's); tests give a host whose networks they know.
+	hostInterface func(netip.Prefix) string
 }
 
 func (p *Provider) store() *state.Store { return state.NewStore(p.Dirs) }

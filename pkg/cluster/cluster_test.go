@@ -153,6 +153,8 @@ func testProvider(t *testing.T, d drivers.Driver) (*Provider, string) {
 		t.Fatal(err)
 	}
 	return &Provider{
+		// A host with no interface on hwk's range, whatever this one has.
+		hostInterface:   func(netip.Prefix) string { return "" },
 		Registry:        drivers.NewRegistry(d),
 		Dirs:            state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")},
 		KubeconfigPaths: kubeconfig.Paths{Explicit: kc},
@@ -195,6 +197,22 @@ func TestHalfMadeClusterGoesDown(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(p.store().ClusterDir("half"), "bootstrap-token")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("bootstrap token file: %v %v", st, err)
 	}
+
+	// Up again says it is half-made and offers --recreate, which deletes
+	// it (control plane last) and makes it again.
+	_, err = p.Up(context.Background(), cfg, UpOptions{Timeouts: fastTimeouts})
+	var ee *actions.ExistsError
+	if !errors.As(err, &ee) || !ee.HalfMade || !strings.Contains(err.Error(), "--recreate") || !strings.Contains(err.Error(), "hwk down --name half") {
+		t.Fatalf("up over a half-made cluster: %v", err)
+	}
+	_, err = p.Up(context.Background(), cfg, UpOptions{Timeouts: fastTimeouts, Recreate: true})
+	if !errors.As(err, &se) || se.Step != (actions.Nodes{}).Name() {
+		t.Fatalf("up --recreate: %v, want it to get as far as the first up", err)
+	}
+	if len(d.deleted) != 3 || d.deleted[2] != "half-cp" || len(d.machines) != 3 {
+		t.Errorf("--recreate deleted %v and left %d machines", d.deleted, len(d.machines))
+	}
+	d.deleted = nil
 
 	found, err := p.Down(context.Background(), "half")
 	if err != nil || !found {

@@ -77,7 +77,8 @@ func TestHyperVUpDown(t *testing.T) {
 		s := hyperv.NewSession(io.Discard)
 		defer s.Close()
 		d := hyperv.New(hyperv.Options{Dirs: dirs, Runner: s, Handle: nodes.handle})
-		p := &Provider{Registry: drivers.NewRegistry(d), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg)}
+		p := &Provider{Registry: drivers.NewRegistry(d), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
+			hostInterface: func(netip.Prefix) string { return "" }}
 		if err := fn(p); err != nil {
 			t.Fatalf("%v\nscripts sent:\n%s", err, ps.Scripts())
 		}

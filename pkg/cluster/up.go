@@ -44,6 +44,9 @@ type UpOptions struct {
 	Timeouts Timeouts
 	// Pull says when node images are pulled ("" is PullMissing).
 	Pull PullPolicy
+	// Recreate deletes the cluster first (as Down does) when anything of
+	// it exists: a half-made one, leftovers, or a working one.
+	Recreate bool
 }
 
 // UpResult is what Up made, and how long it took.
@@ -79,6 +82,15 @@ func steps() []actions.Action {
 // lock throughout. When a step fails the cluster is left as it is, for
 // inspection, and the error (a *StepError) says how to remove it.
 func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) (*UpResult, error) {
+	if opts.Recreate {
+		name := fmt.Sprintf("Deleting what there is of cluster %q", cfg.Name)
+		if err := p.step(name, func() error {
+			_, err := p.Down(ctx, cfg.Name)
+			return err
+		}); err != nil {
+			return nil, &StepError{Step: name, Cluster: cfg.Name, Err: err, Interrupted: ctx.Err() != nil}
+		}
+	}
 	unlock, err := p.lock(cfg.Name)
 	if err != nil {
 		return nil, err
@@ -100,6 +112,7 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 		Docker:            p.Docker,
 		Status:            p.Progress,
 		NewClient:         p.newClient,
+		HostInterface:     p.hostInterface,
 	}
 	if c.Pull == "" {
 		c.Pull = PullMissing

@@ -19,6 +19,7 @@ func newUpCommand(g *globals, s Streams) *cobra.Command {
 		noSwitch  bool
 		nodesWait time.Duration
 		pull      string
+		recreate  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--config FILE] [flags]",
@@ -31,7 +32,8 @@ kubectl can use at once. Each step prints its time.
 The cluster comes from the config the way 'hwk config validate' shows it:
 the file, then the flags, then defaults (one Linux control plane and one
 Windows worker). A step that fails names itself and what went wrong, and
-leaves the cluster for inspection; 'hwk down' removes it.
+leaves the cluster for inspection; 'hwk down' removes it, or 'hwk up
+--recreate' removes it and makes it again.
 
 A Linux node image the cache lacks is pulled: the one this hwk build pins
 for the Kubernetes version, by digest (from images.registry when the config
@@ -56,6 +58,7 @@ and names the other ways to get the image.`,
 				SetCurrentContext: !noSwitch,
 				Timeouts:          cluster.Timeouts{NodesReady: nodesWait},
 				Pull:              cluster.PullPolicy(pull),
+				Recreate:          recreate,
 			})
 			var step *cluster.StepError
 			if errors.As(err, &step) && !g.quiet {
@@ -84,6 +87,7 @@ and names the other ways to get the image.`,
 	cmd.Flags().BoolVar(&noSwitch, "no-switch-context", false, "add the context but leave kubectl's current context as it is")
 	cmd.Flags().StringVar(&pull, "pull", string(cluster.PullMissing), "when to pull node images: missing (when the cache has none), always (ask the registry every time), never (use the cache only)")
 	_ = cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions([]string{"missing", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().BoolVar(&recreate, "recreate", false, "delete the cluster first if anything of it exists (a half-made one after a failed or killed up, or a working one), then make it")
 	cmd.Flags().DurationVar(&nodesWait, "wait", 0, "how long to wait for every node to be Ready (default "+cluster.DefaultTimeouts.NodesReady.String()+")")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"time"
@@ -76,6 +77,10 @@ type Context struct {
 	// NewClient makes the client of the API server once kubeadm init is
 	// done; nil is client-go's (kubernetes.NewForConfig).
 	NewClient func(*rest.Config) (kubernetes.Interface, error)
+	// HostInterface describes a host interface with an address in a
+	// subnet, or ""; nil is drivers.OverlappingInterface (tests give a
+	// host of their own).
+	HostInterface func(netip.Prefix) string
 
 	// Dir is the cluster's directory (set by the record Network writes
 	// first).

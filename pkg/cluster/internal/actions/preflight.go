@@ -43,7 +43,8 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 	if exists {
-		return &ExistsError{Cluster: cfg.Name}
+		_, err := os.Stat(filepath.Join(c.Store.ClusterDir(cfg.Name), clusterdir.KubeconfigFile))
+		return &ExistsError{Cluster: cfg.Name, HalfMade: err != nil}
 	}
 
 	c.Drivers = map[string]drivers.Driver{}
@@ -127,13 +128,20 @@ type ExistsError struct {
 	// Leftover names a machine of the cluster found without a cluster
 	// directory (what a crashed hwk leaves).
 	Leftover string
+	// HalfMade is a cluster whose up stopped before it wrote the
+	// kubeconfig (it failed, or was interrupted or killed).
+	HalfMade bool
 }
 
 func (e *ExistsError) Error() string {
-	if e.Leftover != "" {
-		return fmt.Sprintf("cluster %s has a leftover %s\n  fix: remove it with `hwk down --name %s`, then run up again", e.Cluster, e.Leftover, e.Cluster)
+	again := "run the same `hwk up` with --recreate to remove it and make it again in one go"
+	switch {
+	case e.Leftover != "":
+		return fmt.Sprintf("cluster %s has a leftover %s\n  fix: %s, or remove it with `hwk down --name %s`", e.Cluster, e.Leftover, again, e.Cluster)
+	case e.HalfMade:
+		return fmt.Sprintf("cluster %s is half-made: an earlier up did not finish\n  fix: %s, or remove it with `hwk down --name %s`", e.Cluster, again, e.Cluster)
 	}
-	return fmt.Sprintf("cluster %s already exists\n  fix: use it (`kubectl --context hwk-%s get nodes`), delete it with `hwk down --name %s`, or pick another name with --name", e.Cluster, e.Cluster, e.Cluster)
+	return fmt.Sprintf("cluster %s already exists\n  fix: use it (`kubectl --context hwk-%s get nodes`), delete it with `hwk down --name %s`, pick another name with --name, or make it again with --recreate", e.Cluster, e.Cluster, e.Cluster)
 }
 
 // NoWindowsImageError is a cluster with Windows nodes and no Windows node

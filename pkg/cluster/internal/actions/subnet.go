@@ -118,7 +118,11 @@ func (c *Context) checkSubnet(ctx context.Context, p netip.Prefix, others map[st
 		}
 	}
 	if hostInterfaces {
-		if by := drivers.OverlappingInterface(p); by != "" {
+		overlapping := c.HostInterface
+		if overlapping == nil {
+			overlapping = drivers.OverlappingInterface
+		}
+		if by := overlapping(p); by != "" {
 			return &drivers.SubnetInUseError{Subnet: p, By: by}
 		}
 	}
