@@ -65,6 +65,37 @@ func TestSurvivesRestarts(t *testing.T) {
 	ips := nodeIPs(t, cp, worker)
 	cert := apiServerCert(t, cp)
 
+	t.Run("exec and ssh", func(t *testing.T) {
+		run := func(stdin string, args ...string) (string, int) {
+			c := e.cmd(args...)
+			c.Stdin = strings.NewReader(stdin)
+			out, err := c.CombinedOutput()
+			t.Logf("hwk %s: %v\n%s", strings.Join(args, " "), err, out)
+			if ee, ok := err.(*exec.ExitError); ok {
+				return string(out), ee.ExitCode()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(out), 0
+		}
+		if out, code := run("", "exec", cp, "--name", name, "--", "hostname"); code != 0 || strings.TrimSpace(out) != cp {
+			t.Errorf("exec hostname: %q, exit %d", out, code)
+		}
+		if _, code := run("", "exec", cp, "--name", name, "--", "sh", "-c", "exit 3"); code != 3 {
+			t.Errorf("exec of a command that exits 3: exit %d", code)
+		}
+		if out, code := run("piped in\n", "exec", worker, "--name", name, "--", "cat"); code != 0 || out != "piped in\n" {
+			t.Errorf("exec cat with stdin: %q, exit %d", out, code)
+		}
+		if out, code := run("echo via-ssh $(hostname); exit 4\n", "ssh", worker, "--name", name); code != 4 || !strings.Contains(out, "via-ssh "+worker) {
+			t.Errorf("ssh with commands on stdin: %q, exit %d", out, code)
+		}
+		if out, code := run("", "exec", "nope", "--name", name, "--", "true"); code != 1 || !strings.Contains(out, "its nodes are "+cp+", "+worker) {
+			t.Errorf("exec on a node that is not there: %q, exit %d", out, code)
+		}
+	})
+
 	t.Run("engine restart", func(t *testing.T) {
 		back := restartDockerEngine(t)
 		ready := waitBack(t, cs, back, cp, worker)
@@ -301,8 +332,18 @@ func reachable(t *testing.T, e *env, name string) {
 // volume, network, kubeconfig entry, cluster directory, lock file or
 // subnet reservation.
 func TestKilledUp(t *testing.T) {
-	for _, step := range []string{"• Creating the node network", "• Creating nodes", "• Starting the control plane"} {
-		t.Run(strings.Fields(step)[2], func(t *testing.T) {
+	for _, tc := range []struct {
+		name, step string
+		// after is how long after the step begins the kill comes: the
+		// network takes well under a second, so that kill is at once.
+		after time.Duration
+	}{
+		{"network", "• Creating the node network", 0},
+		{"nodes", "• Creating nodes", 300 * time.Millisecond},
+		{"kubeadm", "• Starting the control plane", 3 * time.Second},
+	} {
+		step := tc.step
+		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			name := "e2e-kill"
 			c := e.cmd("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker")
@@ -317,12 +358,16 @@ func TestKilledUp(t *testing.T) {
 				_ = c.Process.Kill()
 				t.Fatalf("up never reached %q:\n%s", step, stderr.String())
 			}
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(tc.after)
 			if err := c.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
 			_ = c.Wait()
 			t.Logf("killed up:\n%s", stderr.String())
+			// The kill came during the step: its line never got its ✓.
+			if done := "✓ " + strings.TrimPrefix(step, "• "); strings.Contains(stderr.String(), done) {
+				t.Logf("note: %q had finished when the kill came", done)
+			}
 			if _, _, err := e.hwk("down", "--name", name); err != nil {
 				t.Fatalf("down after a killed up: %v", err)
 			}

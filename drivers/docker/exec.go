@@ -20,20 +20,33 @@ type execTransport struct {
 
 // Run implements node.Transport.
 func (t *execTransport) Run(ctx context.Context, cmd node.Cmd) error {
-	ex, err := t.c.ExecCreate(ctx, t.id, client.ExecCreateOptions{
+	opts := client.ExecCreateOptions{
 		Cmd:          cmd.Args,
 		AttachStdin:  cmd.Stdin != nil,
 		AttachStdout: true,
 		AttachStderr: true,
-	})
+	}
+	if cmd.TTY != nil {
+		opts.TTY = true
+		opts.ConsoleSize = client.ConsoleSize{Height: uint(cmd.TTY.Rows), Width: uint(cmd.TTY.Cols)}
+		// Terminal programs look for TERM; docker exec sets none.
+		opts.Env = []string{"TERM=xterm-256color"}
+	}
+	ex, err := t.c.ExecCreate(ctx, t.id, opts)
 	if err != nil {
 		return t.d.wrap(t.c, fmt.Errorf("docker exec: %w", err))
 	}
-	att, err := t.c.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	att, err := t.c.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{TTY: opts.TTY, ConsoleSize: opts.ConsoleSize})
 	if err != nil {
 		return t.d.wrap(t.c, fmt.Errorf("docker exec: attach: %w", err))
 	}
 	defer att.Close()
+	if cmd.TTY != nil {
+		// Engines before API 1.42 ignore the size given at create; set it
+		// now, as docker exec -t does. A failure leaves a terminal of the
+		// engine's default size, which is no reason to fail the command.
+		_, _ = t.c.ExecResize(ctx, ex.ID, client.ExecResizeOptions{Height: opts.ConsoleSize.Height, Width: opts.ConsoleSize.Width})
+	}
 
 	if cmd.Stdin != nil {
 		go func() {
@@ -48,7 +61,13 @@ func (t *execTransport) Run(ctx context.Context, cmd node.Cmd) error {
 	}
 	out := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(cmd.Stdout, cmd.Stderr, att.Reader)
+		var err error
+		if cmd.TTY != nil {
+			// A terminal is one raw stream, not docker's multiplexed one.
+			_, err = io.Copy(cmd.Stdout, att.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(cmd.Stdout, cmd.Stderr, att.Reader)
+		}
 		out <- err
 	}()
 	select {

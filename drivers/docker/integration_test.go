@@ -177,6 +177,17 @@ func TestTwoNodeCluster(t *testing.T) {
 
 	// Output, stderr and exit status come back apart.
 	var stdout, stderr bytes.Buffer
+	// With TTY the command gets a terminal of that size (set just after
+	// the start on engines before API 1.42, hence the short wait); without,
+	// none.
+	var tty bytes.Buffer
+	must(t, n.Run(ctx, node.Cmd{Args: []string{"sh", "-c", "tty; for i in 1 2 3 4 5 6 7 8 9 10; do stty -a | grep -q 'rows 33' && break; sleep 0.2; done; stty -a | head -1"}, Stdout: &tty, TTY: &node.TermSize{Rows: 33, Cols: 101}}))
+	if !strings.Contains(tty.String(), "/dev/pts/") || !strings.Contains(tty.String(), "rows 33; columns 101") {
+		t.Errorf("with a TTY: %q", tty.String())
+	}
+	if out, _ := n.Output(ctx, "sh", "-c", "tty || true"); !strings.Contains(out, "not a tty") {
+		t.Errorf("without a TTY: %q", out)
+	}
 	err := n.Run(ctx, node.Cmd{Args: []string{"sh", "-c", "echo out; echo err >&2; exit 3"}, Stdout: &stdout, Stderr: &stderr})
 	var ee *node.ExitError
 	if !errors.As(err, &ee) || ee.Code != 3 || ee.Node != cp.Name || strings.TrimSpace(ee.Stderr) != "err" {

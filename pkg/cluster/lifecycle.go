@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // Stop shuts the cluster's machines down, workers first (at once), then
@@ -163,4 +165,44 @@ func (p *Provider) stepOf(cluster, step string, fn func() error) error {
 		return &StepError{Step: step, Cluster: cluster, Err: err, Interrupted: errors.Is(err, context.Canceled)}
 	}
 	return nil
+}
+
+// Node is a handle for running commands on one of the cluster's nodes,
+// and the node as the cluster's record has it. The machine must be
+// running.
+func (p *Provider) Node(ctx context.Context, cluster, name string) (*node.Node, config.Node, error) {
+	rec, err := p.record(cluster)
+	if err != nil {
+		return nil, config.Node{}, err
+	}
+	i := slices.IndexFunc(rec.Nodes, func(n config.Node) bool { return n.Name == name })
+	if i < 0 {
+		names := make([]string, len(rec.Nodes))
+		for j, n := range rec.Nodes {
+			names[j] = n.Name
+		}
+		return nil, config.Node{}, fmt.Errorf("cluster %s has no node %s; its nodes are %s", cluster, name, strings.Join(names, ", "))
+	}
+	n := rec.Nodes[i]
+	d, err := p.Registry.Get(n.Driver)
+	if err != nil {
+		return nil, n, err
+	}
+	ref := drivers.Ref{Cluster: cluster, Name: name}
+	m, err := d.Inspect(ctx, ref)
+	if err != nil {
+		return nil, n, fmt.Errorf("node %s: %w", name, err)
+	}
+	switch m.State {
+	case drivers.StateRunning:
+	case drivers.StateMissing:
+		return nil, n, fmt.Errorf("node %s has no machine (its up did not get that far, or it was deleted)\n  fix: `hwk up --recreate --name %s`", name, cluster)
+	default:
+		return nil, n, fmt.Errorf("node %s is %s\n  fix: `hwk start --name %s`", name, m.State, cluster)
+	}
+	h, err := d.Node(ctx, ref)
+	if err != nil {
+		return nil, n, fmt.Errorf("node %s: %w", name, err)
+	}
+	return h, n, nil
 }

@@ -90,6 +90,8 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 		newDownCommand(g, s),
 		newStopCommand(g, s),
 		newStartCommand(g, s),
+		newExecCommand(g, s),
+		newSSHCommand(g, s),
 		newStatusCommand(g, s),
 		newLoadImageCommand(g, s),
 	)
@@ -109,6 +111,10 @@ func Main(args []string, s Streams) int {
 	root := NewRootCommand(s)
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
+		var status *exitStatus
+		if errors.As(err, &status) {
+			return status.code
+		}
 		printError(s.ErrOut, err)
 		return 1
 	}

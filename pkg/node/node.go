@@ -53,6 +53,15 @@ type Cmd struct {
 	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
+	// TTY runs the command on a terminal of that size, for a person at
+	// one (hwk ssh, hwk exec): its output and errors then arrive mixed,
+	// on Stdout.
+	TTY *TermSize
+}
+
+// TermSize is a terminal's size in characters.
+type TermSize struct {
+	Rows, Cols uint16
 }
 
 // Transport runs argv on a machine and reports how it ended. A command that

@@ -110,6 +110,12 @@ func (s *SSH) Run(ctx context.Context, cmd Cmd) error {
 			in.Close()
 		}()
 	}
+	if cmd.TTY != nil {
+		modes := ssh.TerminalModes{ssh.ECHO: 1, ssh.TTY_OP_ISPEED: 38400, ssh.TTY_OP_OSPEED: 38400}
+		if err := sess.RequestPty("xterm-256color", int(cmd.TTY.Rows), int(cmd.TTY.Cols), modes); err != nil {
+			return fmt.Errorf("ssh %s: request a terminal: %w", s.cfg.Addr, err)
+		}
+	}
 	if err := sess.Start(Quote(s.cfg.Shell, cmd.Args...)); err != nil {
 		return fmt.Errorf("ssh %s: start: %w", s.cfg.Addr, err)
 	}

@@ -151,6 +151,17 @@ func TestSSHAgainstOpenSSH(t *testing.T) {
 		}
 	}
 
+	// With TTY the command gets a terminal of that size (hwk ssh, hwk
+	// exec at a terminal); without, none.
+	var tty bytes.Buffer
+	must(t, n.Run(ctx, Cmd{Args: []string{"sh", "-c", "tty; stty size"}, Stdout: &tty, TTY: &TermSize{Rows: 33, Cols: 101}}))
+	if !strings.Contains(tty.String(), "/dev/pts/") || !strings.Contains(tty.String(), "33 101") {
+		t.Errorf("with a TTY: %q", tty.String())
+	}
+	if out, _ := n.Output(ctx, "sh", "-c", "tty || true"); !strings.Contains(out, "not a tty") {
+		t.Errorf("without a TTY: %q", out)
+	}
+
 	// A cancelled context ends a command that would run forever.
 	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
