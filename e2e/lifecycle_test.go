@@ -12,7 +12,9 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/logs"
 )
 
 // TestSurvivesRestarts: a two-node cluster comes back by itself after the
@@ -158,6 +161,64 @@ func TestSurvivesRestarts(t *testing.T) {
 		}
 		waitBack(t, cs, began, cp, worker)
 	})
+
+	t.Run("export logs", func(t *testing.T) {
+		dir := t.TempDir()
+		files := exportLogs(t, e, name, dir)
+		for _, n := range []string{cp, worker} {
+			for _, it := range logs.LinuxItems {
+				if !slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, "/nodes/"+n+"/"+it.File) }) {
+					t.Errorf("the archive has no %s of %s", it.File, n)
+				}
+			}
+			if !slices.ContainsFunc(files, func(f string) bool {
+				return strings.Contains(f, "/nodes/"+n+"/pods/kube-system_calico-node-") && strings.HasSuffix(f, ".log")
+			}) {
+				t.Errorf("the archive has no calico-node container log of %s", n)
+			}
+		}
+		for _, f := range []string{"cluster/nodes.yaml", "cluster/pods.yaml", "cluster/events.yaml", "hwk/cluster.yaml", "summary.txt"} {
+			if !slices.ContainsFunc(files, func(g string) bool { return strings.HasSuffix(g, "/"+f) }) {
+				t.Errorf("the archive has no %s", f)
+			}
+		}
+		// A node that does not answer is recorded; the rest is still
+		// collected.
+		docker(t, nil, "stop", worker)
+		defer docker(t, nil, "start", worker)
+		files = exportLogs(t, e, name, t.TempDir())
+		if !slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, "/nodes/"+cp+"/kubelet.journal.log") }) ||
+			slices.ContainsFunc(files, func(f string) bool { return strings.Contains(f, "/nodes/"+worker+"/") }) {
+			t.Errorf("with %s stopped the archive holds %v", worker, files)
+		}
+	})
+}
+
+// exportLogs runs hwk export logs into dir and lists the archive it
+// names; it logs summary.txt.
+func exportLogs(t *testing.T, e *env, name, dir string) []string {
+	t.Helper()
+	out, _, err := e.hwk("export", "logs", dir, "--name", name)
+	if err != nil {
+		t.Fatalf("export logs: %v", err)
+	}
+	file := strings.TrimSpace(out)
+	if filepath.Dir(file) != dir || !strings.HasSuffix(file, ".tar.gz") {
+		t.Fatalf("export logs printed %q, not an archive in %s", file, dir)
+	}
+	list := strings.Fields(string(mustOutput(t, "tar", "tzf", file)))
+	summary := mustOutput(t, "tar", "xzOf", file, strings.TrimSuffix(filepath.Base(file), ".tar.gz")+"/summary.txt")
+	t.Logf("%s: %d files; summary.txt:\n%s", file, len(list), summary)
+	return list
+}
+
+func mustOutput(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return out
 }
 
 // nodeIPs are the nodes' addresses on the cluster network, as the engine

@@ -54,22 +54,23 @@ func TestGrammar(t *testing.T) {
 // alias or function of the same name (a profile's, or a module's), so
 // every call names its module.
 var modules = map[string][]string{
-	"Microsoft.PowerShell.Core":       {"ForEach-Object", "Where-Object", "Out-Null", "Get-Module", "Import-Module", "Get-Command", "Wait-Job", "Stop-Job", "Remove-Job"},
-	"Microsoft.PowerShell.Utility":    {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String"},
-	"Microsoft.PowerShell.Management": {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
-	"Microsoft.PowerShell.Host":       {"Start-Transcript", "Stop-Transcript"},
-	"CimCmdlets":                      {"Get-CimInstance", "Invoke-CimMethod"},
-	"Hyper-V":                         {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
-	"NetNat":                          {"Get-NetNat", "New-NetNat", "Remove-NetNat"},
-	"NetTCPIP":                        {"Get-NetIPAddress", "New-NetIPAddress", "Remove-NetIPAddress", "Get-NetRoute", "Remove-NetRoute", "Set-NetIPInterface"},
-	"DnsClient":                       {"Get-DnsClientServerAddress", "Set-DnsClientServerAddress"},
-	"NetAdapter":                      {"Get-NetAdapter"},
-	"NetSecurity":                     {"New-NetFirewallRule", "Get-NetFirewallRule"},
-	"ScheduledTasks":                  {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction"},
-	"Dism":                            {"Enable-WindowsOptionalFeature"},
-	"Storage":                         {"Get-Volume"},
+	"Microsoft.PowerShell.Core":        {"ForEach-Object", "Where-Object", "Out-Null", "Get-Module", "Import-Module", "Get-Command", "Wait-Job", "Stop-Job", "Remove-Job"},
+	"Microsoft.PowerShell.Utility":     {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String", "Format-List"},
+	"Microsoft.PowerShell.Diagnostics": {"Get-WinEvent"},
+	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
+	"Microsoft.PowerShell.Host":        {"Start-Transcript", "Stop-Transcript"},
+	"CimCmdlets":                       {"Get-CimInstance", "Invoke-CimMethod"},
+	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
+	"NetNat":                           {"Get-NetNat", "New-NetNat", "Remove-NetNat"},
+	"NetTCPIP":                         {"Get-NetIPAddress", "New-NetIPAddress", "Remove-NetIPAddress", "Get-NetRoute", "Remove-NetRoute", "Set-NetIPInterface"},
+	"DnsClient":                        {"Get-DnsClientServerAddress", "Set-DnsClientServerAddress"},
+	"NetAdapter":                       {"Get-NetAdapter"},
+	"NetSecurity":                      {"New-NetFirewallRule", "Get-NetFirewallRule"},
+	"ScheduledTasks":                   {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction"},
+	"Dism":                             {"Enable-WindowsOptionalFeature"},
+	"Storage":                          {"Get-Volume"},
 	// Windows Server 2019 and later; hwk's node images are 2022 and 2025.
-	"HostNetworkingService": {"Get-HnsNetwork", "Get-HnsEndpoint"},
+	"HostNetworkingService": {"Get-HnsNetwork", "Get-HnsEndpoint", "Get-HnsPolicyList"},
 }
 
 // unqualified says what is wrong with invoking the command word w in a
@@ -224,13 +225,14 @@ var looksLikePowerShell = regexp.MustCompile(`\b(Add|Clear|ConvertFrom|ConvertTo
 // commands for the user to run, in error messages and fixes; they send
 // nothing.
 var messages = map[string]string{
-	"drivers/hyperv.Driver.Preflight":     "the fix for a host hwk cannot check",
-	"drivers/hyperv.judge":                "preflight's fixes",
-	"drivers/hyperv.Driver.EnsureNetwork": "how to remove what is in the way",
-	"drivers/hyperv.Driver.Create":        "how to remove a VM of the node's name",
-	"drivers/hyperv.Driver.Node":          "how to start a stopped VM",
-	"drivers/hyperv.confirmAddress":       "where to look for a VM's addresses",
-	"pkg/winimage.UnattendOptions.check":  "dism /Get-WimInfo, where the edition names come from",
+	"drivers/hyperv.Driver.Preflight":    "the fix for a host hwk cannot check",
+	"drivers/hyperv.judge":               "preflight's fixes",
+	"drivers/hyperv.Driver.checkSubnet":  "how to remove what is in the way",
+	"pkg/cmd.newExecCommand":             "an example command for hwk exec on a Windows node",
+	"drivers/hyperv.Driver.Create":       "how to remove a VM of the node's name",
+	"drivers/hyperv.Driver.Node":         "how to start a stopped VM",
+	"drivers/hyperv.confirmAddress":      "where to look for a VM's addresses",
+	"pkg/winimage.UnattendOptions.check": "dism /Get-WimInfo, where the edition names come from",
 }
 
 // notSent are packages that hold PowerShell they never send.

@@ -92,6 +92,7 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 		newStartCommand(g, s),
 		newExecCommand(g, s),
 		newSSHCommand(g, s),
+		newExportCommand(g, s),
 		newStatusCommand(g, s),
 		newLoadImageCommand(g, s),
 	)
