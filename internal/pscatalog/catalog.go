@@ -11,6 +11,7 @@ import (
 	windows "github.com/hwk-dev/hwk/node-images/windows"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/containerd"
+	"github.com/hwk-dev/hwk/pkg/doctor"
 	"github.com/hwk-dev/hwk/pkg/logs"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/winimage"
@@ -45,6 +46,7 @@ var packages = []struct {
 	{"drivers/hyperv", hyperv.Scripts},
 	{"pkg/bootstrap", bootstrap.Scripts},
 	{"pkg/containerd", containerd.Scripts},
+	{"pkg/doctor", doctor.Scripts},
 	{"pkg/logs", logs.Scripts},
 	{"pkg/node", node.Scripts},
 	{"pkg/winimage", winimage.Scripts},

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
+	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
 	"github.com/hwk-dev/hwk/pkg/kubeconfig"
@@ -205,3 +207,20 @@ func (e *StepError) Unwrap() error { return e.Err }
 type detailError struct{ *StepError }
 
 func (e detailError) Error() string { return e.Detail() }
+
+// ProbeSubnet is the node subnet up would give cfg now (the config's,
+// checked, or the first free one), without reserving it. Drivers that do
+// not work here are left out of the check.
+func (p *Provider) ProbeSubnet(ctx context.Context, cfg *config.Cluster) (netip.Prefix, error) {
+	c := &actions.Context{Config: cfg, Store: p.store(), Drivers: map[string]drivers.Driver{}, HostInterface: p.hostInterface}
+	for _, n := range cfg.Nodes {
+		d, err := p.Registry.Get(n.Driver)
+		if err != nil {
+			continue
+		}
+		if _, err := d.Preflight(ctx); err == nil {
+			c.Drivers[n.Name] = d
+		}
+	}
+	return actions.FindSubnet(ctx, c)
+}

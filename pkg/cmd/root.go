@@ -93,6 +93,7 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 		newExecCommand(g, s),
 		newSSHCommand(g, s),
 		newExportCommand(g, s),
+		newDoctorCommand(g, s),
 		newStatusCommand(g, s),
 		newLoadImageCommand(g, s),
 	)

@@ -75,6 +75,12 @@ func CollectLinux(ctx context.Context, n *node.Node, a *Archive, dir string) (*R
 		done <- err
 	}()
 	count, err := a.AddTar(dir, pr)
+	if err == nil {
+		// tar pads its output to a whole record after the end marker the
+		// reader stops at: take the rest, or the node's tar fails to
+		// write it.
+		_, err = io.Copy(io.Discard, pr)
+	}
 	pr.CloseWithError(err)
 	if rerr := <-done; err == nil {
 		err = rerr

@@ -95,7 +95,12 @@ func TestCollectLinux(t *testing.T) {
 	f := &fakeNode{t: t, answers: func(args []string, out io.Writer) error {
 		switch {
 		case args[0] == "tar":
-			_, err := out.Write(podsTar(t))
+			// GNU tar pads the archive to a 10240-byte record after its
+			// end marker; a reader that stops at the marker must still
+			// take the padding, or tar fails writing it.
+			b := podsTar(t)
+			b = append(b, make([]byte, 10240-len(b)%10240)...)
+			_, err := out.Write(b)
 			return err
 		case args[0] == "nft":
 			fmt.Fprintln(out, "sh: nft: not found")
@@ -124,7 +129,7 @@ func TestCollectLinux(t *testing.T) {
 			t.Errorf("%s holds the token: %q", it.File, body)
 		}
 	}
-	if !strings.Contains(got["root/nodes/n1/nft-ruleset.txt"], "exited with status 127") || len(res.Failed) != 1 {
+	if !strings.Contains(got["root/nodes/n1/nft-ruleset.txt"], "exited with status 127") || len(res.Failed) != 1 || !strings.HasPrefix(res.Failed[0], "nft-ruleset.txt") {
 		t.Errorf("the failing item: %q, failed %v", got["root/nodes/n1/nft-ruleset.txt"], res.Failed)
 	}
 	if got["root/nodes/n1/pods/kube-system_coredns-x_1/coredns/0.log"] != "coredns says hi\n" {

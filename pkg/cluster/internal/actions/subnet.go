@@ -22,25 +22,47 @@ const subnetLockWait = 30 * time.Second
 // network or host interface overlaps is taken, and the nodes' addresses
 // move with it.
 func (c *Context) chooseSubnet(ctx context.Context) error {
-	cfg := c.Config
 	lock, err := c.Store.LockSubnets(subnetLockWait)
 	if err != nil {
 		return err
 	}
 	defer lock.Release()
-	others, err := c.otherSubnets()
+	p, err := c.findSubnet(ctx)
 	if err != nil {
 		return err
+	}
+	if c.Config.AutoNodeSubnet() {
+		c.Config.SetNodeSubnet(p)
+	}
+	return c.Store.ReserveSubnet(c.Config.Name, p)
+}
+
+// FindSubnet is the subnet up would choose for the cluster now (or the
+// config's, checked), without reserving it: for hwk doctor. Drivers must
+// hold the node's drivers.
+func FindSubnet(ctx context.Context, c *Context) (netip.Prefix, error) {
+	lock, err := c.Store.LockSubnets(subnetLockWait)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	defer lock.Release()
+	return c.findSubnet(ctx)
+}
+
+// findSubnet checks the config's subnet, or finds the first free
+// candidate; the caller holds the subnets lock.
+func (c *Context) findSubnet(ctx context.Context) (netip.Prefix, error) {
+	cfg := c.Config
+	others, err := c.otherSubnets()
+	if err != nil {
+		return netip.Prefix{}, err
 	}
 	if !cfg.AutoNodeSubnet() {
 		p, err := netip.ParsePrefix(cfg.Networking.NodeSubnet)
 		if err != nil {
-			return fmt.Errorf("networking.nodeSubnet: %w", err)
+			return netip.Prefix{}, fmt.Errorf("networking.nodeSubnet: %w", err)
 		}
-		if err := c.checkSubnet(ctx, p.Masked(), others, false); err != nil {
-			return err
-		}
-		return c.Store.ReserveSubnet(cfg.Name, p.Masked())
+		return p.Masked(), c.checkSubnet(ctx, p.Masked(), others, false)
 	}
 	for _, p := range config.NodeSubnetCandidates() {
 		err := c.checkSubnet(ctx, p, others, true)
@@ -49,12 +71,11 @@ func (c *Context) chooseSubnet(ctx context.Context) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return netip.Prefix{}, err
 		}
-		cfg.SetNodeSubnet(p)
-		return c.Store.ReserveSubnet(cfg.Name, p)
+		return p, nil
 	}
-	return fmt.Errorf("no /24 in %s is free for the node network (other clusters, networks or host interfaces use them all)\n  fix: set networking.nodeSubnet in the cluster config to a free range, or delete clusters you no longer need (`hwk get clusters`)", config.NodeSubnetRange)
+	return netip.Prefix{}, fmt.Errorf("no /24 in %s is free for the node network (other clusters, networks or host interfaces use them all)\n  fix: set networking.nodeSubnet in the cluster config to a free range, or delete clusters you no longer need (`hwk get clusters`)", config.NodeSubnetRange)
 }
 
 // otherSubnets are the node subnets of the other clusters on this host:

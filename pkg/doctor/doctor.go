@@ -1,0 +1,372 @@
+// Package doctor checks a host for what hwk needs, each check with the
+// exact fix when it fails: hardware virtualization, the drivers, the
+// hypervisors' coexistence on Windows, memory and disk for the nodes a
+// cluster asks for, the Docker engine's mode and clock, a free node
+// subnet, and ports other Kubernetes distributions hold. The host is
+// reached through Probes, so that every OS's checks can be tested on any.
+package doctor
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// Status is a check's verdict.
+type Status string
+
+const (
+	OK   Status = "ok"
+	Warn Status = "warn"
+	Fail Status = "fail"
+	// Skip is a check that does not apply here (no Windows node asked
+	// for, no Docker engine needed).
+	Skip Status = "skip"
+)
+
+// Check is one line of the report.
+type Check struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Fix    string `json:"fix,omitempty"`
+}
+
+// Virtualization is what the host says of hardware virtualization.
+type Virtualization struct {
+	// Enabled: the CPU has VT-x/AMD-V and the firmware has it on (or a
+	// hypervisor already runs, which needs it).
+	Enabled bool
+	// Hypervisor is true when Windows runs on a hypervisor (Hyper-V or
+	// the Windows Hypervisor Platform is on).
+	Hypervisor bool
+	Detail     string
+}
+
+// Engine is the Docker engine as doctor sees it.
+type Engine struct {
+	Version string
+	// OSType is "linux", or "windows" for Docker Desktop in Windows
+	// containers mode.
+	OSType string
+	// Time is the engine's clock (its VM's, with Docker Desktop).
+	Time time.Time
+}
+
+// Probes reach the host. Each may fail; a failed probe is a warning, not
+// a verdict.
+type Probes struct {
+	// OS is a GOOS value.
+	OS             string
+	Virtualization func(context.Context) (Virtualization, error)
+	// Memory is the total and the available physical memory in bytes.
+	Memory func(context.Context) (total, available uint64, err error)
+	// DiskFree is the free space of the file system holding path.
+	DiskFree func(path string) (uint64, error)
+	// Engine describes the Docker engine (an error: not reachable).
+	Engine func(context.Context) (*Engine, error)
+	// VirtualBox is VirtualBox's install directory, "" when it is not
+	// installed.
+	VirtualBox func() string
+	// Listening reports whether something accepts connections on
+	// 127.0.0.1:port.
+	Listening func(port int) bool
+	Now       func() time.Time
+}
+
+// Input is what to judge: the probes, the drivers' own preflights, the
+// cluster that would be made and the subnet up would give it.
+type Input struct {
+	Probes  Probes
+	Drivers []drivers.Availability
+	Cluster *config.Cluster
+	// DataDir is where node disks and caches go.
+	DataDir string
+	Subnet  netip.Prefix
+	// SubnetErr is why no subnet could be found.
+	SubnetErr error
+}
+
+// maxSkew is the clock difference past which certificates made on one
+// side look not yet valid, or expired, to the other.
+const maxSkew = 30 * time.Second
+
+// Run makes every check, in the order of the report.
+func Run(ctx context.Context, in Input) []Check {
+	var out []Check
+	out = append(out, virtualization(ctx, in))
+	for _, a := range in.Drivers {
+		out = append(out, driverCheck(a, in))
+	}
+	if in.Probes.OS == "windows" {
+		out = append(out, coexistence(ctx, in))
+	}
+	out = append(out, memory(ctx, in), disk(in), engine(ctx, in), subnet(in), ports(in))
+	return out
+}
+
+// Failed reports whether any check failed.
+func Failed(cs []Check) bool {
+	for _, c := range cs {
+		if c.Status == Fail {
+			return true
+		}
+	}
+	return false
+}
+
+func virtualization(ctx context.Context, in Input) Check {
+	c := Check{Name: "virtualization"}
+	v, err := in.Probes.Virtualization(ctx)
+	switch {
+	case err != nil:
+		c.Status, c.Detail = Warn, "could not tell: "+err.Error()
+	case v.Enabled:
+		c.Status, c.Detail = OK, v.Detail
+	default:
+		c.Status, c.Detail = Fail, v.Detail
+		c.Fix = map[string]string{
+			"linux":   "turn on Intel VT-x or AMD-V (SVM) in the firmware setup, then `sudo modprobe kvm_intel` (or kvm_amd); in a VM, turn on nested virtualization on its host",
+			"windows": "turn on Intel VT-x or AMD-V (SVM) in the firmware (UEFI/BIOS) setup and restart; Task Manager > Performance > CPU shows \"Virtualization: Enabled\" when it is on",
+			"darwin":  "this Mac's CPU has no hardware virtualization for VMs (sysctl kern.hv_support is 0); use another machine",
+		}[in.Probes.OS]
+		if needsOnlyContainers(in) {
+			c.Status = Warn
+			c.Detail += "; the docker driver's Linux nodes do not need it, VM nodes (Windows) do"
+		}
+	}
+	return c
+}
+
+// needsOnlyContainers is a cluster whose every node is a container.
+func needsOnlyContainers(in Input) bool {
+	if in.Cluster == nil {
+		return false
+	}
+	for _, n := range in.Cluster.Nodes {
+		if n.Driver != config.DriverDocker {
+			return false
+		}
+	}
+	return true
+}
+
+func driverCheck(a drivers.Availability, in Input) Check {
+	c := Check{Name: "driver " + a.Name, Detail: a.Detail, Fix: a.Fix}
+	used := in.Cluster != nil && usesDriver(in.Cluster, a.Name)
+	switch {
+	case a.Available && a.Emulated:
+		c.Status = Warn
+		c.Detail += " (emulated: VMs run many times slower)"
+	case a.Available:
+		c.Status = OK
+	case used:
+		c.Status = Fail
+	default:
+		// A driver the cluster does not use is information.
+		c.Status = Skip
+	}
+	if used {
+		c.Detail += "; the cluster's nodes use it"
+	}
+	return c
+}
+
+func usesDriver(cfg *config.Cluster, name string) bool {
+	for _, n := range cfg.Nodes {
+		if n.Driver == name {
+			return true
+		}
+	}
+	return false
+}
+
+// coexistence: VirtualBox on a Windows whose hypervisor is on runs its VMs
+// through the Windows Hypervisor Platform, slowly and with known
+// failures; Hyper-V is then the driver to use.
+func coexistence(ctx context.Context, in Input) Check {
+	c := Check{Name: "hypervisors"}
+	vbox := in.Probes.VirtualBox()
+	v, err := in.Probes.Virtualization(ctx)
+	switch {
+	case err != nil:
+		c.Status, c.Detail = Warn, "could not tell whether the Windows hypervisor runs: "+err.Error()
+	case vbox != "" && v.Hypervisor:
+		c.Status = Warn
+		c.Detail = fmt.Sprintf("VirtualBox (%s) is installed and the Windows hypervisor is on (Hyper-V, WSL2 or the Windows Hypervisor Platform): VirtualBox VMs then run on it, slowly", vbox)
+		c.Fix = "use the hyperv driver (the default here); to use VirtualBox at full speed instead, turn the hypervisor off (`bcdedit /set hypervisorlaunchtype off` in an elevated prompt, then restart; this also stops WSL2 and Docker Desktop)"
+	case vbox != "":
+		c.Status, c.Detail = OK, fmt.Sprintf("VirtualBox (%s) is installed and the Windows hypervisor is off: VirtualBox runs at full speed, Hyper-V is unavailable", vbox)
+	default:
+		c.Status, c.Detail = OK, "VirtualBox is not installed: no conflict with the Windows hypervisor"
+	}
+	return c
+}
+
+// requested sums what the cluster's nodes ask for.
+func requested(cfg *config.Cluster) (mem, disk int64, err error) {
+	for _, n := range cfg.Nodes {
+		m, err := resource.ParseQuantity(n.Memory)
+		if err != nil {
+			return 0, 0, fmt.Errorf("node %s memory: %w", n.Name, err)
+		}
+		d, err := resource.ParseQuantity(n.Disk)
+		if err != nil {
+			return 0, 0, fmt.Errorf("node %s disk: %w", n.Name, err)
+		}
+		mem += m.Value()
+		disk += d.Value()
+	}
+	return mem, disk, nil
+}
+
+func memory(ctx context.Context, in Input) Check {
+	c := Check{Name: "memory"}
+	total, avail, err := in.Probes.Memory(ctx)
+	if err != nil {
+		c.Status, c.Detail = Warn, "could not read the host's memory: "+err.Error()
+		return c
+	}
+	c.Status = OK
+	c.Detail = fmt.Sprintf("%s available of %s", gib(avail), gib(total))
+	if in.Cluster == nil {
+		return c
+	}
+	want, _, err := requested(in.Cluster)
+	if err != nil {
+		c.Status, c.Detail = Warn, err.Error()
+		return c
+	}
+	c.Detail += fmt.Sprintf("; the cluster asks %s for its %s", gib(uint64(want)), nodes(len(in.Cluster.Nodes)))
+	switch {
+	case uint64(want) > total:
+		c.Status = Fail
+		c.Fix = "give the nodes less memory (nodes[].memory in the config) or fewer workers (--linux-workers, --windows-workers)"
+	case uint64(want) > avail:
+		c.Status = Warn
+		c.Fix = "close programs to free memory, or give the nodes less (nodes[].memory); VMs that cannot get their memory fail to start, containers are killed"
+	}
+	return c
+}
+
+func disk(in Input) Check {
+	c := Check{Name: "disk"}
+	free, err := in.Probes.DiskFree(in.DataDir)
+	if err != nil {
+		c.Status, c.Detail = Warn, fmt.Sprintf("could not read the free space under %s: %v", in.DataDir, err)
+		return c
+	}
+	c.Status, c.Detail = OK, fmt.Sprintf("%s free under %s", gib(free), in.DataDir)
+	if in.Cluster == nil {
+		return c
+	}
+	_, want, err := requested(in.Cluster)
+	if err != nil {
+		c.Status, c.Detail = Warn, err.Error()
+		return c
+	}
+	// Node disks are thin (copy-on-write over the node image): what they
+	// ask for is a ceiling. A tenth of it, and at least 10Gi, is what a
+	// fresh cluster writes with its images.
+	need := max(want/10, 10<<30)
+	c.Detail += fmt.Sprintf("; the cluster's disks may grow to %s, a fresh one writes about %s", gib(uint64(want)), gib(uint64(need)))
+	if int64(free) < need {
+		c.Status = Fail
+		c.Fix = fmt.Sprintf("free at least %s on the drive of %s (`hwk node-image list` shows cached images; delete unused clusters with `hwk down`)", gib(uint64(need-int64(free))), in.DataDir)
+	}
+	return c
+}
+
+func engine(ctx context.Context, in Input) Check {
+	c := Check{Name: "docker engine"}
+	needed := in.Cluster != nil && usesDriver(in.Cluster, config.DriverDocker)
+	e, err := in.Probes.Engine(ctx)
+	if err != nil {
+		c.Detail = "not reachable: " + firstLine(err.Error())
+		c.Status = Skip
+		if needed {
+			c.Status = Fail
+			c.Fix = "start Docker (Docker Desktop, or `sudo systemctl start docker`), or check DOCKER_HOST"
+		}
+		return c
+	}
+	c.Status, c.Detail = OK, fmt.Sprintf("Docker %s, %s containers", e.Version, e.OSType)
+	if e.OSType != "linux" {
+		c.Status = Fail
+		c.Fix = "switch Docker Desktop to Linux containers (its tray icon: \"Switch to Linux containers...\"); hwk's docker nodes are Linux containers"
+		return c
+	}
+	skew := e.Time.Sub(in.Probes.Now())
+	if skew < 0 {
+		skew = -skew
+	}
+	// The engine's clock is read a moment after it answered.
+	c.Detail += fmt.Sprintf("; its clock is %s off this host's", skew.Round(time.Second))
+	if skew > maxSkew {
+		c.Status = Fail
+		c.Fix = "the engine's clock has drifted (common after sleep with Docker Desktop): restart Docker Desktop, or `wsl --shutdown` for the WSL2 backend; on Linux, turn on time sync (`sudo timedatectl set-ntp true`)"
+	}
+	return c
+}
+
+func subnet(in Input) Check {
+	c := Check{Name: "node subnet"}
+	switch {
+	case in.SubnetErr != nil:
+		c.Status = Fail
+		msg, fix, _ := strings.Cut(in.SubnetErr.Error(), "\n  fix: ")
+		c.Detail, c.Fix = msg, fix
+	case !in.Subnet.IsValid():
+		c.Status, c.Detail = Skip, "no cluster to check a subnet for"
+	default:
+		c.Status = OK
+		c.Detail = fmt.Sprintf("%s is free for the cluster", in.Subnet)
+		if in.Cluster != nil && in.Cluster.AutoNodeSubnet() {
+			c.Detail += " (the first free one from 172.31.250.0/24; up records the one it takes)"
+		}
+	}
+	return c
+}
+
+// otherKubernetes are ports other local Kubernetes distributions listen
+// on: the API server's and the kubelet's.
+var otherKubernetes = []int{6443, 10250}
+
+func ports(in Input) Check {
+	c := Check{Name: "ports"}
+	var taken []string
+	for _, p := range otherKubernetes {
+		if in.Probes.Listening(p) {
+			taken = append(taken, fmt.Sprint(p))
+		}
+	}
+	if len(taken) == 0 {
+		c.Status, c.Detail = OK, "nothing listens on 127.0.0.1:6443 or :10250; hwk's docker nodes take a free loopback port each, VM nodes use their own addresses"
+		return c
+	}
+	c.Status = Warn
+	c.Detail = fmt.Sprintf("something listens on 127.0.0.1:%s, as another Kubernetes does (Docker Desktop's, Rancher Desktop's, minikube's); hwk does not need these ports, but kubectl's current context may point there", strings.Join(taken, ", :"))
+	c.Fix = "use hwk's context explicitly (`kubectl --context hwk-NAME`), or stop the other Kubernetes if it is not needed"
+	return c
+}
+
+func nodes(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", n)
+}
+
+func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

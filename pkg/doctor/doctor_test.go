@@ -1,0 +1,196 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+var now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+// healthy is a host where every probe is happy: 32 GiB, 200 GiB free, a
+// Linux-mode engine in step, nothing on Kubernetes' ports.
+func healthy(os string) Probes {
+	return Probes{
+		OS: os,
+		Virtualization: func(context.Context) (Virtualization, error) {
+			return Virtualization{Enabled: true, Detail: "on"}, nil
+		},
+		Memory:   func(context.Context) (uint64, uint64, error) { return 32 << 30, 24 << 30, nil },
+		DiskFree: func(string) (uint64, error) { return 200 << 30, nil },
+		Engine: func(context.Context) (*Engine, error) {
+			return &Engine{Version: "28.0.1", OSType: "linux", Time: now.Add(2 * time.Second)}, nil
+		},
+		VirtualBox: func() string { return "" },
+		Listening:  func(int) bool { return false },
+		Now:        func() time.Time { return now },
+	}
+}
+
+func cluster(t *testing.T, driver string, windows int) *config.Cluster {
+	t.Helper()
+	c, err := config.Resolve("", config.Overrides{Driver: driver, WindowsWorkers: &windows}, config.Host{OS: "linux"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func find(t *testing.T, cs []Check, name string) Check {
+	t.Helper()
+	for _, c := range cs {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no check %q in %+v", name, cs)
+	return Check{}
+}
+
+func TestHealthyHosts(t *testing.T) {
+	for _, os := range []string{"linux", "windows", "darwin"} {
+		in := Input{Probes: healthy(os), Cluster: cluster(t, config.DriverDocker, 0), DataDir: "/data", Subnet: netip.MustParsePrefix("172.31.250.0/24"),
+			Drivers: []drivers.Availability{{Name: "docker", Available: true, Detail: "Docker Engine 28.0.1"}}}
+		cs := Run(context.Background(), in)
+		for _, c := range cs {
+			if c.Status != OK {
+				t.Errorf("%s: %s is %s: %s", os, c.Name, c.Status, c.Detail)
+			}
+		}
+		if _, hasVBox := func() (Check, bool) {
+			for _, c := range cs {
+				if c.Name == "hypervisors" {
+					return c, true
+				}
+			}
+			return Check{}, false
+		}(); hasVBox != (os == "windows") {
+			t.Errorf("%s: the hypervisors check is there: %v", os, hasVBox)
+		}
+		if Failed(cs) {
+			t.Errorf("%s: a healthy host failed", os)
+		}
+	}
+}
+
+// TestLinuxProblems: virtualization off (a failure for VM nodes, only a
+// warning for an all-container cluster), the cluster's driver down, too
+// little memory and disk, a skewed engine clock, no free subnet, another
+// Kubernetes on 6443.
+func TestLinuxProblems(t *testing.T) {
+	p := healthy("linux")
+	p.Virtualization = func(context.Context) (Virtualization, error) {
+		return Virtualization{Detail: "the CPU shows neither vmx nor svm"}, nil
+	}
+	p.Memory = func(context.Context) (uint64, uint64, error) { return 8 << 30, 3 << 30, nil }
+	p.DiskFree = func(string) (uint64, error) { return 4 << 30, nil }
+	p.Engine = func(context.Context) (*Engine, error) {
+		return &Engine{Version: "20.10", OSType: "linux", Time: now.Add(-3 * time.Minute)}, nil
+	}
+	p.Listening = func(port int) bool { return port == 6443 }
+	in := Input{Probes: p, Cluster: cluster(t, config.DriverLibvirt, 1), DataDir: "/data",
+		Drivers:   []drivers.Availability{{Name: "libvirt", Detail: "no libvirt socket", Fix: "sudo apt-get install libvirt-daemon-system"}, {Name: "docker", Detail: "not running", Fix: "start it"}},
+		SubnetErr: errors.New("no /24 in 172.31.0.0/16 is free for the node network\n  fix: set networking.nodeSubnet")}
+	cs := Run(context.Background(), in)
+	want := map[string]struct {
+		status Status
+		fix    string
+	}{
+		"virtualization": {Fail, "modprobe kvm_intel"},
+		"driver libvirt": {Fail, "apt-get install libvirt-daemon-system"},
+		"driver docker":  {Skip, "start it"},
+		"memory":         {Fail, "nodes[].memory"},
+		"disk":           {Fail, "free at least 6.0 GiB"},
+		"docker engine":  {Fail, "timedatectl set-ntp true"},
+		"node subnet":    {Fail, "set networking.nodeSubnet"},
+		"ports":          {Warn, "kubectl --context hwk-NAME"},
+	}
+	for name, w := range want {
+		c := find(t, cs, name)
+		if c.Status != w.status || !strings.Contains(c.Fix, w.fix) {
+			t.Errorf("%s: %s %q (fix %q), want %s with %q", name, c.Status, c.Detail, c.Fix, w.status, w.fix)
+		}
+	}
+	if c := find(t, cs, "memory"); !strings.Contains(c.Detail, "asks 10.0 GiB for its 2 nodes") {
+		t.Errorf("memory: %q", c.Detail)
+	}
+	if c := find(t, cs, "docker engine"); !strings.Contains(c.Detail, "3m0s off") {
+		t.Errorf("engine clock: %q", c.Detail)
+	}
+
+	// An all-container cluster does not need virtualization.
+	in.Cluster = cluster(t, config.DriverDocker, 0)
+	if c := find(t, Run(context.Background(), in), "virtualization"); c.Status != Warn {
+		t.Errorf("no virtualization for a docker cluster: %s", c.Status)
+	}
+}
+
+// TestWindowsProblems: VirtualBox beside a running Windows hypervisor,
+// Docker Desktop in Windows containers mode, firmware virtualization off,
+// and the reading of the host's facts as PowerShell prints them.
+func TestWindowsProblems(t *testing.T) {
+	p := healthy("windows")
+	p.VirtualBox = func() string { return `C:\Program Files\Oracle\VirtualBox\` }
+	p.Virtualization = func(context.Context) (Virtualization, error) {
+		return (&hostFacts{Hypervisor: true}).virtualization(), nil
+	}
+	p.Engine = func(context.Context) (*Engine, error) {
+		return &Engine{Version: "28.0.1", OSType: "windows", Time: now}, nil
+	}
+	in := Input{Probes: p, Cluster: cluster(t, config.DriverDocker, 0), DataDir: `C:\Users\me\AppData\Local\hwk`, Subnet: netip.MustParsePrefix("172.31.251.0/24")}
+	cs := Run(context.Background(), in)
+	if c := find(t, cs, "hypervisors"); c.Status != Warn || !strings.Contains(c.Fix, "bcdedit /set hypervisorlaunchtype off") {
+		t.Errorf("VirtualBox beside Hyper-V: %+v", c)
+	}
+	if c := find(t, cs, "docker engine"); c.Status != Fail || !strings.Contains(c.Fix, "Switch to Linux containers") {
+		t.Errorf("Windows containers mode: %+v", c)
+	}
+	if c := find(t, cs, "virtualization"); c.Status != OK {
+		t.Errorf("with the hypervisor on, virtualization is on: %+v", c)
+	}
+
+	in.Probes.Virtualization = func(context.Context) (Virtualization, error) {
+		return (&hostFacts{Extensions: true}).virtualization(), nil
+	}
+	in.Cluster = cluster(t, config.DriverHyperV, 1)
+	if c := find(t, Run(context.Background(), in), "virtualization"); c.Status != Fail || !strings.Contains(c.Fix, "firmware (UEFI/BIOS)") {
+		t.Errorf("firmware off: %+v", c)
+	}
+
+	// What hostFactsScript prints: ConvertTo-Json -Compress of the
+	// object, one line, possibly after a BOM.
+	f, err := parseHostFacts([]byte("\ufeff{\"firmware\":false,\"extensions\":true,\"hypervisor\":true,\"totalKiB\":33401904,\"freeKiB\":20981232}\r\n"))
+	if err != nil || !f.Hypervisor || f.TotalKiB != 33401904 || f.FreeKiB != 20981232 {
+		t.Errorf("parse: %+v %v", f, err)
+	}
+	if _, err := parseHostFacts([]byte("Get-CimInstance : Access denied")); err == nil || !strings.Contains(err.Error(), "Access denied") {
+		t.Errorf("a PowerShell error: %v", err)
+	}
+}
+
+// TestDarwinProblems: no Hypervisor.framework, and no engine while the
+// cluster needs one.
+func TestDarwinProblems(t *testing.T) {
+	p := healthy("darwin")
+	p.Virtualization = func(context.Context) (Virtualization, error) {
+		return Virtualization{Detail: "kern.hv_support is 0"}, nil
+	}
+	p.Engine = func(context.Context) (*Engine, error) { return nil, errors.New("Cannot connect to the Docker daemon") }
+	in := Input{Probes: p, Cluster: cluster(t, config.DriverDocker, 0), DataDir: "/Users/me/.local/share/hwk"}
+	cs := Run(context.Background(), in)
+	if c := find(t, cs, "docker engine"); c.Status != Fail || !strings.Contains(c.Fix, "start Docker") {
+		t.Errorf("no engine: %+v", c)
+	}
+	if c := find(t, cs, "virtualization"); c.Status != Warn || !strings.Contains(c.Detail, "kern.hv_support is 0") {
+		t.Errorf("no hv_support for a docker cluster: %+v", c)
+	}
+	if c := find(t, cs, "node subnet"); c.Status != Skip {
+		t.Errorf("subnet with nothing found: %+v", c)
+	}
+}

@@ -1,0 +1,43 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+func platform(p *Probes) {
+	p.OS = "darwin"
+	p.Virtualization = func(context.Context) (Virtualization, error) {
+		v, err := unix.SysctlUint32("kern.hv_support")
+		if err != nil {
+			return Virtualization{}, err
+		}
+		if v == 1 {
+			return Virtualization{Enabled: true, Detail: "Hypervisor.framework: kern.hv_support is 1"}, nil
+		}
+		return Virtualization{Detail: "kern.hv_support is 0: no Hypervisor.framework"}, nil
+	}
+	p.Memory = func(context.Context) (uint64, uint64, error) {
+		total, err := unix.SysctlUint64("hw.memsize")
+		// macOS does not say how much is free in a way that means
+		// available (it keeps files cached): report the total for both.
+		return total, total, err
+	}
+	p.DiskFree = func(path string) (uint64, error) {
+		for {
+			var st unix.Statfs_t
+			err := unix.Statfs(path, &st)
+			if err == nil {
+				return st.Bavail * uint64(st.Bsize), nil
+			}
+			parent := parentDir(path)
+			if !errors.Is(err, unix.ENOENT) || parent == path {
+				return 0, err
+			}
+			path = parent
+		}
+	}
+	p.VirtualBox = func() string { return "" }
+}

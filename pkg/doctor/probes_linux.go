@@ -1,0 +1,98 @@
+package doctor
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+func platform(p *Probes) {
+	p.OS = "linux"
+	p.Virtualization = func(context.Context) (Virtualization, error) { return linuxVirtualization("/proc/cpuinfo", "/dev/kvm") }
+	p.Memory = func(context.Context) (uint64, uint64, error) { return meminfo("/proc/meminfo") }
+	p.DiskFree = statfsFree
+	p.VirtualBox = func() string { return "" }
+}
+
+// linuxVirtualization: KVM needs the CPU's vmx (Intel) or svm (AMD) flag
+// and /dev/kvm, which the kvm module makes once the firmware has it on.
+func linuxVirtualization(cpuinfo, kvm string) (Virtualization, error) {
+	data, err := os.ReadFile(cpuinfo)
+	if err != nil {
+		return Virtualization{}, err
+	}
+	flag := ""
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
+			for _, f := range strings.Fields(v) {
+				if f == "vmx" || f == "svm" {
+					flag = f
+				}
+			}
+			break
+		}
+	}
+	_, kerr := os.Stat(kvm)
+	switch {
+	case flag != "" && kerr == nil:
+		return Virtualization{Enabled: true, Detail: fmt.Sprintf("KVM: %s, the CPU has %s", kvm, flag)}, nil
+	case flag != "":
+		return Virtualization{Detail: fmt.Sprintf("the CPU has %s but there is no %s (%v): the kvm module is not loaded, or the firmware has virtualization off", flag, kvm, kerr)}, nil
+	case kerr == nil:
+		return Virtualization{Enabled: true, Detail: fmt.Sprintf("KVM: %s", kvm)}, nil
+	}
+	return Virtualization{Detail: fmt.Sprintf("the CPU shows neither vmx nor svm and there is no %s: no hardware virtualization (VMs would be emulated, many times slower)", kvm)}, nil
+}
+
+// meminfo reads MemTotal and MemAvailable (kiB) from /proc/meminfo.
+func meminfo(path string) (total, avail uint64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		n, err := strconv.ParseUint(fields[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch fields[0] {
+		case "MemTotal:":
+			total = n << 10
+		case "MemAvailable:":
+			avail = n << 10
+		}
+	}
+	if total == 0 {
+		return 0, 0, errors.New(path + " has no MemTotal")
+	}
+	return total, avail, sc.Err()
+}
+
+func statfsFree(path string) (uint64, error) {
+	for {
+		var st unix.Statfs_t
+		err := unix.Statfs(path, &st)
+		if err == nil {
+			return st.Bavail * uint64(st.Bsize), nil
+		}
+		// hwk's directories may not exist yet: their file system is
+		// their nearest existing parent's.
+		parent := parentDir(path)
+		if !errors.Is(err, unix.ENOENT) || parent == path {
+			return 0, err
+		}
+		path = parent
+	}
+}

@@ -1,0 +1,19 @@
+//go:build !linux && !windows && !darwin
+
+package doctor
+
+import (
+	"context"
+	"errors"
+	"runtime"
+)
+
+// platform on an OS hwk has no drivers for: every host probe says so.
+func platform(p *Probes) {
+	p.OS = runtime.GOOS
+	unsupported := errors.New("hwk cannot probe " + runtime.GOOS)
+	p.Virtualization = func(context.Context) (Virtualization, error) { return Virtualization{}, unsupported }
+	p.Memory = func(context.Context) (uint64, uint64, error) { return 0, 0, unsupported }
+	p.DiskFree = func(string) (uint64, error) { return 0, unsupported }
+	p.VirtualBox = func() string { return "" }
+}
