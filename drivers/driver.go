@@ -93,6 +93,8 @@ type MachineSpec struct {
 	Seed  Seed
 	// Start boots the machine once it is made.
 	Start bool
+	// Autostart has a VM start with the host (see config.Cluster).
+	Autostart bool
 }
 
 // Seed is first-boot data: who may log in and files placed before the
@@ -149,6 +151,12 @@ type ImageChecker interface {
 // *SubnetInUseError when something does.
 type SubnetChecker interface {
 	CheckSubnet(ctx context.Context, n Network) error
+}
+
+// Autostarter is implemented by VM drivers whose autostart would boot a
+// machine hwk stop stopped: hwk stop turns it off, hwk start on again.
+type Autostarter interface {
+	SetAutostart(ctx context.Context, m Ref, on bool) error
 }
 
 // Emulator is implemented by VM drivers that fall back to emulating the

@@ -367,7 +367,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	err = d.run(ctx, createScript(vmSpec{
 		Name: spec.Name, Dir: dir, Disk: d.diskPath(spec.Ref), Parent: spec.Image, Seed: d.seedPath(spec.Ref),
 		MemoryBytes: spec.MemoryBytes, CPUs: spec.CPUs, MAC: MAC(spec.IP), Partial: partial.notes(), Notes: meta.notes(),
-		Windows: spec.OS == config.Windows, Start: spec.Start,
+		Windows: spec.OS == config.Windows, Start: spec.Start, Autostart: spec.Autostart,
 	}), &out)
 	if err != nil {
 		return fmt.Errorf("create VM %s: %w", spec.Name, err)
@@ -488,7 +488,7 @@ func (d *Driver) Node(ctx context.Context, r drivers.Ref) (*node.Node, error) {
 	case m.State == drivers.StateMissing || m.Cluster != r.Cluster:
 		return nil, fmt.Errorf("node %s of cluster %s has no Hyper-V VM", r.Name, r.Cluster)
 	case m.State != drivers.StateRunning:
-		return nil, fmt.Errorf("node %s is %s, not running; start it with `hwk up` or `Start-VM -Name %s`", r.Name, m.Detail, quote(r.Name))
+		return nil, fmt.Errorf("node %s is %s, not running; start it with `hwk start --name %s`", r.Name, m.Detail, r.Cluster)
 	}
 	if err := confirmAddress(r, m.OS, m.IP, v.IPs); err != nil {
 		return nil, err

@@ -92,6 +92,9 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 	}
 	linux := nodeSpec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10", vhdx(t, mkdir(t, root, "cache", "images", "linux")))
 	win := nodeSpec("demo-win-1", config.Windows, config.Worker, "172.31.250.11", vhdx(t, mkdir(t, root, "cache", "images", "windows")))
+	// The golden transcript shows both start actions: the Windows node
+	// asks for autostart (StartIfRunning), the Linux one does not (Nothing).
+	win.Autostart = true
 	for _, s := range []drivers.MachineSpec{linux, win} {
 		if err := d.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -517,7 +520,7 @@ func TestNodeConfirmsKVPAddress(t *testing.T) {
 		"windows booting": {"vm/win-booting", "demo-win-1", "has not reported an address through Hyper-V's data exchange (KVP) yet"},
 		"wrong ip":        {"vm/cp-running-apipa", "demo-cp", "reports 169.254.3.4, not its static 172.31.250.10"},
 		"windows wrong":   {"vm/win-wrong-ip", "demo-win-1", "reports 172.31.250.99, not its static 172.31.250.11"},
-		"off":             {"vm/cp-off", "demo-cp", "is off, not running; start it with `hwk up` or `Start-VM -Name 'demo-cp'`"},
+		"off":             {"vm/cp-off", "demo-cp", "is off, not running; start it with `hwk start --name demo`"},
 		// The address is confirmed: what fails is the missing SSH key,
 		// which Create would have made.
 		"ready":         {"vm/cp-running", "demo-cp", "SSH key"},

@@ -148,6 +148,20 @@ type vmSpec struct {
 	Partial, Notes string
 	Windows        bool
 	Start          bool
+	// Autostart starts the VM with the host if it was running when the
+	// host went down; otherwise it stays off until hwk start.
+	Autostart bool
+}
+
+// startAction is what Hyper-V does with the VM when the host starts:
+// StartIfRunning brings back what was running (a VM hwk stop stopped
+// stays off); Nothing leaves it to hwk start. New-VM's own default is
+// StartIfRunning.
+func startAction(autostart bool) string {
+	if autostart {
+		return "StartIfRunning"
+	}
+	return "Nothing"
 }
 
 // createScript makes a node's VM: a differencing disk over the golden
@@ -165,9 +179,9 @@ func createScript(s vmSpec) string {
 	// PowerShell process killed mid-script) leaves Notes that say partial,
 	// which the next Create replaces.
 	fmt.Fprintf(&b, `$vm = Hyper-V\New-VM -Name %[1]s -Generation 2 -MemoryStartupBytes %[2]d -VHDPath %[3]s -SwitchName %[4]s -Path %[5]s
-Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStopAction ShutDown -Notes %[7]s
+Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStartAction %[9]s -AutomaticStopAction ShutDown -Notes %[7]s
 Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress %[8]s
-`, quote(s.Name), s.MemoryBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Partial), quote(s.MAC))
+`, quote(s.Name), s.MemoryBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Partial), quote(s.MAC), startAction(s.Autostart))
 	if s.Windows {
 		b.WriteString(`Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
 $tpm = $false

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 	spec := drivers.MachineSpec{
 		Ref: ref, Role: config.ControlPlane, OS: config.Linux, Image: image,
 		CPUs: 2, MemoryBytes: 2 << 30, DiskBytes: 20 << 30,
-		IP: netip.MustParseAddr("172.31.248.10"), Start: true,
+		IP: netip.MustParseAddr("172.31.248.10"), Start: true, Autostart: true,
 	}
 	if err := d.CheckImage(ctx, image); err != nil {
 		t.Fatal(err)
@@ -134,6 +135,9 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 		t.Errorf("console log %s (%v) does not show hwk-seed's DHCP line; last lines:\n%s", d.ConsoleLog(ref), err, node.LastLines(string(log), 15))
 	}
 
+	if out, err := exec.Command("virsh", "-c", "qemu:///system", "dominfo", "boot-cp").CombinedOutput(); err != nil || !regexp.MustCompile(`(?m)^Autostart:\s+enable`).Match(out) {
+		t.Errorf("a node made with Autostart does not autostart: %v\n%s", err, out)
+	}
 	hostKey, err := h.Output(ctx, "cat", "/etc/ssh/ssh_host_ed25519_key.pub")
 	if err != nil {
 		t.Fatal(err)

@@ -381,8 +381,14 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err != nil {
 		return err
 	}
-	if _, err := l.DomainDefineXML(domXML); err != nil {
+	dom, err := l.DomainDefineXML(domXML)
+	if err != nil {
 		return fmt.Errorf("define domain %s: %w", spec.Name, err)
+	}
+	if spec.Autostart {
+		if err := l.DomainSetAutostart(dom, 1); err != nil {
+			return fmt.Errorf("node %s: autostart: %w", spec.Name, err)
+		}
 	}
 	if spec.Start {
 		return startDomain(l, spec.Name)
@@ -595,7 +601,7 @@ func (d *Driver) Node(_ context.Context, r drivers.Ref) (*node.Node, error) {
 	case m.State == drivers.StateMissing || m.Cluster != r.Cluster:
 		return nil, fmt.Errorf("node %s of cluster %s has no libvirt domain", r.Name, r.Cluster)
 	case m.State != drivers.StateRunning:
-		return nil, fmt.Errorf("node %s is %s, not running; start it with `hwk up` or `virsh -c qemu:///system start %s`", r.Name, m.Detail, r.Name)
+		return nil, fmt.Errorf("node %s is %s, not running; start it with `hwk start --name %s`", r.Name, m.Detail, r.Cluster)
 	}
 	if m.OS == config.Linux {
 		if err := confirmLease(l, r, m.IP, d.ConsoleLog(r)); err != nil {
@@ -749,4 +755,26 @@ func listMachines(l *golibvirt.Libvirt, cluster string) ([]drivers.Machine, erro
 	}
 	slices.SortFunc(out, func(a, b drivers.Machine) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// SetAutostart implements drivers.Autostarter: libvirtd starts an
+// autostart domain whenever it starts, even one hwk stop shut down.
+func (d *Driver) SetAutostart(_ context.Context, m drivers.Ref, on bool) error {
+	l, err := d.connect()
+	if err != nil {
+		return err
+	}
+	defer l.Disconnect()
+	dom, err := l.DomainLookupByName(m.Name)
+	if err != nil {
+		return fmt.Errorf("node %s: %w", m.Name, err)
+	}
+	flag := int32(0)
+	if on {
+		flag = 1
+	}
+	if err := l.DomainSetAutostart(dom, flag); err != nil {
+		return fmt.Errorf("node %s: autostart: %w", m.Name, err)
+	}
+	return nil
 }

@@ -351,11 +351,27 @@ func TestMachinesOnTestDriver(t *testing.T) {
 	if m, _ := d.Inspect(ctx, ref); m.State != drivers.StateStopped {
 		t.Errorf("after stop: %+v", m)
 	}
+	// hwk stop turns autostart off, hwk start on again.
+	dom, err := l.DomainLookupByName("api-cp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, on := range []bool{true, false} {
+		if err := d.SetAutostart(ctx, ref, on); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.DomainGetAutostart(dom); err != nil || (got == 1) != on {
+			t.Errorf("autostart %v: libvirt says %d (%v)", on, got, err)
+		}
+	}
+	if err := d.SetAutostart(ctx, drivers.Ref{Cluster: "api", Name: "gone"}, true); err == nil {
+		t.Error("autostart of a missing domain succeeded")
+	}
 	want := "node test of cluster api has no libvirt domain\n  fix: remove the cluster with `hwk down --name api` and make it again"
 	if err := d.Start(ctx, drivers.Ref{Cluster: "api", Name: "test"}); err == nil || err.Error() != want {
 		t.Errorf("start of a domain hwk did not make: %v", err)
 	}
-	if _, err := d.Node(ctx, drivers.Ref{Cluster: "api", Name: "api-cp"}); err == nil || err.Error() != "node api-cp is shut off, not running; start it with `hwk up` or `virsh -c qemu:///system start api-cp`" {
+	if _, err := d.Node(ctx, drivers.Ref{Cluster: "api", Name: "api-cp"}); err == nil || err.Error() != "node api-cp is shut off, not running; start it with `hwk start --name api`" {
 		t.Errorf("node of a stopped machine: %v", err)
 	}
 	if _, err := d.Node(ctx, drivers.Ref{Cluster: "api", Name: "gone"}); err == nil || err.Error() != "node gone of cluster api has no libvirt domain" {

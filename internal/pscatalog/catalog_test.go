@@ -230,7 +230,6 @@ var messages = map[string]string{
 	"drivers/hyperv.Driver.checkSubnet":  "how to remove what is in the way",
 	"pkg/cmd.newExecCommand":             "an example command for hwk exec on a Windows node",
 	"drivers/hyperv.Driver.Create":       "how to remove a VM of the node's name",
-	"drivers/hyperv.Driver.Node":         "how to start a stopped VM",
 	"drivers/hyperv.confirmAddress":      "where to look for a VM's addresses",
 	"pkg/winimage.UnattendOptions.check": "dism /Get-WimInfo, where the edition names come from",
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -90,6 +91,9 @@ func (m *memDriver) Create(_ context.Context, s drivers.MachineSpec) error {
 }
 func (m *memDriver) Start(_ context.Context, r drivers.Ref) error { return m.call("start", r) }
 func (m *memDriver) Stop(_ context.Context, r drivers.Ref) error  { return m.call("stop", r) }
+func (m *memDriver) SetAutostart(_ context.Context, r drivers.Ref, on bool) error {
+	return m.call(fmt.Sprintf("autostart=%v", on), r)
+}
 func (m *memDriver) call(verb string, r drivers.Ref) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -470,14 +474,22 @@ func TestStopOrder(t *testing.T) {
 	d := newMem()
 	p, _ := testProvider(t, d)
 	cfg := testConfig(t, "st", config.Node{Role: config.ControlPlane}, config.Node{}, config.Node{})
+	cfg.Autostart = true
 	if _, err := p.Up(context.Background(), cfg, UpOptions{Timeouts: fastTimeouts}); err == nil {
 		t.Fatal("up on machines that never boot succeeded")
 	}
 	if err := p.Stop(context.Background(), "st"); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.calls) != 3 || d.calls[2] != "stop st-cp" || !strings.HasPrefix(d.calls[0], "stop st-linux-") {
+	// Each node's autostart goes off right before it stops, so a host
+	// restart does not bring back what hwk stop stopped.
+	if len(d.calls) != 6 || d.calls[4] != "autostart=false st-cp" || d.calls[5] != "stop st-cp" {
 		t.Errorf("stop calls %v: the control plane must go last", d.calls)
+	}
+	for _, w := range []string{"st-linux-1", "st-linux-2"} {
+		if off, stop := slices.Index(d.calls, "autostart=false "+w), slices.Index(d.calls, "stop "+w); off < 0 || stop < off {
+			t.Errorf("stop calls %v: %s's autostart must go off before it stops", d.calls, w)
+		}
 	}
 	if len(d.machines) != 3 || len(d.deleted) != 0 {
 		t.Errorf("stop deleted something: machines %v, deleted %v", d.machines, d.deleted)

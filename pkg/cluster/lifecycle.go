@@ -30,14 +30,20 @@ func (p *Provider) Stop(ctx context.Context, name string) error {
 		return err
 	}
 	workers, cp := split(rec)
-	if err := p.stepOf(name, "Stopping the workers", func() error {
-		return p.eachNode(ctx, rec, workers, func(d drivers.Driver, r drivers.Ref) error { return d.Stop(ctx, r) })
-	}); err != nil {
+	stop := func(d drivers.Driver, r drivers.Ref) error {
+		// An autostart VM that hwk stop stopped must stay stopped when
+		// the host restarts.
+		if a, ok := d.(drivers.Autostarter); ok && rec.Autostart {
+			if err := a.SetAutostart(ctx, r, false); err != nil {
+				return err
+			}
+		}
+		return d.Stop(ctx, r)
+	}
+	if err := p.stepOf(name, "Stopping the workers", func() error { return p.eachNode(ctx, rec, workers, stop) }); err != nil {
 		return err
 	}
-	return p.stepOf(name, "Stopping the control plane", func() error {
-		return p.eachNode(ctx, rec, cp, func(d drivers.Driver, r drivers.Ref) error { return d.Stop(ctx, r) })
-	})
+	return p.stepOf(name, "Stopping the control plane", func() error { return p.eachNode(ctx, rec, cp, stop) })
 }
 
 // StartResult is how long Start took to each milestone.
@@ -67,7 +73,15 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	began := time.Now()
 	res := &StartResult{}
 	workers, cp := split(rec)
-	start := func(d drivers.Driver, r drivers.Ref) error { return d.Start(ctx, r) }
+	start := func(d drivers.Driver, r drivers.Ref) error {
+		if err := d.Start(ctx, r); err != nil {
+			return err
+		}
+		if a, ok := d.(drivers.Autostarter); ok && rec.Autostart {
+			return a.SetAutostart(ctx, r, true)
+		}
+		return nil
+	}
 	if err := p.stepOf(name, "Starting the control plane", func() error {
 		if err := p.eachNode(ctx, rec, cp, start); err != nil {
 			return err

@@ -20,6 +20,7 @@ func newUpCommand(g *globals, s Streams) *cobra.Command {
 		nodesWait time.Duration
 		pull      string
 		recreate  bool
+		autostart bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--config FILE] [flags]",
@@ -52,6 +53,9 @@ and names the other ways to get the image.`,
 			cfg, err := flags.resolve(c, g)
 			if err != nil {
 				return err
+			}
+			if autostart {
+				cfg.Autostart = true
 			}
 			p := g.provider(s, kubecfg)
 			res, err := p.Up(c.Context(), cfg, cluster.UpOptions{
@@ -87,6 +91,7 @@ and names the other ways to get the image.`,
 	cmd.Flags().BoolVar(&noSwitch, "no-switch-context", false, "add the context but leave kubectl's current context as it is")
 	cmd.Flags().StringVar(&pull, "pull", string(cluster.PullMissing), "when to pull node images: missing (when the cache has none), always (ask the registry every time), never (use the cache only)")
 	_ = cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions([]string{"missing", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
+	cmd.Flags().BoolVar(&autostart, "autostart", false, "start the cluster's VMs with the host (as autostart: true in the config); container nodes always come back with their engine")
 	cmd.Flags().BoolVar(&recreate, "recreate", false, "delete the cluster first if anything of it exists (a half-made one after a failed or killed up, or a working one), then make it")
 	cmd.Flags().DurationVar(&nodesWait, "wait", 0, "how long to wait for every node to be Ready (default "+cluster.DefaultTimeouts.NodesReady.String()+")")
 	return cmd

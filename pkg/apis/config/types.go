@@ -45,6 +45,11 @@ type Cluster struct {
 	// KubernetesVersion is a full version such as v1.35.4.
 	KubernetesVersion string `yaml:"kubernetesVersion,omitempty" json:"kubernetesVersion,omitempty"`
 
+	// Autostart starts the cluster's VMs with the host (libvirt domains
+	// autostart, Hyper-V VMs start if they were running), unless hwk stop
+	// stopped them. Container nodes always come back with their engine.
+	Autostart bool `yaml:"autostart,omitempty" json:"autostart,omitempty"`
+
 	Networking Networking `yaml:"networking,omitempty" json:"networking"`
 	Nodes      []Node     `yaml:"nodes,omitempty" json:"nodes,omitempty"`
 	Calico     Calico     `yaml:"calico,omitempty" json:"calico"`

@@ -58,7 +58,7 @@ func TestBadConfigs(t *testing.T) {
 		{"misspelled field", header + "nmae: x\n", Overrides{}, []problem{
 			{"nmae", `unknown field; did you mean "name"?`}}},
 		{"unknown field", header + "colour: red\n", Overrides{}, []problem{
-			{"colour", "unknown field; known fields here: apiVersion, calico, images, kind, kubernetesVersion, name, networking, nodes"}}},
+			{"colour", "unknown field; known fields here: apiVersion, autostart, calico, images, kind, kubernetesVersion, name, networking, nodes"}}},
 		{"misspelled node field and wrong type together", header + "nodes:\n- role: control-plane\n  memroy: 4Gi\n  cpus: two\n", Overrides{}, []problem{
 			{"nodes[0].memroy", `unknown field; did you mean "memory"?`},
 			{"nodes[0].cpus", `"two" is not a whole number; use e.g. 2`}}},

@@ -58,6 +58,7 @@ func machineSpec(c *Context, n config.Node) (drivers.MachineSpec, error) {
 		DiskBytes:   disk.Value(),
 		IP:          ip,
 		Start:       true,
+		Autostart:   c.Config.Autostart,
 	}
 	if n.Role == config.ControlPlane {
 		spec.Ports = []uint16{uint16(c.Config.Networking.APIServerPort)}
