@@ -340,6 +340,8 @@ func TestLinuxCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("udp flows follow a new endpoint", func(t *testing.T) { testUDPConntrack(t, cs, cp, worker) })
+
 	t.Run("windows routing", func(t *testing.T) {
 		const win = "e2e-win-1"
 		node := &corev1.Node{

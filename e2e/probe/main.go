@@ -40,6 +40,42 @@ func main() {
 		if failed {
 			os.Exit(1)
 		}
+	case "udp-serve":
+		// udp-serve PORT: print each datagram and where it came from.
+		pc, err := net.ListenPacket("udp", ":"+os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			fmt.Printf("got %q from %s\n", buf[:n], from)
+		}
+	case "udp-send":
+		// udp-send ADDR:PORT LOCALPORT: a datagram every 200ms, always
+		// from the same local port, so every one is the same flow.
+		local, _ := net.ResolveUDPAddr("udp", ":"+os.Args[3])
+		remote, err := net.ResolveUDPAddr("udp", os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		conn, err := net.DialUDP("udp", local, remote)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		for i := 0; ; i++ {
+			if _, err := fmt.Fprintf(conn, "ping %d", i); err != nil {
+				fmt.Println("send:", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	default:
 		fmt.Fprintf(os.Stderr, "unknown mode %q\n", os.Args[1])
 		os.Exit(2)

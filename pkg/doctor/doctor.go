@@ -128,6 +128,12 @@ func virtualization(ctx context.Context, in Input) Check {
 	switch {
 	case err != nil:
 		c.Status, c.Detail = Warn, "could not tell: "+err.Error()
+	case v.Enabled && emulated(in) != "":
+		// /dev/kvm is there, yet the VM driver found QEMU cannot run a
+		// KVM guest (a VM without nested virtualization, an MSR QEMU
+		// cannot set): VMs would be emulated.
+		c.Status, c.Detail = Warn, v.Detail+"; but the "+emulated(in)+" driver cannot use it and emulates the CPU"
+		c.Fix = "in a VM, turn on nested virtualization on its host; check `dmesg | grep -i kvm` for why KVM guests fail"
 	case v.Enabled:
 		c.Status, c.Detail = OK, v.Detail
 	default:
@@ -143,6 +149,16 @@ func virtualization(ctx context.Context, in Input) Check {
 		}
 	}
 	return c
+}
+
+// emulated names a driver that works only by emulating the CPU.
+func emulated(in Input) string {
+	for _, a := range in.Drivers {
+		if a.Available && a.Emulated {
+			return a.Name
+		}
+	}
+	return ""
 }
 
 // needsOnlyContainers is a cluster whose every node is a container.

@@ -124,6 +124,16 @@ func TestLinuxProblems(t *testing.T) {
 		t.Errorf("engine clock: %q", c.Detail)
 	}
 
+	// /dev/kvm is there but the VM driver emulates: a warning, not "ok".
+	kvm := in
+	kvm.Probes.Virtualization = func(context.Context) (Virtualization, error) {
+		return Virtualization{Enabled: true, Detail: "KVM: /dev/kvm"}, nil
+	}
+	kvm.Drivers = []drivers.Availability{{Name: "libvirt", Available: true, Emulated: true, Detail: "TCG"}}
+	if c := find(t, Run(context.Background(), kvm), "virtualization"); c.Status != Warn || !strings.Contains(c.Detail, "libvirt driver cannot use it") {
+		t.Errorf("KVM that QEMU cannot use: %+v", c)
+	}
+
 	// An all-container cluster does not need virtualization.
 	in.Cluster = cluster(t, config.DriverDocker, 0)
 	if c := find(t, Run(context.Background(), in), "virtualization"); c.Status != Warn {
