@@ -2,7 +2,6 @@ package bootstrap
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unicode/utf16"
 
 	"github.com/hwk-dev/hwk/internal/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -34,15 +32,10 @@ type reply struct {
 var errNoSSH = errors.New("ssh 172.31.250.11:22: connect: connection refused")
 
 func decodePS(args []string) string {
-	if len(args) == 0 || args[0] != "powershell.exe" {
-		return strings.Join(args, " ")
+	if s, ok := node.ScriptOf(args); ok && args[0] == "powershell.exe" {
+		return s
 	}
-	raw, _ := base64.StdEncoding.DecodeString(args[len(args)-1])
-	u := make([]uint16, len(raw)/2)
-	for i := range u {
-		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-	}
-	return string(utf16.Decode(u))
+	return strings.Join(args, " ")
 }
 
 // kind names a command by what it does.

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unicode/utf16"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -49,18 +47,8 @@ func newFakeContainerd(name string, os config.OS) *fakeContainerd {
 
 // script recovers the script from a node handle's argv.
 func script(args []string) string {
-	switch args[0] {
-	case "/bin/sh":
-		return args[2]
-	case "powershell.exe":
-		raw, _ := base64.StdEncoding.DecodeString(args[len(args)-1])
-		u := make([]uint16, len(raw)/2)
-		for i := range u {
-			u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-		}
-		return string(utf16.Decode(u))
-	}
-	return ""
+	s, _ := node.ScriptOf(args)
+	return s
 }
 
 var (

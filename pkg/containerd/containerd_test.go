@@ -3,10 +3,8 @@ package containerd
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"strings"
 	"testing"
-	"unicode/utf16"
 
 	"github.com/hwk-dev/hwk/internal/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -84,15 +82,11 @@ func (r *recorder) Run(_ context.Context, cmd node.Cmd) error {
 
 func decode(t *testing.T, args []string) string {
 	t.Helper()
-	raw, err := base64.StdEncoding.DecodeString(args[len(args)-1])
-	if err != nil {
-		t.Fatal(err)
+	script, ok := node.ScriptOf(args)
+	if !ok {
+		t.Fatalf("not a script: %q", args)
 	}
-	u := make([]uint16, len(raw)/2)
-	for i := range u {
-		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-	}
-	return string(utf16.Decode(u))
+	return script
 }
 
 func TestImportLinuxStreamsToCtr(t *testing.T) {

@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"context"
-	"errors"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,19 +24,6 @@ func platform(p *Probes) {
 		// available (it keeps files cached): report the total for both.
 		return total, total, err
 	}
-	p.DiskFree = func(path string) (uint64, error) {
-		for {
-			var st unix.Statfs_t
-			err := unix.Statfs(path, &st)
-			if err == nil {
-				return st.Bavail * uint64(st.Bsize), nil
-			}
-			parent := parentDir(path)
-			if !errors.Is(err, unix.ENOENT) || parent == path {
-				return 0, err
-			}
-			path = parent
-		}
-	}
+	p.DiskFree = statfsFree
 	p.VirtualBox = func() string { return "" }
 }

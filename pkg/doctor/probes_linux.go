@@ -8,8 +8,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 func platform(p *Probes) {
@@ -78,21 +76,4 @@ func meminfo(path string) (total, avail uint64, err error) {
 		return 0, 0, errors.New(path + " has no MemTotal")
 	}
 	return total, avail, sc.Err()
-}
-
-func statfsFree(path string) (uint64, error) {
-	for {
-		var st unix.Statfs_t
-		err := unix.Statfs(path, &st)
-		if err == nil {
-			return st.Bavail * uint64(st.Bsize), nil
-		}
-		// hwk's directories may not exist yet: their file system is
-		// their nearest existing parent's.
-		parent := parentDir(path)
-		if !errors.Is(err, unix.ENOENT) || parent == path {
-			return 0, err
-		}
-		path = parent
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unicode/utf16"
 
 	"github.com/hwk-dev/hwk/internal/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -179,8 +177,7 @@ func TestCollectWindows(t *testing.T) {
 		fmt.Fprintf(&reply, "content of %s\r\nsecond line\r\n", it.File)
 	}
 	f := &fakeNode{t: t, answers: func(args []string, out io.Writer) error {
-		i := slices.Index(args, "-EncodedCommand")
-		if i < 0 || decode(t, args[i+1]) != WindowsScript() {
+		if script, ok := node.ScriptOf(args); !ok || script != WindowsScript() {
 			t.Errorf("the node was not sent the collection script: %q", args)
 			return errors.New("unexpected")
 		}
@@ -205,16 +202,4 @@ func TestCollectWindows(t *testing.T) {
 	if len(got) != len(WindowsItems)-2 {
 		t.Errorf("%d files, want %d: %v", len(got), len(WindowsItems)-2, got)
 	}
-}
-
-func decode(t *testing.T, b64 string) string {
-	raw, err := base64.StdEncoding.DecodeString(b64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := make([]uint16, len(raw)/2)
-	for i := range u {
-		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-	}
-	return string(utf16.Decode(u))
 }

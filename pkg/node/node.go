@@ -180,6 +180,26 @@ func ScriptArgs(shell Shell, script string) []string {
 	return []string{"/bin/sh", "-c", script}
 }
 
+// ScriptOf is the script an argv from ScriptArgs runs (for fakes and tests
+// that see only the argv); ok is false for any other argv.
+func ScriptOf(args []string) (script string, ok bool) {
+	switch {
+	case len(args) == 3 && args[0] == "/bin/sh" && args[1] == "-c":
+		return args[2], true
+	case len(args) > 1 && args[0] == "powershell.exe" && args[len(args)-2] == "-EncodedCommand":
+		raw, err := base64.StdEncoding.DecodeString(args[len(args)-1])
+		if err != nil || len(raw)%2 != 0 {
+			return "", false
+		}
+		u := make([]uint16, len(raw)/2)
+		for i := range u {
+			u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
+		}
+		return string(utf16.Decode(u)), true
+	}
+	return "", false
+}
+
 // CopyTo writes everything read from r to path on the node with mode
 // (ignored on Windows), replacing any file there. The data goes to a
 // temporary file beside path first, so a failed copy never leaves a

@@ -78,6 +78,17 @@ func TestScriptArgs(t *testing.T) {
 	if got := string(utf16.Decode(u)); got != script {
 		t.Errorf("decoded %q, want %q", got, script)
 	}
+	// ScriptOf undoes ScriptArgs, and only that.
+	for _, shell := range []Shell{POSIX, PowerShell} {
+		if got, ok := ScriptOf(ScriptArgs(shell, script)); !ok || got != script {
+			t.Errorf("ScriptOf(ScriptArgs(%v)) = %q, %v", shell, got, ok)
+		}
+	}
+	for _, args := range [][]string{{"hostname"}, {"powershell.exe", "-EncodedCommand", "!!"}, {"/bin/sh", "-c"}} {
+		if _, ok := ScriptOf(args); ok {
+			t.Errorf("ScriptOf(%q) took it for a script", args)
+		}
+	}
 }
 
 func TestShellFollowsOS(t *testing.T) {
@@ -110,12 +121,7 @@ func TestCopyToWindowsUsesPowerShellAndStdin(t *testing.T) {
 	if r.args[0] != "powershell.exe" || r.stdin != "payload" {
 		t.Fatalf("args %q stdin %q", r.args, r.stdin)
 	}
-	raw, _ := base64.StdEncoding.DecodeString(r.args[len(r.args)-1])
-	u := make([]uint16, len(raw)/2)
-	for i := range u {
-		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-	}
-	script := string(utf16.Decode(u))
+	script, _ := ScriptOf(r.args)
 	for _, want := range []string{`$dst = 'C:\k\it''s.txt'`, "OpenStandardInput", "Move-Item -Force"} {
 		if !strings.Contains(script, want) {
 			t.Errorf("script lacks %q:\n%s", want, script)
