@@ -12,6 +12,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
@@ -66,6 +67,10 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		return nil, err
 	}
 	t = withDefaults(t)
+	if p.emulated(ctx, rec) {
+		// As up does: an emulated VM boots and settles many times slower.
+		t = t.Scale(actions.EmulationSlowdown)
+	}
 	cs, err := p.client(name)
 	if err != nil {
 		return nil, err
@@ -118,6 +123,23 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		return nil, err
 	}
 	return res, nil
+}
+
+// emulated reports whether a driver of the cluster's nodes works here only
+// by emulating the CPU.
+func (p *Provider) emulated(ctx context.Context, rec *config.Cluster) bool {
+	for _, n := range rec.Nodes {
+		d, err := p.Registry.Get(n.Driver)
+		if err != nil {
+			continue
+		}
+		if e, ok := d.(drivers.Emulator); ok {
+			if _, err := d.Preflight(ctx); err == nil && e.Emulated() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // split parts the record's nodes into workers and the control plane.
