@@ -7,7 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/pkg/cluster"
 	"github.com/hwk-dev/hwk/pkg/doctor"
+	"github.com/hwk-dev/hwk/pkg/imagedist"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -42,6 +45,19 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 				DataDir: state.DefaultDirs().Data,
 			}
 			in.Subnet, in.SubnetErr = p.ProbeSubnet(c.Context(), cfg)
+			in.WindowsImageHelp = cluster.WindowsImageHelp
+			cached, err := nodeimage.List(state.DefaultDirs().Cache)
+			if err != nil {
+				return err
+			}
+			for _, m := range cached {
+				in.Images = append(in.Images, m.OS+" "+m.KubernetesVersion)
+			}
+			pins, err := imagedist.Published()
+			if err == nil {
+				_, err = pins.Ref(cfg.KubernetesVersion, cfg.Images.Registry)
+			}
+			in.NoLinuxPull = err
 			checks := doctor.Run(c.Context(), in)
 			err = out.print(s.Out, checks, func() {
 				tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)

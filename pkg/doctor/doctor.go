@@ -92,6 +92,13 @@ type Input struct {
 	Subnet  netip.Prefix
 	// SubnetErr is why no subnet could be found.
 	SubnetErr error
+	// Images are the cached node images ("OS KUBERNETES-VERSION" each,
+	// e.g. "windows v1.35.4"); WindowsImageHelp says how to make one.
+	Images           []string
+	WindowsImageHelp string
+	// NoLinuxPull says why up could not pull a Linux node image (this
+	// build pins none for the version); nil when it could.
+	NoLinuxPull error
 }
 
 // maxSkew is the clock difference past which certificates made on one
@@ -108,7 +115,7 @@ func Run(ctx context.Context, in Input) []Check {
 	if in.Probes.OS == "windows" {
 		out = append(out, coexistence(ctx, in))
 	}
-	out = append(out, memory(ctx, in), disk(in), engine(ctx, in), subnet(in), ports(in))
+	out = append(out, images(in), memory(ctx, in), disk(in), engine(ctx, in), subnet(in), ports(in))
 	return out
 }
 
@@ -151,10 +158,11 @@ func virtualization(ctx context.Context, in Input) Check {
 	return c
 }
 
-// emulated names a driver that works only by emulating the CPU.
+// emulated names a driver of the cluster's (of any, with no cluster) that
+// works only by emulating the CPU.
 func emulated(in Input) string {
 	for _, a := range in.Drivers {
-		if a.Available && a.Emulated {
+		if a.Available && a.Emulated && (in.Cluster == nil || usesDriver(in.Cluster, a.Name)) {
 			return a.Name
 		}
 	}
@@ -223,6 +231,52 @@ func coexistence(ctx context.Context, in Input) Check {
 	default:
 		c.Status, c.Detail = OK, "VirtualBox is not installed: no conflict with the Windows hypervisor"
 	}
+	return c
+}
+
+// images: a Windows node needs a Windows node image made here (it cannot
+// be downloaded); a Linux node image up pulls when none is cached.
+func images(in Input) Check {
+	c := Check{Name: "node images", Status: OK}
+	if in.Cluster == nil {
+		c.Status, c.Detail = Skip, "no cluster to check images for"
+		return c
+	}
+	has := func(os config.OS) bool {
+		for _, im := range in.Images {
+			if strings.HasPrefix(im, string(os)+" ") {
+				return true
+			}
+		}
+		return false
+	}
+	var parts, fixes []string
+	for _, os := range []config.OS{config.Linux, config.Windows} {
+		needed := false
+		for _, n := range in.Cluster.Nodes {
+			needed = needed || (n.OS == os && !config.IsImageRef(n.Image))
+		}
+		switch {
+		case !needed:
+		case has(os):
+			parts = append(parts, fmt.Sprintf("a %s node image is cached", os))
+		case os == config.Windows:
+			c.Status = Fail
+			parts = append(parts, "no Windows node image is cached, and the cluster has Windows nodes")
+			fixes = append(fixes, "for a Linux-only cluster, `hwk up --windows-workers 0`; otherwise "+in.WindowsImageHelp)
+		case in.NoLinuxPull != nil:
+			c.Status = Fail
+			parts = append(parts, "no Linux node image is cached, and "+in.NoLinuxPull.Error())
+			fixes = append(fixes, "for the Linux image: build it (`sudo hwk node-image build linux`), load one made elsewhere (`hwk node-image load -i FILE`), or name one to pull (`hwk up --image REGISTRY/REPO:TAG`)")
+		default:
+			parts = append(parts, "no Linux node image is cached: up pulls the one this hwk build pins")
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "every node names an image to pull")
+	}
+	c.Detail = strings.Join(parts, "; ")
+	c.Fix = strings.Join(fixes, "; and ")
 	return c
 }
 

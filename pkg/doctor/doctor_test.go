@@ -55,7 +55,7 @@ func find(t *testing.T, cs []Check, name string) Check {
 
 func TestHealthyHosts(t *testing.T) {
 	for _, os := range []string{"linux", "windows", "darwin"} {
-		in := Input{Probes: healthy(os), Cluster: cluster(t, config.DriverDocker, 0), DataDir: "/data", Subnet: netip.MustParsePrefix("172.31.250.0/24"),
+		in := Input{Probes: healthy(os), Cluster: cluster(t, config.DriverDocker, 0), DataDir: "/data", Subnet: netip.MustParsePrefix("172.31.250.0/24"), Images: []string{"linux v1.35.4"},
 			Drivers: []drivers.Availability{{Name: "docker", Available: true, Detail: "Docker Engine 28.0.1"}}}
 		cs := Run(context.Background(), in)
 		for _, c := range cs {
@@ -94,7 +94,7 @@ func TestLinuxProblems(t *testing.T) {
 		return &Engine{Version: "20.10", OSType: "linux", Time: now.Add(-3 * time.Minute)}, nil
 	}
 	p.Listening = func(port int) bool { return port == 6443 }
-	in := Input{Probes: p, Cluster: cluster(t, config.DriverLibvirt, 1), DataDir: "/data",
+	in := Input{Probes: p, Cluster: cluster(t, config.DriverLibvirt, 1), DataDir: "/data", Images: []string{"linux v1.35.4"}, WindowsImageHelp: "build one",
 		Drivers:   []drivers.Availability{{Name: "libvirt", Detail: "no libvirt socket", Fix: "sudo apt-get install libvirt-daemon-system"}, {Name: "docker", Detail: "not running", Fix: "start it"}},
 		SubnetErr: errors.New("no /24 in 172.31.0.0/16 is free for the node network\n  fix: set networking.nodeSubnet")}
 	cs := Run(context.Background(), in)
@@ -108,6 +108,7 @@ func TestLinuxProblems(t *testing.T) {
 		"memory":         {Fail, "nodes[].memory"},
 		"disk":           {Fail, "free at least 6.0 GiB"},
 		"docker engine":  {Fail, "timedatectl set-ntp true"},
+		"node images":    {Fail, "hwk up --windows-workers 0"},
 		"node subnet":    {Fail, "set networking.nodeSubnet"},
 		"ports":          {Warn, "kubectl --context hwk-NAME"},
 	}
@@ -132,6 +133,11 @@ func TestLinuxProblems(t *testing.T) {
 	kvm.Drivers = []drivers.Availability{{Name: "libvirt", Available: true, Emulated: true, Detail: "TCG"}}
 	if c := find(t, Run(context.Background(), kvm), "virtualization"); c.Status != Warn || !strings.Contains(c.Detail, "libvirt driver cannot use it") {
 		t.Errorf("KVM that QEMU cannot use: %+v", c)
+	}
+	// ...which a cluster of containers does not mind.
+	kvm.Cluster = cluster(t, config.DriverDocker, 0)
+	if c := find(t, Run(context.Background(), kvm), "virtualization"); c.Status != OK {
+		t.Errorf("KVM that QEMU cannot use, docker cluster: %+v", c)
 	}
 
 	// An all-container cluster does not need virtualization.
@@ -171,6 +177,21 @@ func TestWindowsProblems(t *testing.T) {
 	in.Cluster = cluster(t, config.DriverHyperV, 1)
 	if c := find(t, Run(context.Background(), in), "virtualization"); c.Status != Fail || !strings.Contains(c.Fix, "firmware (UEFI/BIOS)") {
 		t.Errorf("firmware off: %+v", c)
+	}
+
+	// With both images cached a Windows worker has what it needs; with
+	// only the Windows one, up pulls the Linux one.
+	in.Images = []string{"windows v1.35.4", "linux v1.35.4"}
+	if c := find(t, Run(context.Background(), in), "node images"); c.Status != OK || c.Detail != "a linux node image is cached; a windows node image is cached" {
+		t.Errorf("both images: %+v", c)
+	}
+	in.Images = []string{"windows v1.35.4"}
+	if c := find(t, Run(context.Background(), in), "node images"); c.Status != OK || !strings.Contains(c.Detail, "up pulls the one this hwk build pins") {
+		t.Errorf("no Linux image: %+v", c)
+	}
+	in.NoLinuxPull = errors.New("this hwk build pins no published node image for Kubernetes v1.35.4")
+	if c := find(t, Run(context.Background(), in), "node images"); c.Status != Fail || !strings.Contains(c.Fix, "hwk node-image load -i FILE") {
+		t.Errorf("no Linux image and none to pull: %+v", c)
 	}
 
 	// What hostFactsScript prints: ConvertTo-Json -Compress of the
