@@ -107,7 +107,7 @@ func docker(t *testing.T, stdin []byte, args ...string) string {
 }
 
 // leftovers lists every container, network and volume labelled with the
-// cluster's name.
+// cluster's name, and the privilege probes its up made.
 func leftovers(t *testing.T, cluster string) []string {
 	t.Helper()
 	filter := "label=hwk.dev/cluster=" + cluster
@@ -120,6 +120,10 @@ func leftovers(t *testing.T, cluster string) []string {
 		for _, id := range strings.Fields(docker(t, nil, args...)) {
 			out = append(out, kind+" "+id)
 		}
+	}
+	// The privilege probe an up makes for a moment (a killed up leaves it).
+	for _, id := range strings.Fields(docker(t, nil, "ps", "-aq", "--filter", "label=hwk.dev/probe-for="+cluster)) {
+		out = append(out, "probe container "+id)
 	}
 	return out
 }

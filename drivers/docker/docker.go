@@ -25,6 +25,10 @@ const (
 	LabelRole       = "hwk.dev/role"
 	LabelOS         = "hwk.dev/os"
 	LabelPrivileged = "hwk.dev/privileged"
+	// LabelProbeFor marks the short-lived container that learns whether
+	// the engine starts privileged ones, with the cluster whose up made
+	// it: a killed up leaves it behind, and that cluster's down removes it.
+	LabelProbeFor = "hwk.dev/probe-for"
 )
 
 // BuildCommand is what makes the Linux node image for this driver.

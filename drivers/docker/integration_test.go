@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 
@@ -416,5 +418,30 @@ func assertNoContainers(t *testing.T, c *client.Client, cluster string) {
 	must(t, err)
 	if len(ctrs.Items) != 0 {
 		t.Errorf("%d containers made", len(ctrs.Items))
+	}
+}
+
+// TestDeleteNetworkRemovesProbes: the privilege probe an up killed at the
+// wrong moment leaves behind goes with its cluster's network, and only
+// that cluster's.
+func TestDeleteNetworkRemovesProbes(t *testing.T) {
+	d, c := requireDocker(t)
+	ctx := context.Background()
+	img := busyboxImage(t, c)
+	cluster, _ := testCluster(t, d, c)
+	other := cluster + "-other"
+	ids := map[string]string{}
+	for _, cl := range []string{cluster, other} {
+		res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: img, Labels: map[string]string{LabelProbeFor: cl}}})
+		must(t, err)
+		ids[cl] = res.ID
+		t.Cleanup(func() { c.ContainerRemove(ctx, res.ID, client.ContainerRemoveOptions{Force: true}) })
+	}
+	must(t, d.DeleteNetwork(ctx, cluster))
+	if _, err := c.ContainerInspect(ctx, ids[cluster], client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
+		t.Errorf("the probe of %s is still there (%v)", cluster, err)
+	}
+	if _, err := c.ContainerInspect(ctx, ids[other], client.ContainerInspectOptions{}); err != nil {
+		t.Errorf("another cluster's probe went too: %v", err)
 	}
 }

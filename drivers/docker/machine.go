@@ -156,7 +156,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", spec.Name, err)
 	}
-	priv, err := d.canPrivilege(ctx, c, spec.Image)
+	priv, err := d.canPrivilege(ctx, c, spec.Cluster, spec.Image)
 	if err != nil {
 		return fmt.Errorf("create node %s: %w", spec.Name, err)
 	}
@@ -240,7 +240,7 @@ func (d *Driver) pinPorts(c *client.Client, ports []uint16) (map[uint16]uint16, 
 // privileged containers: a daemon without every capability (in a
 // container, a CI sandbox) refuses them at start, not at create, so the
 // only honest test is to start one.
-func (d *Driver) canPrivilege(ctx context.Context, c *client.Client, image string) (bool, error) {
+func (d *Driver) canPrivilege(ctx context.Context, c *client.Client, cluster, image string) (bool, error) {
 	d.mu.Lock()
 	known := d.privileged
 	d.mu.Unlock()
@@ -252,7 +252,7 @@ func (d *Driver) canPrivilege(ctx context.Context, c *client.Client, image strin
 	createCtx, cancelCreate := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancelCreate()
 	res, err := c.ContainerCreate(createCtx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: image, Entrypoint: []string{"/bin/true"}, Labels: map[string]string{"hwk.dev/probe": "privileged"}},
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/bin/true"}, Labels: map[string]string{"hwk.dev/probe": "privileged", LabelProbeFor: cluster}},
 		HostConfig: &container.HostConfig{Privileged: true, AutoRemove: false},
 	})
 	if err != nil {

@@ -151,6 +151,9 @@ func (d *Driver) DeleteNetwork(ctx context.Context, cluster string) error {
 	if err != nil {
 		return err
 	}
+	if err := d.removeProbes(ctx, c, cluster); err != nil {
+		return err
+	}
 	name := NetworkName(cluster)
 	nw, err := c.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
@@ -165,6 +168,21 @@ func (d *Driver) DeleteNetwork(ctx context.Context, cluster string) error {
 	}
 	if _, err := c.NetworkRemove(ctx, name, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 		return d.wrap(c, fmt.Errorf("remove docker network %s: %w", name, err))
+	}
+	return nil
+}
+
+// removeProbes removes the privilege probes an up of cluster left behind
+// (it was killed between making one and removing it).
+func (d *Driver) removeProbes(ctx context.Context, c *client.Client, cluster string) error {
+	list, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: client.Filters{}.Add("label", LabelProbeFor+"="+cluster)})
+	if err != nil {
+		return d.wrap(c, fmt.Errorf("list the probe containers of %s: %w", cluster, err))
+	}
+	for _, ctr := range list.Items {
+		if _, err := c.ContainerRemove(ctx, ctr.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+			return d.wrap(c, fmt.Errorf("remove probe container %s: %w", ctr.ID, err))
+		}
 	}
 	return nil
 }
