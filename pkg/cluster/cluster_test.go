@@ -463,6 +463,16 @@ func TestSideBySideSubnets(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.Dirs.Data, "subnets")); !os.IsNotExist(err) {
 		t.Errorf("subnet reservations or their lock left after every down (%v)", err)
 	}
+	// hwk doctor's probe finds the same subnet up would, and leaves
+	// nothing behind.
+	probe := &config.Cluster{Name: "probe", Nodes: []config.Node{{Role: config.ControlPlane}}}
+	config.SetDefaults(probe, config.Host{OS: "linux", Drivers: map[config.OS]string{config.Linux: config.DriverDocker}})
+	if got, err := p.ProbeSubnet(context.Background(), probe); err != nil || got.String() != "172.31.250.0/24" {
+		t.Errorf("ProbeSubnet = %s, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(p.Dirs.Data, "subnets")); !os.IsNotExist(err) {
+		t.Errorf("ProbeSubnet left its lock (%v)", err)
+	}
 	assertNoLocks(t, p)
 }
 

@@ -41,8 +41,6 @@ func (s *Store) ReserveSubnet(name string, p netip.Prefix) error {
 }
 
 // ReleaseSubnet drops cluster name's reservation; none is not an error.
-// The last one out removes the lock file and the directory too, so that a
-// host without clusters keeps nothing of hwk's but its caches.
 func (s *Store) ReleaseSubnet(name string) error {
 	if _, err := os.Stat(filepath.Join(s.subnetsDir(), name)); errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -55,6 +53,13 @@ func (s *Store) ReleaseSubnet(name string) error {
 		l.Release()
 		return err
 	}
+	return s.UnlockSubnets(l)
+}
+
+// UnlockSubnets drops the LockSubnets lock; with no reservation left it
+// removes the lock file and the directory too, so that a host without
+// clusters keeps nothing of hwk's but its caches.
+func (s *Store) UnlockSubnets(l *Lock) error {
 	if left, err := s.Subnets(); err == nil && len(left) == 0 {
 		err := l.Remove()
 		os.Remove(s.subnetsDir()) // fails harmlessly if another hwk just made a file there

@@ -38,14 +38,14 @@ func (c *Context) chooseSubnet(ctx context.Context) error {
 }
 
 // FindSubnet is the subnet up would choose for the cluster now (or the
-// config's, checked), without reserving it: for hwk doctor. Drivers must
-// hold the node's drivers.
+// config's, checked), without reserving it: for hwk doctor, which leaves
+// nothing behind. Drivers must hold the node's drivers.
 func FindSubnet(ctx context.Context, c *Context) (netip.Prefix, error) {
 	lock, err := c.Store.LockSubnets(subnetLockWait)
 	if err != nil {
 		return netip.Prefix{}, err
 	}
-	defer lock.Release()
+	defer c.Store.UnlockSubnets(lock)
 	return c.findSubnet(ctx)
 }
 
