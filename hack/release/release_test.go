@@ -1,0 +1,326 @@
+// Package release checks what `make release-snapshot` (goreleaser,
+// .goreleaser.yaml) put in dist/: every archive, with binaries for the
+// right OS and machine and the Windows node programs beside hwk; the
+// checksums; an SBOM per archive; the Scoop and winget manifests pointing
+// at the archives by their checksums. It needs dist/: without it the test
+// skips, or fails when HWK_REQUIRE_RELEASE=1 (make release-snapshot).
+package release
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"debug/elf"
+	"debug/macho"
+	"debug/pe"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// targets are the platforms a release has an archive for.
+var targets = []struct{ os, arch string }{
+	{"windows", "amd64"}, {"windows", "arm64"},
+	{"linux", "amd64"}, {"linux", "arm64"},
+	{"darwin", "amd64"}, {"darwin", "arm64"},
+}
+
+func dist(t *testing.T) string {
+	dir := os.Getenv("HWK_RELEASE_DIST")
+	if dir == "" {
+		dir = "../../dist"
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checksums.txt")); err != nil {
+		if os.Getenv("HWK_REQUIRE_RELEASE") == "1" {
+			t.Fatalf("no release in %s (%v): run make release-snapshot", dir, err)
+		}
+		t.Skipf("no release in %s: make release-snapshot makes one", dir)
+	}
+	return dir
+}
+
+// checksums reads checksums.txt: file name to SHA-256.
+func checksums(t *testing.T, dir string) map[string]string {
+	f, err := os.Open(filepath.Join(dir, "checksums.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		sum, name, ok := strings.Cut(sc.Text(), "  ")
+		if !ok || len(sum) != 64 {
+			t.Fatalf("checksums.txt line %q is not `SHA256  NAME`", sc.Text())
+		}
+		out[name] = sum
+	}
+	return out
+}
+
+func sha(t *testing.T, path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// members reads an archive's files.
+func members(t *testing.T, path string) map[string][]byte {
+	out := map[string][]byte{}
+	if strings.HasSuffix(path, ".zip") {
+		zr, err := zip.OpenReader(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		for _, f := range zr.File {
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := io.ReadAll(rc)
+			rc.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[f.Name] = data
+		}
+		return out
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		out[hdr.Name] = data
+	}
+}
+
+// machine says which OS and machine an executable is for, from its own
+// headers.
+func machine(t *testing.T, name string, data []byte) (string, string) {
+	r := bytes.NewReader(data)
+	if f, err := pe.NewFile(r); err == nil {
+		switch f.Machine {
+		case pe.IMAGE_FILE_MACHINE_AMD64:
+			return "windows", "amd64"
+		case pe.IMAGE_FILE_MACHINE_ARM64:
+			return "windows", "arm64"
+		}
+		return "windows", "machine " + hex.EncodeToString([]byte{byte(f.Machine >> 8), byte(f.Machine)})
+	}
+	if f, err := elf.NewFile(r); err == nil {
+		switch f.Machine {
+		case elf.EM_X86_64:
+			return "linux", "amd64"
+		case elf.EM_AARCH64:
+			return "linux", "arm64"
+		}
+		return "linux", f.Machine.String()
+	}
+	if f, err := macho.NewFile(r); err == nil {
+		switch f.Cpu {
+		case macho.CpuAmd64:
+			return "darwin", "amd64"
+		case macho.CpuArm64:
+			return "darwin", "arm64"
+		}
+		return "darwin", f.Cpu.String()
+	}
+	t.Errorf("%s is neither PE, ELF nor Mach-O", name)
+	return "", ""
+}
+
+// TestArchives: one archive per target, zip on Windows, each with hwk
+// built for that target, the README, and the Windows node programs (PE,
+// amd64) in windows-amd64/; each listed in checksums.txt with the digest
+// it has.
+func TestArchives(t *testing.T) {
+	dir := dist(t)
+	sums := checksums(t, dir)
+	for _, tg := range targets {
+		ext := ".tar.gz"
+		exe := "hwk"
+		if tg.os == "windows" {
+			ext, exe = ".zip", "hwk.exe"
+		}
+		matches, _ := filepath.Glob(filepath.Join(dir, "hwk_*_"+tg.os+"_"+tg.arch+ext))
+		if len(matches) != 1 {
+			t.Errorf("%s/%s: archives %v, want one hwk_VERSION_%s_%s%s", tg.os, tg.arch, matches, tg.os, tg.arch, ext)
+			continue
+		}
+		archive := matches[0]
+		name := filepath.Base(archive)
+		if got := sums[name]; got == "" || got != sha(t, archive) {
+			t.Errorf("%s: checksums.txt says %q, the file's SHA-256 is %s", name, got, sha(t, archive))
+		}
+		files := members(t, archive)
+		if os, arch := machine(t, name+"/"+exe, files[exe]); os != tg.os || arch != tg.arch {
+			t.Errorf("%s: %s is for %s/%s", name, exe, os, arch)
+		}
+		for _, prog := range []string{"windows-amd64/hwk-kubelet.exe", "windows-amd64/hwk-seed.exe"} {
+			if os, arch := machine(t, name+"/"+prog, files[prog]); os != "windows" || arch != "amd64" {
+				t.Errorf("%s: %s is for %s/%s, want windows/amd64 (the node's)", name, prog, os, arch)
+			}
+		}
+		if len(files["README.md"]) == 0 {
+			t.Errorf("%s has no README.md", name)
+		}
+		if tg.os == runtime.GOOS && tg.arch == runtime.GOARCH {
+			checkVersion(t, files[exe])
+		}
+	}
+	// Every file checksums.txt lists is there with that digest.
+	for name, sum := range sums {
+		if got := sha(t, filepath.Join(dir, name)); got != sum {
+			t.Errorf("%s: checksums.txt says %s, the file's SHA-256 is %s", name, sum, got)
+		}
+	}
+}
+
+// checkVersion runs this host's hwk from its archive: it says the
+// release's version, as `make build` stamps it ("v" and the full commit).
+func checkVersion(t *testing.T, exe []byte) {
+	path := filepath.Join(t.TempDir(), "hwk")
+	if err := os.WriteFile(path, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(path, "version", "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("hwk version: %v", err)
+	}
+	var v struct{ Version, Commit string }
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("hwk version -o json: %v\n%s", err, out)
+	}
+	if !strings.HasPrefix(v.Version, "v") || len(v.Commit) != 40 {
+		t.Errorf("hwk version says %+v; want a version with its v and the full commit", v)
+	}
+}
+
+// TestSBOMs: a CycloneDX document per archive, naming hwk's own module and
+// its dependencies for that archive's platform.
+func TestSBOMs(t *testing.T) {
+	dir := dist(t)
+	archives, _ := filepath.Glob(filepath.Join(dir, "hwk_*"))
+	n := 0
+	for _, a := range archives {
+		if !strings.HasSuffix(a, ".zip") && !strings.HasSuffix(a, ".tar.gz") {
+			continue
+		}
+		n++
+		raw, err := os.ReadFile(a + ".cdx.json")
+		if err != nil {
+			t.Errorf("no SBOM for %s: %v", filepath.Base(a), err)
+			continue
+		}
+		var bom struct {
+			BOMFormat string `json:"bomFormat"`
+			Metadata  struct {
+				Component struct{ Name string } `json:"component"`
+			} `json:"metadata"`
+			Components []struct{ Name string } `json:"components"`
+		}
+		if err := json.Unmarshal(raw, &bom); err != nil {
+			t.Errorf("%s.cdx.json: %v", filepath.Base(a), err)
+			continue
+		}
+		names := map[string]bool{}
+		for _, c := range bom.Components {
+			names[c.Name] = true
+		}
+		if bom.BOMFormat != "CycloneDX" || bom.Metadata.Component.Name != "github.com/hwk-dev/hwk" || !names["github.com/spf13/cobra"] || !names["k8s.io/client-go"] {
+			t.Errorf("%s.cdx.json: format %q, component %q, %d components (cobra %v, client-go %v)", filepath.Base(a),
+				bom.BOMFormat, bom.Metadata.Component.Name, len(bom.Components), names["github.com/spf13/cobra"], names["k8s.io/client-go"])
+		}
+	}
+	if n != len(targets) {
+		t.Errorf("%d archives, want %d", n, len(targets))
+	}
+}
+
+// TestManifests: the Scoop and winget manifests install the Windows
+// archives of this release, by the digests in checksums.txt.
+func TestManifests(t *testing.T) {
+	dir := dist(t)
+	sums := checksums(t, dir)
+	raw, err := os.ReadFile(filepath.Join(dir, "scoop", "hwk.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scoop struct {
+		Version      string
+		Architecture map[string]struct {
+			URL  string
+			Bin  []string
+			Hash string
+		}
+	}
+	if err := json.Unmarshal(raw, &scoop); err != nil {
+		t.Fatal(err)
+	}
+	for arch, want := range map[string]string{"64bit": "windows_amd64.zip", "arm64": "windows_arm64.zip"} {
+		a := scoop.Architecture[arch]
+		name := a.URL[strings.LastIndex(a.URL, "/")+1:]
+		if !strings.HasSuffix(name, want) || a.Hash != sums[name] || len(a.Bin) != 1 || a.Bin[0] != "hwk.exe" {
+			t.Errorf("scoop %s: %+v; want %s with its checksum %s", arch, a, want, sums[name])
+		}
+	}
+	installers, _ := filepath.Glob(filepath.Join(dir, "winget", "manifests", "*", "*", "*", "*", "*.installer.yaml"))
+	if len(installers) != 1 {
+		t.Fatalf("winget installer manifests: %v", installers)
+	}
+	raw, err = os.ReadFile(installers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var winget struct {
+		PackageIdentifier string `yaml:"PackageIdentifier"`
+		InstallerType     string `yaml:"InstallerType"`
+		Installers        []struct {
+			Architecture    string `yaml:"Architecture"`
+			InstallerURL    string `yaml:"InstallerUrl"`
+			InstallerSha256 string `yaml:"InstallerSha256"`
+		} `yaml:"Installers"`
+	}
+	if err := yaml.Unmarshal(raw, &winget); err != nil {
+		t.Fatal(err)
+	}
+	if winget.PackageIdentifier != "hwk-dev.hwk" || winget.InstallerType != "zip" || len(winget.Installers) != 2 {
+		t.Errorf("winget: %+v", winget)
+	}
+	for _, in := range winget.Installers {
+		name := in.InstallerURL[strings.LastIndex(in.InstallerURL, "/")+1:]
+		if sums[name] == "" || in.InstallerSha256 != sums[name] {
+			t.Errorf("winget %s: %s with %s; checksums.txt says %q", in.Architecture, name, in.InstallerSha256, sums[name])
+		}
+	}
+}
