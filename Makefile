@@ -11,6 +11,14 @@ STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
 # actionlint checks the GitHub Actions workflows, which cannot run here.
 ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(BIN)/tools/actionlint-$(ACTIONLINT_VERSION)
+# goreleaser builds the releases (.goreleaser.yaml); v2.16.0 is the newest
+# whose module builds with Go 1.26 from the module proxy here. It finds
+# cyclonedx-gomod, which makes the SBOMs, on PATH.
+GORELEASER_VERSION := v2.16.0
+GORELEASER := $(BIN)/tools/goreleaser-$(GORELEASER_VERSION)
+CYCLONEDX_VERSION := v1.10.0
+CYCLONEDX_DIR := $(BIN)/tools/cyclonedx-gomod-$(CYCLONEDX_VERSION)
+RELEASE_PATH := $(CURDIR)/$(CYCLONEDX_DIR):$(PATH)
 # kind, pinned, for the load benchmark's side-by-side figures.
 KIND_VERSION := v0.32.0
 KIND := $(BIN)/tools/kind-$(KIND_VERSION)
@@ -18,7 +26,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load site
+.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load site release-snapshot release
 
 all: build
 
@@ -108,7 +116,7 @@ $(KIND):
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(BIN)/tools/kind $(KIND)
 
-lint: $(STATICCHECK) $(ACTIONLINT)
+lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
@@ -117,6 +125,27 @@ lint: $(STATICCHECK) $(ACTIONLINT)
 	$(STATICCHECK) -tags e2e ./e2e/
 	GOOS=windows $(STATICCHECK) ./...
 	$(ACTIONLINT)
+	$(GORELEASER) check
+
+# Every release archive, built here without publishing (goreleaser
+# --snapshot, into dist/), then checked by hack/release's test: six
+# archives with binaries for their platform, checksums, SBOMs, Scoop and
+# winget manifests.
+release-snapshot: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
+	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --snapshot --clean
+	HWK_REQUIRE_RELEASE=1 $(GO) test -count=1 ./hack/release/
+
+# A real release, from a tag (.github/workflows/release.yaml; needs
+# GITHUB_TOKEN).
+release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
+	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --clean
+
+$(GORELEASER):
+	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+	mv $(BIN)/tools/goreleaser $(GORELEASER)
+
+$(CYCLONEDX_DIR)/cyclonedx-gomod:
+	GOBIN=$(CURDIR)/$(CYCLONEDX_DIR) $(GO) install github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@$(CYCLONEDX_VERSION)
 
 $(ACTIONLINT):
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install github.com/rhysd/actionlint/cmd/actionlint@$(ACTIONLINT_VERSION)
