@@ -6,6 +6,7 @@
 package pscatalog
 
 import (
+	hwk "github.com/hwk-dev/hwk"
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/images"
 	windows "github.com/hwk-dev/hwk/node-images/windows"
@@ -62,6 +63,7 @@ var files = []struct {
 		return images.Manifests.ReadFile("manifests/kube-proxy-windows-start.ps1")
 	}},
 	{"node-images/windows/provision.ps1", func() ([]byte, error) { return windows.Recipe.ReadFile("provision.ps1") }},
+	{"install.ps1", func() ([]byte, error) { return hwk.Installers.ReadFile("install.ps1") }},
 }
 
 // All is every script.

@@ -55,7 +55,8 @@ func TestGrammar(t *testing.T) {
 // every call names its module.
 var modules = map[string][]string{
 	"Microsoft.PowerShell.Core":        {"ForEach-Object", "Where-Object", "Out-Null", "Get-Module", "Import-Module", "Get-Command", "Wait-Job", "Stop-Job", "Remove-Job"},
-	"Microsoft.PowerShell.Utility":     {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String", "Format-List"},
+	"Microsoft.PowerShell.Utility":     {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String", "Format-List", "Invoke-WebRequest", "Get-FileHash"},
+	"Microsoft.PowerShell.Archive":     {"Expand-Archive"},
 	"Microsoft.PowerShell.Diagnostics": {"Get-WinEvent"},
 	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
 	"Microsoft.PowerShell.Host":        {"Start-Transcript", "Stop-Transcript"},
