@@ -26,7 +26,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load site release-snapshot release
+.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load site docs release-snapshot release
 
 all: build
 
@@ -163,6 +163,11 @@ cross:
 		echo "GOOS=windows go test -c $$p"; \
 		GOOS=windows GOARCH=amd64 $(GO) test -c -o /dev/null $$p || exit 1; \
 	done
+
+# The site's reference pages (every command, the cluster config), written
+# from the code by hack/gendocs; its test fails when they are stale.
+docs:
+	$(GO) run ./hack/gendocs
 
 # The documentation site, with Debian's hugo (apt-get install hugo).
 site:
