@@ -55,7 +55,7 @@ func (d *Driver) baseVolume(ctx context.Context, l *golibvirt.Libvirt, pool goli
 	vol, err := l.StorageVolLookupByName(pool, name)
 	switch {
 	case err == nil:
-		same, err := sameTail(l, vol, f, fi.Size())
+		same, err := d.sameTailOrGiveUp(vol, f, fi.Size())
 		if err != nil {
 			return "", err
 		}
@@ -87,6 +87,37 @@ func (d *Driver) lockBase(ctx context.Context, name string) (*state.Lock, error)
 			return nil, fmt.Errorf("waiting for %w", err)
 		case <-time.After(500 * time.Millisecond):
 		}
+	}
+}
+
+// sameTailWait bounds sameTail, which reads a megabyte.
+const sameTailWait = 30 * time.Second
+
+// sameTailOrGiveUp is sameTail on a connection of its own, given up after
+// sameTailWait: go-libvirt can deadlock at the end of a stream (a late
+// packet's callback holds the lock the finished call needs to deregister,
+// seen once in CI). The stuck call and its connection are abandoned, and
+// the volume counts as not the same, so it is uploaded again.
+func (d *Driver) sameTailOrGiveUp(vol golibvirt.StorageVol, f *os.File, size int64) (bool, error) {
+	l, err := d.connect()
+	if err != nil {
+		return false, err
+	}
+	type result struct {
+		same bool
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		same, err := sameTail(l, vol, f, size)
+		done <- result{same, err}
+	}()
+	select {
+	case r := <-done:
+		l.Disconnect()
+		return r.same, r.err
+	case <-time.After(sameTailWait):
+		return false, nil
 	}
 }
 
