@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 )
 
 func main() {
@@ -32,8 +33,8 @@ func write(dir, typesFile string) error {
 		return err
 	}
 	for name, content := range pages {
-		path := dir + "/" + name
-		if err := os.MkdirAll(parent(path), 0o755); err != nil {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
 		if err := os.WriteFile(path, content, 0o644); err != nil {
@@ -41,13 +42,4 @@ func write(dir, typesFile string) error {
 		}
 	}
 	return nil
-}
-
-func parent(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return p[:i]
-		}
-	}
-	return "."
 }

@@ -75,7 +75,7 @@ func (p *Provider) driversOf(ctx context.Context, rec *config.Cluster) ([]driver
 				return nil, err
 			}
 			if _, err := d.Preflight(ctx); err != nil {
-				return nil, fmt.Errorf("cannot delete the nodes of cluster %s on driver %s: %w", rec.Name, n.Driver, err)
+				return nil, fmt.Errorf("cannot reach the nodes of cluster %s on driver %s: %w", rec.Name, n.Driver, err)
 			}
 			out = append(out, d)
 		}

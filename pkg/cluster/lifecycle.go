@@ -30,6 +30,10 @@ func (p *Provider) Stop(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	ds, err := p.nodeDrivers(ctx, rec)
+	if err != nil {
+		return err
+	}
 	workers, cp := split(rec)
 	stop := func(d drivers.Driver, r drivers.Ref) error {
 		// An autostart VM that hwk stop stopped must stay stopped when
@@ -41,10 +45,10 @@ func (p *Provider) Stop(ctx context.Context, name string) error {
 		}
 		return d.Stop(ctx, r)
 	}
-	if err := p.stepOf(name, "Stopping the workers", func() error { return p.eachNode(ctx, rec, workers, stop) }); err != nil {
+	if err := p.stepOf(name, "Stopping the workers", func() error { return eachNode(ctx, rec, ds, workers, stop) }); err != nil {
 		return err
 	}
-	return p.stepOf(name, "Stopping the control plane", func() error { return p.eachNode(ctx, rec, cp, stop) })
+	return p.stepOf(name, "Stopping the control plane", func() error { return eachNode(ctx, rec, ds, cp, stop) })
 }
 
 // StartResult is how long Start took to each milestone.
@@ -67,13 +71,21 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		return nil, err
 	}
 	t = withDefaults(t)
-	if p.emulated(ctx, rec) {
-		// As up does: an emulated VM boots and settles many times slower.
-		t = t.Scale(actions.EmulationSlowdown)
-	}
 	cs, err := p.client(name)
 	if err != nil {
 		return nil, err
+	}
+	ds, err := p.nodeDrivers(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds {
+		if e, ok := d.(drivers.Emulator); ok && e.Emulated() {
+			// As up does: an emulated VM boots and settles many times
+			// slower.
+			t = t.Scale(actions.EmulationSlowdown)
+			break
+		}
 	}
 	began := time.Now()
 	res := &StartResult{}
@@ -88,7 +100,7 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		return nil
 	}
 	if err := p.stepOf(name, "Starting the control plane", func() error {
-		if err := p.eachNode(ctx, rec, cp, start); err != nil {
+		if err := eachNode(ctx, rec, ds, cp, start); err != nil {
 			return err
 		}
 		if err := bootstrap.WaitAPIServer(ctx, cs, t.APIServer); err != nil {
@@ -100,7 +112,7 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		return nil, err
 	}
 	if len(workers) > 0 {
-		if err := p.stepOf(name, "Starting the workers", func() error { return p.eachNode(ctx, rec, workers, start) }); err != nil {
+		if err := p.stepOf(name, "Starting the workers", func() error { return eachNode(ctx, rec, ds, workers, start) }); err != nil {
 			return nil, err
 		}
 	}
@@ -125,21 +137,18 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	return res, nil
 }
 
-// emulated reports whether a driver of the cluster's nodes works here only
-// by emulating the CPU.
-func (p *Provider) emulated(ctx context.Context, rec *config.Cluster) bool {
-	for _, n := range rec.Nodes {
-		d, err := p.Registry.Get(n.Driver)
-		if err != nil {
-			continue
-		}
-		if e, ok := d.(drivers.Emulator); ok {
-			if _, err := d.Preflight(ctx); err == nil && e.Emulated() {
-				return true
-			}
-		}
+// nodeDrivers are the drivers of the record's nodes by name, each
+// checked to work here (driversOf, as down uses them).
+func (p *Provider) nodeDrivers(ctx context.Context, rec *config.Cluster) (map[string]drivers.Driver, error) {
+	list, err := p.driversOf(ctx, rec)
+	if err != nil {
+		return nil, err
 	}
-	return false
+	out := map[string]drivers.Driver{}
+	for _, d := range list {
+		out[d.Name()] = d
+	}
+	return out, nil
 }
 
 // split parts the record's nodes into workers and the control plane.
@@ -154,23 +163,9 @@ func split(rec *config.Cluster) (workers, cp []config.Node) {
 	return workers, cp
 }
 
-// eachNode runs fn on every node at once, each with its driver, and joins
-// the errors.
-func (p *Provider) eachNode(ctx context.Context, rec *config.Cluster, nodes []config.Node, fn func(drivers.Driver, drivers.Ref) error) error {
-	ds := map[string]drivers.Driver{}
-	for _, n := range nodes {
-		if _, ok := ds[n.Driver]; ok {
-			continue
-		}
-		d, err := p.Registry.Get(n.Driver)
-		if err != nil {
-			return err
-		}
-		if _, err := d.Preflight(ctx); err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		ds[n.Driver] = d
-	}
+// eachNode runs fn on every node at once, each with its driver from ds,
+// and joins the errors.
+func eachNode(ctx context.Context, rec *config.Cluster, ds map[string]drivers.Driver, nodes []config.Node, fn func(drivers.Driver, drivers.Ref) error) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(nodes))
 	for i, n := range nodes {

@@ -2,7 +2,6 @@ package cmd
 
 import (
 	"fmt"
-	"runtime"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -40,7 +39,7 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 			p := g.provider(s, "")
 			in := doctor.Input{
 				Probes:  doctor.HostProbes(),
-				Drivers: p.Registry.Check(c.Context(), runtime.GOOS),
+				Drivers: g.availability(c.Context()),
 				Cluster: cfg,
 				DataDir: state.DefaultDirs().Data,
 			}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -40,7 +39,7 @@ func dockerClient() func() (client.APIClient, error) {
 func (g *globals) hostFormats(ctx context.Context, os config.OS) ([]nodeimage.Format, []string) {
 	var out []nodeimage.Format
 	var why []string
-	for _, a := range g.registry().Check(ctx, runtime.GOOS) {
+	for _, a := range g.availability(ctx) {
 		f, ok := nodeimage.FormatFor(a.Name)
 		if !ok || !slices.Contains(a.GuestOSes, os) {
 			continue

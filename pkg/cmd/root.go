@@ -44,6 +44,17 @@ type globals struct {
 	logger    *slog.Logger
 	// registry makes the driver registry; tests replace it.
 	registry func() *drivers.Registry
+	// checked is what availability found, kept for the rest of the
+	// command: preflights can take seconds (Hyper-V starts PowerShell).
+	checked []drivers.Availability
+}
+
+// availability is every driver's standing here, checked once per command.
+func (g *globals) availability(ctx context.Context) []drivers.Availability {
+	if g.checked == nil {
+		g.checked = g.registry().Check(ctx, runtime.GOOS)
+	}
+	return g.checked
 }
 
 // NewRootCommand builds the hwk command tree.
@@ -159,7 +170,7 @@ func (g *globals) host(ctx context.Context) config.Host {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	h := config.Host{OS: runtime.GOOS, Drivers: map[config.OS]string{}}
-	for _, a := range g.registry().Check(ctx, runtime.GOOS) {
+	for _, a := range g.availability(ctx) {
 		for _, os := range a.DefaultFor {
 			h.Drivers[os] = a.Name
 		}
