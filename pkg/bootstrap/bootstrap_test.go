@@ -35,7 +35,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // testCluster is the default cluster with one Linux and one Windows
-// worker, as `hwk up` would see it on the docker driver.
+// worker, its Linux nodes taken for containers (as on the docker driver),
+// so that one rendering shows both kinds of node.
 func testCluster(t *testing.T) Cluster {
 	t.Helper()
 	cfg := &config.Cluster{Nodes: []config.Node{
@@ -47,7 +48,7 @@ func testCluster(t *testing.T) Cluster {
 	if err := config.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
-	c, err := FromConfig(cfg, "abcdef.0123456789abcdef", func(n config.Node) bool { return n.Driver == config.DriverDocker })
+	c, err := FromConfig(cfg, "abcdef.0123456789abcdef", func(n config.Node) bool { return n.OS == config.Linux })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,6 +71,25 @@ func (h Host) driver(os OS) string {
 	return DefaultDriver(h.OS)
 }
 
+// sharedDriver is the driver a node of os that names none gets. A
+// cluster's nodes share one network, which each driver makes its own way
+// (a Docker bridge, a libvirt network, a Hyper-V switch) and no two can
+// make together, so it is the driver another node names, when one that
+// can host os does; else, in a cluster with Windows nodes, the host's
+// driver for Windows nodes, since each driver that hosts them hosts Linux
+// nodes too; else the host's driver for os.
+func sharedDriver(nodes []Node, os OS, host Host) string {
+	for _, n := range nodes {
+		if n.Driver != "" && DriverCanHost(n.Driver, os) {
+			return n.Driver
+		}
+	}
+	if slices.ContainsFunc(nodes, func(n Node) bool { return n.OS == Windows }) {
+		return host.driver(Windows)
+	}
+	return host.driver(os)
+}
+
 // SetDefaults fills every field the config left empty. The host picks the
 // default driver. Values that are present are never
 // changed, so validation still sees and reports what the user wrote;
@@ -125,7 +144,7 @@ func SetDefaults(c *Cluster, host Host) {
 			n.Name = defaultNodeName(c.Name, *n, counters, taken)
 		}
 		if n.Driver == "" {
-			n.Driver = host.driver(n.OS)
+			n.Driver = sharedDriver(c.Nodes, n.OS, host)
 		}
 		r := defaultResources(*n)
 		if n.CPUs == 0 {

@@ -178,18 +178,36 @@ func TestDefaultNamesSkipGivenNames(t *testing.T) {
 }
 
 // TestHostDriversPerOS: drivers the host says work win over the static
-// preference, per node OS, and never over a driver the file names.
+// preference, per node OS, and never over a driver the file names; nodes
+// that name none share one driver, since only one can make the cluster's
+// network.
 func TestHostDriversPerOS(t *testing.T) {
-	c := &Cluster{Nodes: []Node{
-		{Role: ControlPlane},
-		{OS: Windows},
-		{OS: Linux, Driver: DriverVirtualBox},
-	}}
-	SetDefaults(c, Host{OS: "linux", Drivers: map[OS]string{Linux: DriverDocker}})
-	got := []string{c.Nodes[0].Driver, c.Nodes[1].Driver, c.Nodes[2].Driver}
-	want := []string{DriverDocker, DriverLibvirt, DriverVirtualBox}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("drivers = %v, want %v", got, want)
+	linuxHost := Host{OS: "linux", Drivers: map[OS]string{Linux: DriverDocker, Windows: DriverLibvirt}}
+	for _, tc := range []struct {
+		name  string
+		nodes []Node
+		host  Host
+		want  []string
+	}{
+		{"linux only: the linux driver", []Node{{Role: ControlPlane}, {}}, linuxHost, []string{DriverDocker, DriverDocker}},
+		{"with windows: its driver for all", []Node{{Role: ControlPlane}, {OS: Windows}, {}}, linuxHost, []string{DriverLibvirt, DriverLibvirt, DriverLibvirt}},
+		{"a named driver is shared", []Node{{Role: ControlPlane}, {OS: Windows}, {OS: Linux, Driver: DriverVirtualBox}}, linuxHost,
+			[]string{DriverVirtualBox, DriverVirtualBox, DriverVirtualBox}},
+		{"one windows cannot take is not", []Node{{Role: ControlPlane, Driver: DriverDocker}, {OS: Windows}}, linuxHost,
+			[]string{DriverDocker, DriverLibvirt}},
+		{"no host drivers: the static preference", []Node{{Role: ControlPlane}, {OS: Windows}}, Host{OS: "windows"}, []string{DriverHyperV, DriverHyperV}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Cluster{Nodes: tc.nodes}
+			SetDefaults(c, tc.host)
+			var got []string
+			for _, n := range c.Nodes {
+				got = append(got, n.Driver)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("drivers = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

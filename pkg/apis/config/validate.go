@@ -253,6 +253,30 @@ func validateNodes(c *Cluster, subnet netip.Prefix, errs *Errors) {
 	}
 	if controlPlane < 0 {
 		errs.add("nodes", "no control-plane node; set role: control-plane on one linux node")
+	} else {
+		validateOneDriver(c, controlPlane, errs)
+	}
+}
+
+// validateOneDriver refuses a cluster whose nodes are on more than one
+// driver: they share one network (the node subnet), and each driver makes
+// its own, so the second network would be refused for overlapping the
+// first. It names a driver that can host every node: the control plane's,
+// or, when that cannot host the cluster's Windows nodes, theirs.
+func validateOneDriver(c *Cluster, controlPlane int, errs *Errors) {
+	cp := c.Nodes[controlPlane].Driver
+	target := cp
+	for _, n := range c.Nodes {
+		if n.OS == Windows && !DriverCanHost(target, Windows) && DriverCanHost(n.Driver, Windows) {
+			target = n.Driver
+		}
+	}
+	for i, n := range c.Nodes {
+		if n.Driver == cp || !DriverCanHost(n.Driver, n.OS) {
+			continue
+		}
+		errs.add(fmt.Sprintf("nodes[%d].driver", i), "%s, but the control plane (nodes[%d]) is on %s: a cluster's nodes share one network, which only one driver can make; put every node on %s (driver: %s on each node, or --driver %s)",
+			n.Driver, controlPlane, cp, target, target, target)
 	}
 }
 

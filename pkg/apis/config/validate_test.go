@@ -140,6 +140,11 @@ func TestBadConfigs(t *testing.T) {
 			{"nodes[1].driver", "wsl2 cannot host windows nodes; use hyperv, libvirt or virtualbox for windows nodes"}}},
 		{"--driver docker with the default windows worker", header, Overrides{Driver: "docker"}, []problem{
 			{"nodes[1].driver", "docker cannot host windows nodes; use hyperv, libvirt or virtualbox for windows nodes"}}},
+		{"docker beside libvirt", header + "nodes:\n- role: control-plane\n  driver: docker\n- os: windows\n  driver: libvirt\n- driver: libvirt\n", Overrides{}, []problem{
+			{"nodes[1].driver", "libvirt, but the control plane (nodes[0]) is on docker: a cluster's nodes share one network, which only one driver can make; put every node on libvirt (driver: libvirt on each node, or --driver libvirt)"},
+			{"nodes[2].driver", "libvirt, but the control plane (nodes[0]) is on docker: a cluster's nodes share one network, which only one driver can make; put every node on libvirt (driver: libvirt on each node, or --driver libvirt)"}}},
+		{"a linux worker on another driver", header + "nodes:\n- role: control-plane\n  driver: libvirt\n- driver: docker\n", Overrides{}, []problem{
+			{"nodes[1].driver", "docker, but the control plane (nodes[0]) is on libvirt: a cluster's nodes share one network, which only one driver can make; put every node on libvirt (driver: libvirt on each node, or --driver libvirt)"}}},
 		{"unknown driver", header + "nodes:\n- role: control-plane\n  driver: kvm\n", Overrides{}, []problem{
 			{"nodes[0].driver", `"kvm" is not a driver; use one of docker, hyperv, libvirt, virtualbox, wsl2`}}},
 		{"memory not a size", header + "nodes:\n- role: control-plane\n- role: worker\n  memory: 3x\n", Overrides{}, []problem{
