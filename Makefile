@@ -124,7 +124,8 @@ lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e ./e2e/
 	GOOS=windows $(STATICCHECK) ./...
-	$(ACTIONLINT)
+	$(ACTIONLINT) .github/workflows/*.yml .github/workflows/*.yaml site/static/examples/*.yml
+	shellcheck -S warning $$(git ls-files '*.sh')
 	$(GORELEASER) check
 
 # Every release archive, built here without publishing (goreleaser
@@ -135,7 +136,7 @@ release-snapshot: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
 	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --snapshot --clean
 	HWK_REQUIRE_RELEASE=1 $(GO) test -count=1 ./hack/release/
 
-# A real release, from a tag (.github/workflows/release.yaml; needs
+# A real release, from a tag (.github/workflows/release.yml; needs
 # GITHUB_TOKEN).
 release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
 	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --clean
