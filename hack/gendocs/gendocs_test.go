@@ -16,14 +16,15 @@ import (
 )
 
 const (
-	typesFile = "../../pkg/apis/config/types.go"
-	siteDir   = "../../site/content/docs/reference"
+	typesFile  = "../../pkg/apis/config/types.go"
+	actionFile = "../../action.yml"
+	siteDir    = "../../site/content/docs/reference"
 )
 
 // TestPagesUpToDate: the committed reference pages are what gendocs writes
 // now; run `make docs` after changing a command or the config types.
 func TestPagesUpToDate(t *testing.T) {
-	pages, err := Pages(typesFile)
+	pages, err := Pages(typesFile, actionFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestConfigCoversEveryField(t *testing.T) {
 	if len(all) < 20 {
 		t.Fatalf("found only %d keys: %v", len(all), all)
 	}
-	pages, err := Pages(typesFile)
+	pages, err := Pages(typesFile, actionFile)
 	if err != nil {
 		t.Fatal(err)
 	}

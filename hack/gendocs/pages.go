@@ -20,16 +20,22 @@ import (
 	"github.com/hwk-dev/hwk/pkg/cmd"
 )
 
-// Pages are the reference pages by path under the reference directory.
-func Pages(typesFile string) (map[string][]byte, error) {
+// Pages are the reference pages by path under the reference directory,
+// from the config types' source and the GitHub Action's action.yml.
+func Pages(typesFile, actionFile string) (map[string][]byte, error) {
 	pages := map[string][]byte{
-		"_index.md": []byte("---\ntitle: Reference\nweight: 90\n---\n\nGenerated from the code by `make docs` (hack/gendocs): the cluster config and every command.\n"),
+		"_index.md": []byte("---\ntitle: Reference\nweight: 90\n---\n\nGenerated from the code by `make docs` (hack/gendocs): the cluster config, every command and the GitHub Action's inputs.\n"),
 	}
 	cfg, err := configPage(typesFile)
 	if err != nil {
 		return nil, err
 	}
 	pages["config.md"] = cfg
+	action, err := actionPage(actionFile)
+	if err != nil {
+		return nil, err
+	}
+	pages["action.md"] = action
 	if err := commandPages(pages); err != nil {
 		return nil, err
 	}
@@ -199,4 +205,68 @@ func lookup(m map[string]any, p string) string {
 	default:
 		return "`" + fmt.Sprint(x) + "`"
 	}
+}
+
+// actionPage lists the GitHub Action's inputs and outputs, in the order
+// action.yml declares them, with their defaults and descriptions.
+func actionPage(file string) ([]byte, error) {
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		Inputs  yaml.Node `yaml:"inputs"`
+		Outputs yaml.Node `yaml:"outputs"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	var b bytes.Buffer
+	b.WriteString("---\ntitle: GitHub Action\nweight: 20\n---\n\n")
+	b.WriteString("The inputs and outputs of `uses: hwk-dev/hwk@v0`, from `action.yml`. [CI](../../ci/) shows how to use it.\n\n")
+	b.WriteString("| input | default | description |\n|---|---|---|\n")
+	type entry struct {
+		Description string `yaml:"description"`
+		Default     string `yaml:"default"`
+	}
+	pairs := func(n yaml.Node, what string) ([][2]string, []entry, error) {
+		if n.Kind != yaml.MappingNode {
+			return nil, nil, fmt.Errorf("%s: %s is not a mapping", file, what)
+		}
+		var names [][2]string
+		var entries []entry
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			var e entry
+			if err := n.Content[i+1].Decode(&e); err != nil {
+				return nil, nil, fmt.Errorf("%s: %s.%s: %w", file, what, n.Content[i].Value, err)
+			}
+			if e.Description == "" {
+				return nil, nil, fmt.Errorf("%s: %s.%s has no description", file, what, n.Content[i].Value)
+			}
+			names = append(names, [2]string{n.Content[i].Value, e.Default})
+			entries = append(entries, e)
+		}
+		return names, entries, nil
+	}
+	cell := func(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+	ins, inEntries, err := pairs(doc.Inputs, "inputs")
+	if err != nil {
+		return nil, err
+	}
+	for i, in := range ins {
+		def := ""
+		if in[1] != "" {
+			def = "`" + in[1] + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", in[0], cell(def), cell(inEntries[i].Description))
+	}
+	b.WriteString("\n| output | description |\n|---|---|\n")
+	outs, outEntries, err := pairs(doc.Outputs, "outputs")
+	if err != nil {
+		return nil, err
+	}
+	for i, o := range outs {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", o[0], cell(outEntries[i].Description))
+	}
+	return b.Bytes(), nil
 }
