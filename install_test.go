@@ -1,12 +1,7 @@
 package hwk
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
-	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -14,68 +9,29 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/hwk-dev/hwk/internal/releasetest"
 )
-
-// fakeRelease is a release as the install scripts find it: archives and
-// checksums.txt under /download/TAG/, and /latest redirecting to the tag.
-type fakeRelease struct {
-	files    map[string][]byte // by path under the server
-	requests []string
-}
-
-func (f *fakeRelease) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	f.requests = append(f.requests, r.URL.Path)
-	if r.URL.Path == "/latest" {
-		http.Redirect(w, r, "/tag/v1.2.3", http.StatusFound)
-		return
-	}
-	if r.URL.Path == "/tag/v1.2.3" {
-		fmt.Fprintln(w, "the release page")
-		return
-	}
-	data, ok := f.files[r.URL.Path]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	w.Write(data)
-}
-
-func tarGz(t *testing.T, files map[string]string) []byte {
-	var b bytes.Buffer
-	gz := gzip.NewWriter(&b)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	return b.Bytes()
-}
 
 // release makes v1.2.3 for this host; tamper changes the archive after
 // its checksum was taken.
-func release(t *testing.T, tamper bool) (*fakeRelease, string) {
-	archive := fmt.Sprintf("hwk_1.2.3_%s_%s.tar.gz", runtime.GOOS, runtime.GOARCH)
-	data := tarGz(t, map[string]string{
-		"hwk":                           "#!/bin/sh\necho fake hwk v1.2.3\n",
-		"README.md":                     "readme\n",
-		"windows-amd64/hwk-kubelet.exe": "MZ kubelet",
-		"windows-amd64/hwk-seed.exe":    "MZ seed",
+func release(t *testing.T, tamper bool) (*releasetest.Release, string) {
+	t.Helper()
+	r, archive, err := releasetest.New("v1.2.3", runtime.GOOS, runtime.GOARCH, map[string][]byte{
+		"hwk":                           []byte("#!/bin/sh\necho fake hwk v1.2.3\n"),
+		"README.md":                     []byte("readme\n"),
+		"windows-amd64/hwk-kubelet.exe": []byte("MZ kubelet"),
+		"windows-amd64/hwk-seed.exe":    []byte("MZ seed"),
 	})
-	sum := sha256.Sum256(data)
-	sums := fmt.Sprintf("%x  %s\n%x  hwk_1.2.3_windows_amd64.zip\n", sum, archive, sha256.Sum256([]byte("zip")))
-	if tamper {
-		data = append([]byte(nil), data...)
-		data[len(data)/2] ^= 0xff
+	if err != nil {
+		t.Fatal(err)
 	}
-	return &fakeRelease{files: map[string][]byte{
-		"/download/v1.2.3/" + archive:    data,
-		"/download/v1.2.3/checksums.txt": []byte(sums),
-	}}, archive
+	if tamper {
+		data := append([]byte(nil), r.Assets[archive]...)
+		data[len(data)/2] ^= 0xff
+		r.Assets[archive] = data
+	}
+	return r, archive
 }
 
 func runInstall(t *testing.T, url, dir string, args ...string) (string, error) {
@@ -127,7 +83,7 @@ func TestInstallSh(t *testing.T) {
 	}
 
 	unlisted, _ := release(t, false)
-	unlisted.files["/download/v1.2.3/checksums.txt"] = []byte("0000  other.tar.gz\n")
+	unlisted.Assets["checksums.txt"] = []byte("0000  other.tar.gz\n")
 	srvUnlisted := httptest.NewServer(unlisted)
 	defer srvUnlisted.Close()
 	if out, err := runInstall(t, srvUnlisted.URL, dir, "v1.2.3"); err == nil || !strings.Contains(out, "does not list "+archive) {

@@ -7,21 +7,18 @@
 package action
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/hwk-dev/hwk/internal/ghaction"
+	"github.com/hwk-dev/hwk/internal/releasetest"
 )
 
 // fakeHwk answers the commands the Action runs as hwk would, for what the
@@ -333,25 +330,20 @@ func TestInstall(t *testing.T) {
 	for _, tamper := range []bool{false, true} {
 		t.Run(fmt.Sprintf("tampered=%v", tamper), func(t *testing.T) {
 			f := newFixture(t)
-			archive := tarGz(t, map[string]string{"hwk": fakeHwk, "windows-amd64/hwk-seed.exe": "MZ", "windows-amd64/hwk-kubelet.exe": "MZ"})
-			name := "hwk_9.8.7_linux_amd64.tar.gz"
-			sum := sha256.Sum256(archive)
-			checksums := fmt.Sprintf("%x  %s\n", sum, name)
-			if tamper {
-				archive = append(archive, 0)
-			}
-			files := map[string][]byte{"/download/v9.8.7/" + name: archive, "/download/v9.8.7/checksums.txt": []byte(checksums)}
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if b, ok := files[r.URL.Path]; ok {
-					w.Write(b)
-					return
-				}
-				http.NotFound(w, r)
-			}))
-			defer srv.Close()
-			if out, err := exec.Command("uname", "-m").Output(); err != nil || strings.TrimSpace(string(out)) != "x86_64" {
+			if runtime.GOARCH != "amd64" {
 				t.Skip("the fake release has only linux/amd64")
 			}
+			rel, archive, err := releasetest.New("v9.8.7", "linux", "amd64", map[string][]byte{
+				"hwk": []byte(fakeHwk), "windows-amd64/hwk-seed.exe": []byte("MZ"), "windows-amd64/hwk-kubelet.exe": []byte("MZ"),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tamper {
+				rel.Assets[archive] = append(rel.Assets[archive], 0)
+			}
+			srv := httptest.NewServer(rel)
+			defer srv.Close()
 			s := f.main(map[string]string{"hwk-path": "", "version": "v9.8.7"}, "HWK_RELEASE_URL="+srv.URL)
 			installed := filepath.Join(f.job.Temp, "..", "toolcache", "hwk", "v9.8.7", "hwk")
 			if tamper {
@@ -372,26 +364,4 @@ func TestInstall(t *testing.T) {
 			}
 		})
 	}
-}
-
-func tarGz(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	gz := gzip.NewWriter(&b)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }

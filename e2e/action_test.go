@@ -3,12 +3,7 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/internal/ghaction"
+	"github.com/hwk-dev/hwk/internal/releasetest"
 )
 
 // TestAction runs the hwk GitHub Action's main and post steps as GitHub's
@@ -111,47 +107,26 @@ func TestAction(t *testing.T) {
 	e.assertGone(name)
 }
 
-// releaseOf serves a release of the hwk binary bin, as GitHub serves
-// release assets under /download/TAG/: the archive goreleaser makes for
-// linux/amd64 (hwk, the README, the Windows programs in windows-amd64/)
-// and checksums.txt.
+// releaseOf is a release of the hwk binary bin: the archive goreleaser
+// makes for linux/amd64 (hwk, the README, the Windows programs in
+// windows-amd64/) and checksums.txt.
 func releaseOf(t *testing.T, bin, tag string) http.Handler {
 	t.Helper()
-	files := map[string]string{"hwk": bin, "README.md": "../README.md"}
-	for _, p := range []string{"hwk-kubelet.exe", "hwk-seed.exe"} {
-		files["windows-amd64/"+p] = filepath.Join(filepath.Dir(bin), "windows-amd64", p)
-	}
-	var b bytes.Buffer
-	gz := gzip.NewWriter(&b)
-	tw := tar.NewWriter(gz)
-	for _, n := range []string{"README.md", "hwk", "windows-amd64/hwk-kubelet.exe", "windows-amd64/hwk-seed.exe"} {
-		data, err := os.ReadFile(files[n])
+	files := map[string][]byte{}
+	for name, from := range map[string]string{
+		"hwk": bin, "README.md": "../README.md",
+		"windows-amd64/hwk-kubelet.exe": filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-kubelet.exe"),
+		"windows-amd64/hwk-seed.exe":    filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-seed.exe"),
+	} {
+		data, err := os.ReadFile(from)
 		if err != nil {
-			t.Fatalf("release file %s: %v (make build makes them)", n, err)
+			t.Fatalf("release file %s: %v (make build makes them)", name, err)
 		}
-		if err := tw.WriteHeader(&tar.Header{Name: n, Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write(data); err != nil {
-			t.Fatal(err)
-		}
+		files[name] = data
 	}
-	if err := tw.Close(); err != nil {
+	r, _, err := releasetest.New(tag, "linux", "amd64", files)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	archive := fmt.Sprintf("hwk_%s_linux_amd64.tar.gz", strings.TrimPrefix(tag, "v"))
-	assets := map[string][]byte{
-		"/download/" + tag + "/" + archive:    b.Bytes(),
-		"/download/" + tag + "/checksums.txt": fmt.Appendf(nil, "%x  %s\n", sha256.Sum256(b.Bytes()), archive),
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if data, ok := assets[r.URL.Path]; ok {
-			w.Write(data)
-			return
-		}
-		http.NotFound(w, r)
-	})
+	return r
 }
