@@ -318,8 +318,8 @@ func TestPostWithoutCluster(t *testing.T) {
 		t.Fatal("main step took a bad input")
 	}
 	p := f.post(map[string]string{})
-	if p.Exit != 0 || !strings.Contains(p.Output, "the main step made nothing to clean up") || len(f.calls()) != 0 {
-		t.Errorf("post with nothing recorded: exit %d, hwk calls %v", p.Exit, f.calls())
+	if p.Exit != 0 || !strings.Contains(p.Output, "the main step made nothing to clean up") || len(f.calls()) != 0 || len(f.api.Requests()) != 0 {
+		t.Errorf("post with nothing recorded: exit %d, hwk calls %v, API requests %v", p.Exit, f.calls(), f.api.Requests())
 	}
 }
 
