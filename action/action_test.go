@@ -44,12 +44,11 @@ esac
 `
 
 type fixture struct {
-	t     *testing.T
-	job   *ghaction.Job
-	hwk   string
-	log   string
-	api   *ghaction.JobsAPI
-	extra map[string]string
+	t   *testing.T
+	job *ghaction.Job
+	hwk string
+	log string
+	api *ghaction.JobsAPI
 }
 
 func newFixture(t *testing.T) *fixture {
