@@ -53,7 +53,9 @@ if [ -n "$hwk_path" ]; then
 else
 	dir=${RUNNER_TOOL_CACHE:-$temp}/hwk/$version
 	echo "::group::Installing hwk $version"
-	HWK_INSTALL_DIR=$dir sh "$HWK_ACTION_DIR/install.sh" "$version" ||
+	# PATH gets the directory through GITHUB_PATH, so install.sh need not
+	# say how to add it.
+	PATH="$dir:$PATH" HWK_INSTALL_DIR=$dir sh "$HWK_ACTION_DIR/install.sh" "$version" ||
 		fail "installing hwk $version failed: install.sh says why above"
 	echo "::endgroup::"
 	hwk=$dir/hwk
