@@ -86,6 +86,14 @@ func (f *fixture) calls() []string {
 	return strings.Split(strings.TrimSpace(string(raw)), "\n")
 }
 
+// wantCalls checks the hwk calls made so far, in order.
+func (f *fixture) wantCalls(want ...string) {
+	f.t.Helper()
+	if got := f.calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		f.t.Errorf("hwk calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func (f *fixture) main(with map[string]string, env ...string) *ghaction.Step {
 	f.t.Helper()
 	if _, ok := with["hwk-path"]; !ok {
@@ -129,15 +137,12 @@ func TestMain(t *testing.T) {
 	if len(s.Path) != 1 || s.Path[0] != filepath.Dir(f.hwk) {
 		t.Errorf("GITHUB_PATH %v, want %s", s.Path, filepath.Dir(f.hwk))
 	}
-	want := []string{
+	f.wantCalls(
 		"version",
 		"config validate --name ci --linux-workers 1 --windows-workers 0 --driver docker",
 		"up --name ci --linux-workers 1 --windows-workers 0 --driver docker --wait 3m",
 		"get kubeconfig --name ci",
-	}
-	if got := f.calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("hwk calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	)
 }
 
 func TestMainNodeImages(t *testing.T) {
@@ -147,8 +152,7 @@ func TestMainNodeImages(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A reference goes to up (which pulls it); an archive is loaded first.
-	s := f.main(map[string]string{"node-image": "registry.example.com/hwk/node:v1.35.4", "config": "cluster.yaml"},
-		"FAKE_HWK_DRIVER=docker")
+	s := f.main(map[string]string{"node-image": "registry.example.com/hwk/node:v1.35.4", "config": "cluster.yaml"})
 	if s.Exit == 0 || !strings.Contains(s.Output, "::error title=hwk::input config: no file cluster.yaml") {
 		t.Errorf("a config that is not there: exit %d", s.Exit)
 	}
@@ -163,7 +167,7 @@ func TestMainNodeImages(t *testing.T) {
 	if s.Exit != 0 {
 		t.Fatalf("main step exited %d", s.Exit)
 	}
-	want := []string{
+	f.wantCalls(
 		"version",
 		"config validate --name hwk --config cluster.yaml --image registry.example.com/hwk/node:v1.35.4",
 		"up --name hwk --config cluster.yaml --image registry.example.com/hwk/node:v1.35.4 --wait 6m",
@@ -173,10 +177,7 @@ func TestMainNodeImages(t *testing.T) {
 		"node-image load -i node.tar",
 		"up --name b --linux-workers 0 --windows-workers 0 --driver docker --wait 6m",
 		"get kubeconfig --name b",
-	}
-	if got := f.calls(); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("hwk calls:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	)
 }
 
 // TestMainRefusesBadInputs: each bad input fails the step with an error
@@ -256,17 +257,16 @@ func TestPost(t *testing.T) {
 		with      map[string]string
 		apiStatus int
 		failed    string
-		noToken   bool
 		wantLogs  bool
 		wantAPI   bool
 		say       string
 	}{
-		{"job failed", nil, 0, "Run tests", false, true, true, `the job failed (step "Run tests" failed)`},
-		{"job succeeded", nil, 0, "", false, false, true, `every step of job "e2e" succeeded; no logs exported`},
-		{"API refuses", nil, 403, "", false, true, true, "the job's outcome is unknown: GitHub's API answered 403"},
-		{"no token", map[string]string{"github-token": ""}, 0, "", true, true, false, "no github-token"},
-		{"always", map[string]string{"export-logs": "always"}, 0, "", false, true, false, ""},
-		{"never", map[string]string{"export-logs": "never"}, 0, "Run tests", false, false, false, ""},
+		{"job failed", nil, 0, "Run tests", true, true, `the job failed (step "Run tests" failed)`},
+		{"job succeeded", nil, 0, "", false, true, `every step of job "e2e" succeeded; no logs exported`},
+		{"API refuses", nil, 403, "", true, true, "the job's outcome is unknown: GitHub's API answered 403"},
+		{"no token", map[string]string{"github-token": ""}, 0, "", true, false, "no github-token"},
+		{"always", map[string]string{"export-logs": "always"}, 0, "", true, false, ""},
+		{"never", map[string]string{"export-logs": "never"}, 0, "Run tests", false, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t)

@@ -31,11 +31,11 @@ case ${HWK_INPUT_EXPORT_LOGS:-on-failure} in
 on-failure | always | never) ;;
 *) fail "input export-logs: \"$HWK_INPUT_EXPORT_LOGS\" is not one of on-failure, always, never" ;;
 esac
-for n in linux-workers windows-workers; do
-	v=$linux_workers
-	[ "$n" = windows-workers ] && v=$windows_workers
-	[[ -z $v || $v =~ ^[0-9]+$ ]] || fail "input $n: \"$v\" is not a number of nodes"
-done
+check_count() { # INPUT VALUE
+	[[ -z $2 || $2 =~ ^[0-9]+$ ]] || fail "input $1: \"$2\" is not a number of nodes"
+}
+check_count linux-workers "$linux_workers"
+check_count windows-workers "$windows_workers"
 [ -z "$config" ] || [ -f "$config" ] || fail "input config: no file $config (paths are relative to the workspace, $PWD)"
 [ -z "$windows_image" ] || [ -f "$windows_image" ] ||
 	fail "input windows-image: no file $windows_image; restore it with actions/cache first (see the Action's documentation), or make it with hwk node-image save"
@@ -82,11 +82,14 @@ if [ -z "$config" ]; then
 		args+=(--driver docker)
 	fi
 fi
-image_args=()
-if [ -n "$node_image" ] && [ ! -f "$node_image" ]; then
-	image_args=(--image "$node_image")
+# A node image is an archive to load, or a reference up pulls.
+node_archive=""
+if [ -f "$node_image" ]; then
+	node_archive=$node_image
+elif [ -n "$node_image" ]; then
+	args+=(--image "$node_image")
 fi
-resolved=$("$hwk" config validate "${args[@]}" "${image_args[@]}") ||
+resolved=$("$hwk" config validate "${args[@]}") ||
 	fail "the cluster's settings are not valid: hwk config validate says why above"
 
 # From here on something may be made: the post step deletes it.
@@ -100,9 +103,9 @@ if grep -q '^ *driver: libvirt$' <<<"$resolved"; then
 	bash "$HWK_ACTION_DIR/action/libvirt.sh"
 	echo "::endgroup::"
 fi
-if [ -n "$node_image" ] && [ -f "$node_image" ]; then
-	echo "::group::Loading the Linux node image from $node_image"
-	"$hwk" node-image load -i "$node_image"
+if [ -n "$node_archive" ]; then
+	echo "::group::Loading the Linux node image from $node_archive"
+	"$hwk" node-image load -i "$node_archive"
 	echo "::endgroup::"
 fi
 if [ -n "$windows_image" ]; then
@@ -111,7 +114,7 @@ if [ -n "$windows_image" ]; then
 	echo "::endgroup::"
 fi
 
-"$hwk" up "${args[@]}" "${image_args[@]}" --wait "$wait"
+"$hwk" up "${args[@]}" --wait "$wait"
 
 kubeconfig=$temp/hwk-$name.kubeconfig
 (umask 077 && "$hwk" get kubeconfig --name "$name" >"$kubeconfig")

@@ -226,47 +226,47 @@ func actionPage(file string) ([]byte, error) {
 	b.WriteString("The inputs and outputs of `uses: hwk-dev/hwk@v0`, from `action.yml`. [CI](../../ci/) shows how to use it.\n\n")
 	b.WriteString("| input | default | description |\n|---|---|---|\n")
 	type entry struct {
+		Name        string
 		Description string `yaml:"description"`
 		Default     string `yaml:"default"`
 	}
-	pairs := func(n yaml.Node, what string) ([][2]string, []entry, error) {
+	// entries keeps action.yml's order, which a map would lose.
+	entries := func(n yaml.Node, what string) ([]entry, error) {
 		if n.Kind != yaml.MappingNode {
-			return nil, nil, fmt.Errorf("%s: %s is not a mapping", file, what)
+			return nil, fmt.Errorf("%s: %s is not a mapping", file, what)
 		}
-		var names [][2]string
-		var entries []entry
+		var out []entry
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			var e entry
+			e := entry{Name: n.Content[i].Value}
 			if err := n.Content[i+1].Decode(&e); err != nil {
-				return nil, nil, fmt.Errorf("%s: %s.%s: %w", file, what, n.Content[i].Value, err)
+				return nil, fmt.Errorf("%s: %s.%s: %w", file, what, e.Name, err)
 			}
 			if e.Description == "" {
-				return nil, nil, fmt.Errorf("%s: %s.%s has no description", file, what, n.Content[i].Value)
+				return nil, fmt.Errorf("%s: %s.%s has no description", file, what, e.Name)
 			}
-			names = append(names, [2]string{n.Content[i].Value, e.Default})
-			entries = append(entries, e)
+			out = append(out, e)
 		}
-		return names, entries, nil
+		return out, nil
 	}
 	cell := func(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
-	ins, inEntries, err := pairs(doc.Inputs, "inputs")
+	ins, err := entries(doc.Inputs, "inputs")
 	if err != nil {
 		return nil, err
 	}
-	for i, in := range ins {
+	for _, in := range ins {
 		def := ""
-		if in[1] != "" {
-			def = "`" + in[1] + "`"
+		if in.Default != "" {
+			def = "`" + in.Default + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", in[0], cell(def), cell(inEntries[i].Description))
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", in.Name, cell(def), cell(in.Description))
 	}
 	b.WriteString("\n| output | description |\n|---|---|\n")
-	outs, outEntries, err := pairs(doc.Outputs, "outputs")
+	outs, err := entries(doc.Outputs, "outputs")
 	if err != nil {
 		return nil, err
 	}
-	for i, o := range outs {
-		fmt.Fprintf(&b, "| `%s` | %s |\n", o[0], cell(outEntries[i].Description))
+	for _, o := range outs {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", o.Name, cell(o.Description))
 	}
 	return b.Bytes(), nil
 }

@@ -10,9 +10,10 @@
 //     refused (the runner warns "Unexpected input");
 //   - the step runs `node FILE` in the workspace (NodeScriptActionHandler.cs)
 //     and fails when node exits non-zero;
-//   - GITHUB_OUTPUT, GITHUB_STATE, GITHUB_PATH and GITHUB_ENV are fresh
-//     empty files per step, read afterwards as NAME=VALUE lines or
-//     NAME<<DELIMITER blocks (FileCommandManager.cs), and what the main
+//   - GITHUB_OUTPUT, GITHUB_STATE, GITHUB_PATH, GITHUB_ENV and
+//     GITHUB_STEP_SUMMARY are fresh empty files per step; outputs and
+//     state are read afterwards as NAME=VALUE lines or NAME<<DELIMITER
+//     blocks (FileCommandManager.cs), the path as lines, and what the main
 //     step saved in GITHUB_STATE reaches the post step as STATE_<name>;
 //   - the default context variables a step sees (GITHUB_ACTIONS,
 //     GITHUB_WORKSPACE, RUNNER_TEMP, RUNNER_NAME, GITHUB_RUN_ID, ...).
@@ -39,20 +40,14 @@ const runnerName = "GitHub Actions 7"
 
 // Metadata is what action.yml says that a run needs.
 type Metadata struct {
-	Name   string
 	Inputs map[string]struct {
-		Description string `yaml:"description"`
-		Default     string `yaml:"default"`
-		Required    bool   `yaml:"required"`
+		Default  string `yaml:"default"`
+		Required bool   `yaml:"required"`
 	} `yaml:"inputs"`
-	Outputs map[string]struct {
-		Description string `yaml:"description"`
-	} `yaml:"outputs"`
 	Runs struct {
-		Using  string `yaml:"using"`
-		Main   string `yaml:"main"`
-		Post   string `yaml:"post"`
-		PostIf string `yaml:"post-if"`
+		Using string `yaml:"using"`
+		Main  string `yaml:"main"`
+		Post  string `yaml:"post"`
 	} `yaml:"runs"`
 }
 
@@ -95,7 +90,6 @@ type Step struct {
 	Outputs map[string]string
 	State   map[string]string
 	Path    []string
-	Env     map[string]string
 }
 
 // NewJob loads the action in dir for a job whose workspace and RUNNER_TEMP
@@ -184,9 +178,6 @@ func (j *Job) run(ctx context.Context, stage, file string, with, state map[strin
 		return s, err
 	}
 	if s.State, err = readFileCommand(files["GITHUB_STATE"]); err != nil {
-		return s, err
-	}
-	if s.Env, err = readFileCommand(files["GITHUB_ENV"]); err != nil {
 		return s, err
 	}
 	raw, err := os.ReadFile(files["GITHUB_PATH"])
