@@ -7,17 +7,28 @@ import (
 	"github.com/hwk-dev/hwk/drivers/docker"
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/libvirt"
+	"github.com/hwk-dev/hwk/drivers/virtualbox"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
+// Options configure the drivers.
+type Options struct {
+	// Warn receives what a driver could not do without failing.
+	Warn func(string)
+	// Force lets the VirtualBox driver run on a Windows whose hypervisor
+	// is on, with a warning.
+	Force bool
+}
+
 // Registry returns a registry of every built-in driver. Each call makes
 // fresh drivers (the Hyper-V drivers share one PowerShell session per
-// process). warn receives what a driver could not do without failing.
-func Registry(warn func(string)) *drivers.Registry {
+// process, the VirtualBox drivers one VBoxManage at a time).
+func Registry(o Options) *drivers.Registry {
 	dirs := state.DefaultDirs()
 	return drivers.NewRegistry(
 		docker.New(),
-		hyperv.New(hyperv.Options{Dirs: dirs, Warn: warn}),
+		hyperv.New(hyperv.Options{Dirs: dirs, Warn: o.Warn}),
 		libvirt.New(libvirt.Options{Dirs: dirs}),
+		virtualbox.New(virtualbox.Options{Dirs: dirs, Warn: o.Warn, Force: o.Force}),
 	)
 }

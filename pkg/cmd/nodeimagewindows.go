@@ -18,13 +18,15 @@ import (
 	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
-// defaultInstallDriver is the driver that installs Windows images on each
-// host OS.
-func defaultInstallDriver() string {
-	if runtime.GOOS == "windows" {
-		return config.DriverHyperV
+// installDriver is the driver that installs Windows images when
+// --driver names none: the one that would run Windows nodes here (Hyper-V
+// on Windows Pro, VirtualBox on Windows Home, libvirt on Linux).
+func installDriver(c *cobra.Command, g *globals) (string, error) {
+	d, err := g.registry().Default(c.Context(), runtime.GOOS, config.Windows)
+	if err != nil {
+		return "", fmt.Errorf("%w\n  or name the driver with --driver", err)
 	}
-	return config.DriverLibvirt
+	return d.Name(), nil
 }
 
 // programsDir is where hwk's Windows programs ship: beside the hwk
@@ -71,11 +73,17 @@ image's manifest (mode 0600).`,
 			opts.Source = nodeimage.Source(source)
 			opts.Formats = splitFormats(formats)
 			opts.CacheDir = state.DefaultDirs().Cache
-			opts.DriverName = driver
 			// Bad flags are reported before the driver is touched.
 			if err := opts.Validate(); err != nil {
 				return err
 			}
+			if driver == "" {
+				var err error
+				if driver, err = installDriver(c, g); err != nil {
+					return err
+				}
+			}
+			opts.DriverName = driver
 			d, err := g.registry().Get(driver)
 			if err != nil {
 				return fmt.Errorf("--driver: %w", err)
@@ -126,7 +134,7 @@ image's manifest (mode 0600).`,
 	f.StringVar(&opts.ISO, "iso", "", "the Windows Server installation ISO (required)")
 	f.StringVar(&opts.Version, "version", config.DefaultWindowsVersion, "Windows Server release on the ISO: 2022 or 2025 (experimental)")
 	f.StringVar(&opts.Edition, "edition", "", "install.wim edition to install, by name (default: Datacenter Server Core)")
-	f.StringVar(&driver, "driver", defaultInstallDriver(), "driver whose VM runs the install")
+	f.StringVar(&driver, "driver", "", "driver whose VM runs the install: hyperv, virtualbox or libvirt (default: the one that runs Windows nodes here, see 'hwk get drivers')")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", config.DefaultKubernetesVersion, "Kubernetes version to build the image for")
 	f.StringVar(&source, "source", string(nodeimage.Release), "where the Windows binaries come from: release (official downloads) or source (built from the Go module proxy)")
 	f.StringVar(&formats, "formats", "qcow2,vhdx,vdi", "comma-separated disk formats to make: qcow2 (libvirt), vhdx (Hyper-V), vdi (VirtualBox)")

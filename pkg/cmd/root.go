@@ -41,7 +41,10 @@ type globals struct {
 	verbosity int
 	quiet     bool
 	name      string
-	logger    *slog.Logger
+	// force lets drivers that refuse a host they run badly on run there
+	// anyway (VirtualBox on the Windows hypervisor), with a warning.
+	force  bool
+	logger *slog.Logger
 	// registry makes the driver registry; tests replace it.
 	registry func() *drivers.Registry
 	// checked is what availability found, kept for the rest of the
@@ -65,7 +68,9 @@ func NewRootCommand(s Streams) *cobra.Command {
 func newRootCommand(s Streams, registry func() *drivers.Registry) *cobra.Command {
 	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), registry: registry}
 	if registry == nil {
-		g.registry = func() *drivers.Registry { return all.Registry(func(m string) { g.logger.Warn(m) }) }
+		g.registry = func() *drivers.Registry {
+			return all.Registry(all.Options{Warn: func(m string) { g.logger.Warn(m) }, Force: g.force})
+		}
 	}
 	root := &cobra.Command{
 		Use:   "hwk",
@@ -91,6 +96,7 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 	pf.IntVarP(&g.verbosity, "verbosity", "v", 0, "log detail: 0 warnings, 1 info, 2 debug, 3 debug with source lines")
 	pf.BoolVarP(&g.quiet, "quiet", "q", false, "print only errors and the data a command was asked for")
 	pf.StringVar(&g.name, "name", config.DefaultName, "cluster name")
+	pf.BoolVar(&g.force, "force", false, "use the virtualbox driver even where the Windows hypervisor is on (VirtualBox then runs its VMs through it, slowly)")
 
 	root.AddCommand(
 		newVersionCommand(s),

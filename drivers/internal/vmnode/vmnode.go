@@ -169,6 +169,13 @@ func AddIdentity(spec drivers.MachineSpec, p Paths, mu *sync.Mutex) (drivers.Mac
 // the host key pinned for the node accepted. Windows nodes are logged in
 // to as Administrator, with PowerShell as the shell.
 func Handle(name string, nodeOS config.OS, ip netip.Addr, p Paths) (*node.Node, error) {
+	return HandleAt(name, nodeOS, ip, netip.AddrPortFrom(ip, 22), p)
+}
+
+// HandleAt is Handle for a node the host reaches at addr rather than at
+// its own address (a port forwarded to it), still accepting only the host
+// key pinned for ip.
+func HandleAt(name string, nodeOS config.OS, ip netip.Addr, addr netip.AddrPort, p Paths) (*node.Node, error) {
 	key, err := sshkey.Load(p.ClusterKey)
 	if err != nil {
 		return nil, err
@@ -190,7 +197,7 @@ func Handle(name string, nodeOS config.OS, ip netip.Addr, p Paths) (*node.Node, 
 		user = "Administrator"
 	}
 	t, err := node.NewSSH(node.SSHConfig{
-		Addr:        netip.AddrPortFrom(ip, 22).String(),
+		Addr:        addr.String(),
 		User:        user,
 		Key:         signer,
 		HostKey:     hostKey,

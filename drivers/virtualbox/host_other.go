@@ -1,0 +1,18 @@
+//go:build !windows
+
+package virtualbox
+
+import (
+	"context"
+	"os/exec"
+)
+
+// installDir is VirtualBox's install directory from the registry, which
+// only Windows has.
+func installDir() string { return "" }
+
+func hideWindow(*exec.Cmd) {}
+
+// hypervisorPresent: only on Windows does another hypervisor take the
+// CPU's virtualization from VirtualBox while the host runs.
+func hypervisorPresent(context.Context) (bool, error) { return false, nil }

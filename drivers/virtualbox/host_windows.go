@@ -1,0 +1,44 @@
+package virtualbox
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/windows"
+	"golang.org/x/sys/windows/registry"
+)
+
+// installDir is VirtualBox's install directory as its installer records
+// it in the registry.
+func installDir() string {
+	k, err := registry.OpenKey(registry.LOCAL_MACHINE, `SOFTWARE\Oracle\VirtualBox`, registry.QUERY_VALUE)
+	if err != nil {
+		return ""
+	}
+	defer k.Close()
+	d, _, err := k.GetStringValue("InstallDir")
+	if err != nil {
+		return ""
+	}
+	return d
+}
+
+// hideWindow keeps VBoxManage, a console program, from flashing a window
+// when hwk runs without one.
+func hideWindow(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{HideWindow: true, CreationFlags: windows.CREATE_NO_WINDOW}
+}
+
+// hypervisorPresent asks Windows whether its hypervisor runs (Hyper-V,
+// WSL2, the Windows Hypervisor Platform): VirtualBox then runs its VMs
+// through it.
+func hypervisorPresent(ctx context.Context) (bool, error) {
+	out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command",
+		"(Get-CimInstance -ClassName Win32_ComputerSystem).HypervisorPresent").Output()
+	if err != nil {
+		return false, err
+	}
+	return strings.EqualFold(strings.TrimSpace(string(out)), "True"), nil
+}
