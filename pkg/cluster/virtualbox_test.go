@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// TestVirtualBoxUpDown: `hwk up` and `hwk down` of a Linux control plane
+// and a Windows worker on the VirtualBox driver, every VirtualBox call
+// spawned as a real process: a fake VBoxManage first on PATH that answers
+// from a transcript in VBoxManage's own formats
+// (drivers/virtualbox/testdata) and fails what it does not expect. The
+// nodes' side is scripted node handles and the API server an in-memory
+// cluster, as in TestHyperVUpDown.
+func TestVirtualBoxUpDown(t *testing.T) {
+	home := t.TempDir()
+	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
+	fake := vboxtest.New(t, "up-down.txt", map[string]string{"DATA": dirs.Data, "CACHE": dirs.Cache})
+	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
+	cfg := &config.Cluster{Name: "demo", Nodes: []config.Node{
+		{Name: "demo-cp", Role: config.ControlPlane, OS: config.Linux, Driver: config.DriverVirtualBox},
+		{Name: "demo-win-1", Role: config.Worker, OS: config.Windows, Driver: config.DriverVirtualBox},
+	}}
+	config.SetDefaults(cfg, config.Host{OS: "windows", Drivers: map[config.OS]string{config.Linux: config.DriverVirtualBox, config.Windows: config.DriverVirtualBox}})
+	if err := config.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	cachedVDI(t, dirs.Cache, "linux-test", cfg.KubernetesVersion, "4f3a1c52-8d0e-4b7a-9e61-2c5d7f80a913", 20<<30, nil)
+	cachedVDI(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, "b07e2d94-61c3-4f25-8a1e-93d4c6e5f208", 64<<30,
+		&nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
+	nodes := newScriptedNodes(t)
+	provider := func() *Provider {
+		d := virtualbox.New(virtualbox.Options{Dirs: dirs, Runner: &virtualbox.CLI{}, Handle: nodes.handle,
+			Hypervisor: func(context.Context) (bool, error) { return false, nil }})
+		return &Provider{Registry: drivers.NewRegistry(d), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
+			hostInterface: func(netip.Prefix) string { return "" }}
+	}
+	ctx := context.Background()
+	res, err := provider().Up(ctx, cfg, UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServer: 30 * time.Second, NodesReady: 30 * time.Second, Pods: 30 * time.Second}})
+	if err != nil {
+		t.Fatalf("up: %v\nVBoxManage calls:\n%s", err, calls(fake))
+	}
+	nodes.check(t)
+	if res == nil || res.Context != "hwk-demo" {
+		t.Errorf("up: %+v", res)
+	}
+	if got, want := nodes.ran("demo-win-1"), []string{"containerd running", "windows build", "copy", "kubeadm join", "calico network", "restart kubelet"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the Windows node ran %v, want %v", got, want)
+	}
+	// The API server is reached through the loopback port forwarded to
+	// it, which the driver chose and VBoxManage was told.
+	data, err := os.ReadFile(kc.Explicit)
+	server := regexp.MustCompile(`server: https://127\.0\.0\.1:(\d+)`).FindSubmatch(data)
+	if err != nil || server == nil {
+		t.Fatalf("kubeconfig: %v\n%s", err, data)
+	}
+	forward := fmt.Sprintf("demo-cp-6443:tcp:[127.0.0.1]:%s:[172.31.250.10]:6443", server[1])
+	if !strings.Contains(calls(fake), forward) {
+		t.Errorf("the kubeconfig's port %s is not the one forwarded:\n%s", server[1], calls(fake))
+	}
+	n := len(fake.Calls())
+
+	found, err := provider().Down(ctx, "demo")
+	if err != nil || !found {
+		t.Fatalf("down: %v %v\nVBoxManage calls:\n%s", found, err, calls(fake))
+	}
+	fake.Check(t)
+	if _, err := os.Stat(filepath.Join(dirs.Data, "clusters", "demo")); !os.IsNotExist(err) {
+		t.Errorf("down left the cluster's directory: %v", err)
+	}
+	t.Logf("up: %d VBoxManage calls, down: %d", n, len(fake.Calls())-n)
+}
+
+func calls(f *vboxtest.Fake) string {
+	var b bytes.Buffer
+	for _, c := range f.Calls() {
+		fmt.Fprintln(&b, strings.Join(c, " "))
+	}
+	return b.String()
+}
+
+// cachedVDI puts a node image with a VDI disk in the cache.
+func cachedVDI(t *testing.T, cache, name, version, uuid string, size int64, win *nodeimage.Windows) {
+	t.Helper()
+	os := "linux"
+	if win != nil {
+		os = "windows"
+	}
+	m := &nodeimage.Manifest{Name: name, OS: os, KubernetesVersion: version, Windows: win, Built: time.Now(),
+		Dir: filepath.Join(nodeimage.ImagesDir(cache), name)}
+	disk := filepath.Join(m.Dir, "disk.vdi")
+	vboxtest.WriteVDI(t, disk, uuid, size)
+	m.Artifacts = map[nodeimage.Format]nodeimage.Artifact{nodeimage.FormatVDI: {Path: "disk.vdi", Size: 512}}
+	if err := m.Write(); err != nil {
+		t.Fatal(err)
+	}
+}
