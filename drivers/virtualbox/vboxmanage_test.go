@@ -99,9 +99,9 @@ func (f fixed) Run(context.Context, ...string) (string, error) { return string(f
 func TestParseVersion(t *testing.T) {
 	r := replies(t)
 	for in, want := range map[string]string{
-		"7.1.4r165100\n":         "7.1.4",
-		"7.0.16_Ubuntur162802\n": "7.0.16",
-		"7.1.0_BETA1r163000\n":   "7.1.0",
+		"7.1.4r165100\n":                      "7.1.4",
+		"7.0.16_Ubuntur162802\n":              "7.0.16",
+		"7.1.0_BETA1r163000\n":                "7.1.0",
 		r["version/7.0.14-no-vboxdrv"].Stdout: "7.0.14",
 	} {
 		v, ok := parseVersion(in)

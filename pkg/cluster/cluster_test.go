@@ -491,14 +491,15 @@ func TestStopOrder(t *testing.T) {
 	if err := p.Stop(context.Background(), "st"); err != nil {
 		t.Fatal(err)
 	}
-	// Each node's autostart goes off right before it stops, so a host
-	// restart does not bring back what hwk stop stopped.
-	if len(d.calls) != 6 || d.calls[4] != "autostart=false st-cp" || d.calls[5] != "stop st-cp" {
+	// Each node's autostart goes off once it has stopped (VirtualBox
+	// changes no setting of a running VM), so a host restart does not
+	// bring back what hwk stop stopped.
+	if len(d.calls) != 6 || d.calls[4] != "stop st-cp" || d.calls[5] != "autostart=false st-cp" {
 		t.Errorf("stop calls %v: the control plane must go last", d.calls)
 	}
 	for _, w := range []string{"st-linux-1", "st-linux-2"} {
-		if off, stop := slices.Index(d.calls, "autostart=false "+w), slices.Index(d.calls, "stop "+w); off < 0 || stop < off {
-			t.Errorf("stop calls %v: %s's autostart must go off before it stops", d.calls, w)
+		if off, stop := slices.Index(d.calls, "autostart=false "+w), slices.Index(d.calls, "stop "+w); stop < 0 || off < stop {
+			t.Errorf("stop calls %v: %s's autostart must go off after it stops", d.calls, w)
 		}
 	}
 	if len(d.machines) != 3 || len(d.deleted) != 0 {

@@ -36,14 +36,16 @@ func (p *Provider) Stop(ctx context.Context, name string) error {
 	}
 	workers, cp := split(rec)
 	stop := func(d drivers.Driver, r drivers.Ref) error {
-		// An autostart VM that hwk stop stopped must stay stopped when
-		// the host restarts.
-		if a, ok := d.(drivers.Autostarter); ok && rec.Autostart {
-			if err := a.SetAutostart(ctx, r, false); err != nil {
-				return err
-			}
+		if err := d.Stop(ctx, r); err != nil {
+			return err
 		}
-		return d.Stop(ctx, r)
+		// An autostart VM that hwk stop stopped must stay stopped when
+		// the host restarts. Autostart is changed while the VM is off:
+		// VirtualBox refuses to change a running VM's settings.
+		if a, ok := d.(drivers.Autostarter); ok && rec.Autostart {
+			return a.SetAutostart(ctx, r, false)
+		}
+		return nil
 	}
 	if err := p.stepOf(name, "Stopping the workers", func() error { return eachNode(ctx, rec, ds, workers, stop) }); err != nil {
 		return err
@@ -91,13 +93,13 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	res := &StartResult{}
 	workers, cp := split(rec)
 	start := func(d drivers.Driver, r drivers.Ref) error {
-		if err := d.Start(ctx, r); err != nil {
-			return err
-		}
+		// Before the VM runs, for the reason stop gives.
 		if a, ok := d.(drivers.Autostarter); ok && rec.Autostart {
-			return a.SetAutostart(ctx, r, true)
+			if err := a.SetAutostart(ctx, r, true); err != nil {
+				return err
+			}
 		}
-		return nil
+		return d.Start(ctx, r)
 	}
 	if err := p.stepOf(name, "Starting the control plane", func() error {
 		if err := eachNode(ctx, rec, ds, cp, start); err != nil {
