@@ -72,6 +72,10 @@ image's manifest (mode 0600).`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Source = nodeimage.Source(source)
 			opts.Formats = splitFormats(formats)
+			if formats == "" {
+				// Chosen below, once the install's driver is known.
+				opts.Formats = nodeimage.WindowsFormats
+			}
 			opts.CacheDir = state.DefaultDirs().Cache
 			// Bad flags are reported before the driver is touched.
 			if err := opts.Validate(); err != nil {
@@ -97,6 +101,9 @@ image's manifest (mode 0600).`,
 				return fmt.Errorf("--driver %s cannot install Windows images; use one of: %s", driver, strings.Join(can, ", "))
 			}
 			opts.Installer = inst
+			if formats == "" {
+				opts.Formats = nodeimage.DefaultWindowsFormats(nodeimage.Format(inst.InstallFormat()))
+			}
 			status := ui.NewStatus(s.ErrOut, g.quiet)
 			if err := status.Step("Check driver "+driver, func() error {
 				_, err := d.Preflight(c.Context())
@@ -137,7 +144,7 @@ image's manifest (mode 0600).`,
 	f.StringVar(&driver, "driver", "", "driver whose VM runs the install: hyperv, virtualbox or libvirt (default: the one that runs Windows nodes here, see 'hwk get drivers')")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", config.DefaultKubernetesVersion, "Kubernetes version to build the image for")
 	f.StringVar(&source, "source", string(nodeimage.Release), "where the Windows binaries come from: release (official downloads) or source (built from the Go module proxy)")
-	f.StringVar(&formats, "formats", "qcow2,vhdx,vdi", "comma-separated disk formats to make: qcow2 (libvirt), vhdx (Hyper-V), vdi (VirtualBox)")
+	f.StringVar(&formats, "formats", "", "comma-separated disk formats to make: qcow2 (libvirt), vhdx (Hyper-V), vdi (VirtualBox) (default: all three where qemu-img is installed to convert the disk, else the install driver's own)")
 	f.StringVar(&opts.OpenSSH, "openssh", "", "Win32-OpenSSH's OpenSSH-Win64.zip (required for 2022, whose ISO has no OpenSSH server)")
 	f.StringSliceVar(&opts.ImageArchives, "image-archive", nil, "image archive (docker save or OCI layout) holding Windows images, used instead of pulling them; repeatable")
 	f.StringVar(&opts.Programs, "programs", programsDir(), "directory with hwk's Windows programs (hwk-seed.exe, hwk-kubelet.exe)")

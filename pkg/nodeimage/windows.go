@@ -476,13 +476,25 @@ func provisionResult(console string) error {
 	return nil
 }
 
-// formats converts the installed disk to every format asked for.
+// formats converts the installed disk to every format asked for; the
+// install's own format is the installed disk itself, moved last, so that
+// a host without qemu-img (a Windows laptop) can build the one format its
+// driver boots.
 func (wb *windowsBuilder) formats(ctx context.Context, m *Manifest) error {
-	src := filepath.Join(wb.work, "disk."+wb.w.Installer.InstallFormat())
-	for _, f := range wb.w.Formats {
+	from := Format(wb.w.Installer.InstallFormat())
+	src := filepath.Join(wb.work, "disk."+string(from))
+	order := slices.Clone(wb.w.Formats)
+	slices.SortStableFunc(order, func(a, b Format) int {
+		return boolInt(a == from) - boolInt(b == from)
+	})
+	for _, f := range order {
 		dst := filepath.Join(wb.dir, "disk."+string(f))
-		err := wb.step("Convert the disk to "+string(f), func() error {
-			if err := convertDisk(ctx, wb.opts.Log, src, wb.w.Installer.InstallFormat(), dst, f); err != nil {
+		label, convert := "Convert the disk to "+string(f), func() error { return convertDisk(ctx, wb.opts.Log, src, string(from), dst, f) }
+		if f == from {
+			label, convert = "Keep the disk as "+string(f), func() error { return os.Rename(src, dst) }
+		}
+		err := wb.step(label, func() error {
+			if err := convert(); err != nil {
 				return err
 			}
 			return wb.record(m, f, dst)
@@ -492,6 +504,24 @@ func (wb *windowsBuilder) formats(ctx context.Context, m *Manifest) error {
 		}
 	}
 	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// DefaultWindowsFormats are the formats a Windows image is built in when
+// none are named: every one where qemu-img can convert the installed disk,
+// else only install, the format the install VM's driver writes (and
+// boots).
+func DefaultWindowsFormats(install Format) []Format {
+	if _, err := exec.LookPath("qemu-img"); err == nil {
+		return slices.Clone(WindowsFormats)
+	}
+	return []Format{install}
 }
 
 // qemuFormat is qemu-img's name and options for each disk format: VHDX

@@ -3,6 +3,7 @@ package nodeimage
 import (
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -171,16 +172,19 @@ func newWindowsFixture(t *testing.T) *windowsFixture {
 }
 
 // fakeInstaller stands in for a driver's install VM: it checks the media,
-// writes what the guest would say on COM1, and leaves a qcow2 disk.
+// writes what the guest would say on COM1, and leaves a disk in format
+// (qcow2 when "") made by qemuImg (qemu-img on PATH when "").
 type fakeInstaller struct {
 	t       *testing.T
 	console []string
 	calls   int
 	spec    drivers.InstallSpec
 	disk    map[string][]byte // files read back from the build disk
+	format  string
+	qemuImg string
 }
 
-func (f *fakeInstaller) InstallFormat() string { return "qcow2" }
+func (f *fakeInstaller) InstallFormat() string { return cmp.Or(f.format, "qcow2") }
 
 func (f *fakeInstaller) Install(ctx context.Context, spec drivers.InstallSpec) error {
 	f.calls++
@@ -196,7 +200,7 @@ func (f *fakeInstaller) Install(ctx context.Context, spec drivers.InstallSpec) e
 	if err := os.WriteFile(spec.ConsoleLog, []byte(strings.Join(f.console, "\r\n")+"\r\n"), 0o644); err != nil {
 		return err
 	}
-	out, err := exec.CommandContext(ctx, "qemu-img", "create", "-f", "qcow2", spec.Disk, fmt.Sprint(spec.DiskBytes)).CombinedOutput()
+	out, err := exec.CommandContext(ctx, cmp.Or(f.qemuImg, "qemu-img"), "create", "-f", f.InstallFormat(), spec.Disk, fmt.Sprint(spec.DiskBytes)).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("qemu-img create: %v\n%s", err, out)
 	}
@@ -319,6 +323,36 @@ func TestBuildWindowsPipeline(t *testing.T) {
 	}
 	if len(steps) == 0 || !strings.HasPrefix(steps[len(steps)-1], "Cached node image") {
 		t.Errorf("second build steps %q", steps)
+	}
+}
+
+// TestBuildWindowsOwnFormat: where there is no qemu-img to convert the
+// installed disk (a Windows laptop building with VirtualBox), the image is
+// made in the install driver's own format only, the installed disk kept
+// as it is.
+func TestBuildWindowsOwnFormat(t *testing.T) {
+	qemuImg, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Skip("the stand-in install VM makes its disk with qemu-img")
+	}
+	fx := newWindowsFixture(t)
+	inst := &fakeInstaller{t: t, console: goodConsole, format: "vdi", qemuImg: qemuImg}
+	opts := fx.opts
+	opts.Installer = inst
+	t.Setenv("PATH", t.TempDir())
+	opts.Formats = DefaultWindowsFormats(FormatVDI)
+	var steps []string
+	opts.Step = func(name string, fn func() error) error { steps = append(steps, name); return fn() }
+	m, err := BuildWindows(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Artifacts) != 1 || m.Artifacts[FormatVDI].Path == "" || !slices.Contains(steps, "Keep the disk as vdi") {
+		t.Fatalf("artifacts %v, steps %q", m.Artifacts, steps)
+	}
+	out, err := exec.Command(qemuImg, "info", filepath.Join(m.Dir, m.Artifacts[FormatVDI].Path)).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "file format: vdi") {
+		t.Errorf("%v\n%s", err, out)
 	}
 }
 
