@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/driverstest"
+	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -292,5 +294,20 @@ users:
 	}
 	if code, stdout, _ := run(t, "get", "clusters"); code != 0 || !strings.Contains(stdout, "demo") {
 		t.Errorf("get clusters: %d %s", code, stdout)
+	}
+}
+
+// TestGetDriversVirtualBox: the built-in VirtualBox driver, whose
+// VBoxManage here is the fake program answering preflight, is listed
+// available with the version it found.
+func TestGetDriversVirtualBox(t *testing.T) {
+	vboxtest.New(t, "preflight-ok.txt", nil)
+	t.Setenv("HWK_HOME", t.TempDir())
+	code, stdout, stderr := run(t, "get", "drivers")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !regexp.MustCompile(`(?m)^virtualbox +linux,windows +yes +\S+ +VirtualBox 7\.1\.4$`).MatchString(stdout) {
+		t.Errorf("no virtualbox row:\n%s", stdout)
 	}
 }
