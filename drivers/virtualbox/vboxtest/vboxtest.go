@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers/virtualbox/internal/vboxscript"
@@ -33,32 +32,17 @@ func testdata() string {
 	return filepath.Join(filepath.Dir(self), "..", "testdata")
 }
 
-var build struct {
-	once sync.Once
-	dir  string
-	err  error
-	out  []byte
-}
-
-// program builds the fake once per test binary.
-func program(t testing.TB) string {
+// program builds the fake into dir.
+func program(t testing.TB, dir string) {
 	t.Helper()
-	build.once.Do(func() {
-		build.dir, build.err = os.MkdirTemp("", "hwk-fake-vboxmanage-")
-		if build.err != nil {
-			return
-		}
-		name := "VBoxManage"
-		if runtime.GOOS == "windows" {
-			name += ".exe"
-		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(build.dir, name), "github.com/hwk-dev/hwk/drivers/virtualbox/internal/fakevboxmanage")
-		build.out, build.err = cmd.CombinedOutput()
-	})
-	if build.err != nil {
-		t.Fatalf("build the fake VBoxManage: %v\n%s", build.err, build.out)
+	name := "VBoxManage"
+	if runtime.GOOS == "windows" {
+		name += ".exe"
 	}
-	return build.dir
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/hwk-dev/hwk/drivers/virtualbox/internal/fakevboxmanage")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the fake VBoxManage: %v\n%s", err, out)
+	}
 }
 
 // New puts the fake first on PATH for the rest of t, answering from
@@ -67,8 +51,9 @@ func program(t testing.TB) string {
 // fake.
 func New(t testing.TB, transcript string, vars map[string]string) *Fake {
 	t.Helper()
-	bin := program(t)
 	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	program(t, bin)
 	data, err := os.ReadFile(filepath.Join(testdata(), "transcripts", transcript))
 	if err != nil {
 		t.Fatal(err)
