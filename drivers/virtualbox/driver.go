@@ -132,9 +132,7 @@ func (d *Driver) clusterFiles(cluster string) string {
 func (d *Driver) machineDir(r drivers.Ref) string {
 	return filepath.Join(d.clusterFiles(r.Cluster), r.Name)
 }
-func (d *Driver) diskPath(r drivers.Ref) string { return filepath.Join(d.machineDir(r), "disk.vdi") }
-func (d *Driver) seedISO(r drivers.Ref) string  { return filepath.Join(d.machineDir(r), "cidata.iso") }
-func (d *Driver) seedVDI(r drivers.Ref) string  { return filepath.Join(d.machineDir(r), "cidata.vdi") }
+func (d *Driver) seedISO(r drivers.Ref) string { return filepath.Join(d.machineDir(r), "cidata.iso") }
 
 // ConsoleLog is the file a node's serial console (COM1) is logged to.
 func (d *Driver) ConsoleLog(r drivers.Ref) string {

@@ -63,20 +63,6 @@ func run(args []string) int {
 	if err != nil {
 		return fail(dir, args, err.Error())
 	}
-	for _, p := range e.Touch {
-		p = vboxscript.Expand(p, vars)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
-			err = os.WriteFile(p, nil, 0o644)
-		}
-		if err != nil {
-			return fail(dir, args, err.Error())
-		}
-	}
-	for _, p := range e.Remove {
-		if err := os.Remove(vboxscript.Expand(p, vars)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fail(dir, args, err.Error())
-		}
-	}
 	if err := os.WriteFile(filepath.Join(dir, "state.json"), []byte(mustJSON(st)), 0o644); err != nil {
 		return fail(dir, args, err.Error())
 	}

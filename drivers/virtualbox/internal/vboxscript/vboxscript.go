@@ -14,9 +14,9 @@
 // are split at spaces; 'single quotes' keep spaces. ${VAR} is a variable
 // the test sets (its directories); {name} matches a word of letters,
 // digits, dots and dashes and binds it, and later uses must be equal (a
-// port the driver chose). "@" lines add conditions on, and changes to,
-// named flags, and file effects ("touch PATH", "rm PATH") a real
-// VBoxManage would have had. "<" names the reply, with parameters its
+// port the driver chose). "@" lines add conditions on named flags ("when
+// a b", "not c") and changes to them ("set d", "clear e"), ";" between
+// clauses. "<" names the reply, with parameters its
 // text uses as {key}; no "<" is a call that prints nothing and exits 0.
 // Among the exchanges that match a call and whose conditions hold, the
 // first not yet used answers, else the last repeatable one.
@@ -43,8 +43,6 @@ type Exchange struct {
 	Not    []string
 	Set    []string
 	Clear  []string
-	Touch  []string
-	Remove []string
 	Reply  string
 	Params map[string]string
 }
@@ -101,10 +99,6 @@ func Parse(name string, data []byte) (*Transcript, error) {
 					e.Set = append(e.Set, vals...)
 				case "clear":
 					e.Clear = append(e.Clear, vals...)
-				case "touch":
-					e.Touch = append(e.Touch, vals...)
-				case "rm":
-					e.Remove = append(e.Remove, vals...)
 				default:
 					return nil, fmt.Errorf("%s:%d: unknown clause %q", name, n, words[0])
 				}
