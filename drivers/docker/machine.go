@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"path"
 	"slices"
@@ -224,16 +223,7 @@ func (d *Driver) pinPorts(c *client.Client, ports []uint16) (map[uint16]uint16, 
 	if !d.localEngine(c) {
 		return nil, nil
 	}
-	out := map[uint16]uint16{}
-	for _, p := range ports {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free host port for %d/tcp: %w", p, err)
-		}
-		out[p] = uint16(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
-	return out, nil
+	return drivers.FreeLoopbackPorts(ports)
 }
 
 // canPrivilege learns, once per driver, whether the engine starts

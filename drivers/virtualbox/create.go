@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -92,7 +91,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err := os.MkdirAll(d.machineDir(spec.Ref), 0o700); err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
-	ports, err := pinPorts(append([]uint16{22}, spec.Ports...))
+	ports, err := drivers.FreeLoopbackPorts(append([]uint16{22}, spec.Ports...))
 	if err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
@@ -215,20 +214,4 @@ func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
 		}
 	}
 	return ""
-}
-
-// pinPorts chooses, once, the loopback port forwarded to each guest port,
-// so that the kubeconfig written at up still names the API server after
-// the VM restarts.
-func pinPorts(guest []uint16) (map[uint16]uint16, error) {
-	out := map[uint16]uint16{}
-	for _, p := range guest {
-		l, err := net.Listen("tcp4", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free host port for %d/tcp: %w", p, err)
-		}
-		out[p] = uint16(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
-	}
-	return out, nil
 }

@@ -2,6 +2,7 @@ package virtualbox
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -12,7 +13,18 @@ import (
 
 // installDir is VirtualBox's install directory as its installer records
 // it in the registry.
-func installDir() string {
+func installDir() string { return registryInstallDir() }
+
+// InstallDir is where VirtualBox is installed, "" when it is not: its MSI
+// sets VBOX_MSI_INSTALL_PATH and records InstallDir in the registry.
+func InstallDir() string {
+	if d := os.Getenv("VBOX_MSI_INSTALL_PATH"); d != "" {
+		return d
+	}
+	return registryInstallDir()
+}
+
+func registryInstallDir() string {
 	k, err := registry.OpenKey(registry.LOCAL_MACHINE, `SOFTWARE\Oracle\VirtualBox`, registry.QUERY_VALUE)
 	if err != nil {
 		return ""

@@ -3,11 +3,11 @@ package doctor
 import (
 	"context"
 	"errors"
-	"os"
 	"os/exec"
 
 	"golang.org/x/sys/windows"
-	"golang.org/x/sys/windows/registry"
+
+	"github.com/hwk-dev/hwk/drivers/virtualbox"
 )
 
 func platform(p *Probes) {
@@ -64,23 +64,5 @@ func platform(p *Probes) {
 			path = parent
 		}
 	}
-	p.VirtualBox = virtualBoxDir
-}
-
-// virtualBoxDir is where VirtualBox is installed: its MSI sets
-// VBOX_MSI_INSTALL_PATH, and records InstallDir in the registry.
-func virtualBoxDir() string {
-	if d := os.Getenv("VBOX_MSI_INSTALL_PATH"); d != "" {
-		return d
-	}
-	k, err := registry.OpenKey(registry.LOCAL_MACHINE, `SOFTWARE\Oracle\VirtualBox`, registry.QUERY_VALUE)
-	if err != nil {
-		return ""
-	}
-	defer k.Close()
-	d, _, err := k.GetStringValue("InstallDir")
-	if err != nil {
-		return ""
-	}
-	return d
+	p.VirtualBox = virtualbox.InstallDir
 }
