@@ -121,7 +121,9 @@ func subnetFree(nets []natNet, n drivers.Network) (*natNet, error) {
 
 // EnsureNetwork implements drivers.Driver: a NAT Network named for the
 // cluster, without DHCP (the nodes' addresses are static, from their
-// seeds).
+// seeds). It needs no `natnetwork start`: VirtualBox starts a NAT
+// Network's service when the first VM on it starts and stops it with the
+// last (VirtualBoxImpl.cpp, i_natNetworkRefInc/i_natNetworkRefDec).
 func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 	n.Subnet = n.Subnet.Masked()
 	nets, err := d.natNetworks(ctx)
