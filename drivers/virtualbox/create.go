@@ -77,16 +77,16 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		}
 	}
 
-	net, err := d.network(ctx, spec.Cluster)
+	nat, err := d.network(ctx, spec.Cluster)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
-	if net == nil {
+	if nat == nil {
 		return fmt.Errorf("node %s: cluster %s has no NAT Network %s yet", spec.Name, spec.Cluster, NetworkName(spec.Cluster))
 	}
-	gw := drivers.Network{Subnet: net.Subnet}.Gateway()
-	if !net.Subnet.Contains(spec.IP) || spec.IP == net.Subnet.Addr() || spec.IP == gw {
-		return fmt.Errorf("node %s: address %s is not a node address of the cluster's subnet %s", spec.Name, spec.IP, net.Subnet)
+	gw := drivers.Network{Subnet: nat.Subnet}.Gateway()
+	if !nat.Subnet.Contains(spec.IP) || spec.IP == nat.Subnet.Addr() || spec.IP == gw {
+		return fmt.Errorf("node %s: address %s is not a node address of the cluster's subnet %s", spec.Name, spec.IP, nat.Subnet)
 	}
 	if err := os.MkdirAll(d.machineDir(spec.Ref), 0o700); err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
@@ -101,7 +101,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	}
 	// The NAT Network's own DNS proxy, at its gateway, passes queries to
 	// the host's resolver: whatever network the laptop moves to.
-	files, err := vmnode.SeedFiles(seed, vmnode.Net{Subnet: net.Subnet, MAC: colonMAC(spec.IP), DNS: []netip.Addr{gw}})
+	files, err := vmnode.SeedFiles(seed, vmnode.Net{Subnet: nat.Subnet, MAC: colonMAC(spec.IP), DNS: []netip.Addr{gw}})
 	if err != nil {
 		return err
 	}
@@ -123,19 +123,13 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		d.warn(fmt.Sprintf("node %s: its disk stays at the node image's %d GiB (VirtualBox cannot grow a disk made on a shared base)", spec.Name, base.Capacity>>30))
 	}
 	meta := metadata{Cluster: spec.Cluster, Name: spec.Name, Role: spec.Role, OS: spec.OS, IP: spec.IP, Base: base.UUID, Ports: ports}
-	partial := meta
-	partial.Partial = true
-	if err := d.createVM(ctx, spec, base, partial); err != nil {
-		return fmt.Errorf("create VM %s: %w", spec.Name, err)
-	}
-	for _, g := range slices.Sorted(maps.Keys(ports)) {
-		h := ports[g]
-		rule := forwardRule{Name: forwardName(spec.Name, g), Host: h, Guest: netip.AddrPortFrom(spec.IP, g)}
-		if _, err := d.run(ctx, "natnetwork", "modify", "--netname", NetworkName(spec.Cluster), "--port-forward-4", rule.String()); err != nil {
-			return fmt.Errorf("create VM %s: forward 127.0.0.1:%d to its port %d: %w", spec.Name, h, g, err)
+	if err := d.createVM(ctx, spec, base, meta); err != nil {
+		// What was made goes, so that nothing is left that hwk could not
+		// tell as its own (a VM whose description was never written).
+		made := &vm{Name: spec.Name, State: "poweroff", Meta: &meta}
+		if cerr := d.delete(context.WithoutCancel(ctx), spec.Ref, made); cerr != nil {
+			return fmt.Errorf("create VM %s: %w (and removing what was made failed: %v; `hwk down` removes it)", spec.Name, err, cerr)
 		}
-	}
-	if _, err := d.run(ctx, "modifyvm", spec.Name, "--description", meta.String()); err != nil {
 		return fmt.Errorf("create VM %s: %w", spec.Name, err)
 	}
 	if spec.Start {
@@ -146,18 +140,21 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	return nil
 }
 
-// createVM makes the node's VM. Its disk is the base attached as
-// multi-attach: VirtualBox makes the VM a differencing disk of its own on
-// it (in the VM's folder, which is the node's directory) and never
-// writes to the base, nor deletes it with the VM.
+// createVM makes the node's VM, described as partial until its last
+// step. Its disk is the base attached as multi-attach: VirtualBox makes
+// the VM a differencing disk of its own on it (in the VM's folder, which is
+// the node's directory) and never writes to the base, nor deletes it with
+// the VM.
 func (d *Driver) createVM(ctx context.Context, spec drivers.MachineSpec, base *medium, meta metadata) error {
+	partial := meta
+	partial.Partial = true
 	g := guestFor(spec.OS)
 	if _, err := d.run(ctx, "createvm", "--name", spec.Name, "--groups", group+"/"+spec.Cluster, "--ostype", g.osType,
 		"--basefolder", d.machineDir(spec.Ref), "--register"); err != nil {
 		return err
 	}
 	args := []string{"modifyvm", spec.Name,
-		"--description", meta.String(),
+		"--description", partial.String(),
 		"--memory", strconv.FormatInt(spec.MemoryBytes>>20, 10),
 		"--cpus", strconv.Itoa(spec.CPUs),
 		"--firmware", "efi",
@@ -190,7 +187,18 @@ func (d *Driver) createVM(ctx context.Context, spec drivers.MachineSpec, base *m
 	if err := attach(0, "hdd", base.Location, "--mtype", "multiattach"); err != nil {
 		return err
 	}
-	return attach(1, "dvddrive", d.seedISO(spec.Ref))
+	if err := attach(1, "dvddrive", d.seedISO(spec.Ref)); err != nil {
+		return err
+	}
+	for _, g := range slices.Sorted(maps.Keys(meta.Ports)) {
+		h := meta.Ports[g]
+		rule := forwardRule{Name: forwardName(spec.Name, g), Host: h, Guest: netip.AddrPortFrom(spec.IP, g)}
+		if _, err := d.run(ctx, "natnetwork", "modify", "--netname", NetworkName(spec.Cluster), "--port-forward-4", rule.String()); err != nil {
+			return fmt.Errorf("forward 127.0.0.1:%d to its port %d: %w", h, g, err)
+		}
+	}
+	_, err := d.run(ctx, "modifyvm", spec.Name, "--description", meta.String())
+	return err
 }
 
 // unfit says why the cluster's existing VM m cannot stand for spec; ""

@@ -288,3 +288,17 @@ func TestInstall(t *testing.T) {
 	must(t, "install", err)
 	fake.Check(t)
 }
+
+// TestCreateFailsCleansUp: a create that fails half-way removes the VM it
+// made and the node's files, and says which call failed and why.
+func TestCreateFailsCleansUp(t *testing.T) {
+	d, fake, dirs, _ := testDriver(t, "create-fails.txt")
+	err := d.Create(context.Background(), cp(dirs))
+	if err == nil || !strings.Contains(err.Error(), "create VM demo-cp: VBoxManage storagectl demo-cp: Storage controller named 'hwk' already exists") {
+		t.Errorf("create: %v", err)
+	}
+	fake.Check(t)
+	if _, err := os.Stat(filepath.Join(dirs.Data, "clusters", "demo", "virtualbox", "demo-cp")); !os.IsNotExist(err) {
+		t.Errorf("the node's directory is still there: %v", err)
+	}
+}
