@@ -47,8 +47,7 @@ func hideWindow(cmd *exec.Cmd) {
 // WSL2, the Windows Hypervisor Platform): VirtualBox then runs its VMs
 // through it.
 func hypervisorPresent(ctx context.Context) (bool, error) {
-	out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command",
-		"(Get-CimInstance -ClassName Win32_ComputerSystem).HypervisorPresent").Output()
+	out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hypervisorScript).Output()
 	if err != nil {
 		return false, err
 	}

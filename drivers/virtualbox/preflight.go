@@ -76,3 +76,13 @@ func hostInfo(out string) map[string]string {
 	}
 	return kv
 }
+
+// hypervisorScript asks Windows whether its hypervisor runs; it prints
+// True or False.
+const hypervisorScript = `(CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem).HypervisorPresent`
+
+// Scripts are the PowerShell scripts the driver runs (on the Windows host),
+// for internal/pscatalog's checks.
+func Scripts() map[string]string {
+	return map[string]string{"hypervisorScript": hypervisorScript}
+}

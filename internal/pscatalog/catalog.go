@@ -8,6 +8,7 @@ package pscatalog
 import (
 	hwk "github.com/hwk-dev/hwk"
 	"github.com/hwk-dev/hwk/drivers/hyperv"
+	"github.com/hwk-dev/hwk/drivers/virtualbox"
 	"github.com/hwk-dev/hwk/images"
 	windows "github.com/hwk-dev/hwk/node-images/windows"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
@@ -45,6 +46,7 @@ var packages = []struct {
 	scripts func() map[string]string
 }{
 	{"drivers/hyperv", hyperv.Scripts},
+	{"drivers/virtualbox", virtualbox.Scripts},
 	{"pkg/bootstrap", bootstrap.Scripts},
 	{"pkg/containerd", containerd.Scripts},
 	{"pkg/doctor", doctor.Scripts},
