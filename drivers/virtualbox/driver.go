@@ -206,6 +206,16 @@ func machineState(s string) (drivers.State, string) {
 	return drivers.StateOther, s
 }
 
+// off reports whether a VM in state s has no VM process to power off:
+// powered off, aborted, or with its state saved to disk.
+func off(s string) bool {
+	switch s {
+	case "poweroff", "aborted", "saved", "aborted-saved":
+		return true
+	}
+	return false
+}
+
 func (v *vm) machine() drivers.Machine {
 	st, detail := machineState(v.State)
 	return drivers.Machine{
@@ -285,10 +295,10 @@ func (d *Driver) Stop(ctx context.Context, r drivers.Ref) error {
 	if !v.ours(r) {
 		return fmt.Errorf("node %s of cluster %s has no VirtualBox VM", r.Name, r.Cluster)
 	}
-	switch v.State {
-	case "poweroff", "aborted", "saved":
+	switch {
+	case off(v.State):
 		return nil
-	case "running":
+	case v.State == "running":
 		if _, err := d.run(ctx, "controlvm", r.Name, "acpipowerbutton"); err != nil {
 			return fmt.Errorf("stop VM %s: %w", r.Name, err)
 		}
@@ -391,8 +401,8 @@ func (d *Driver) Delete(ctx context.Context, r drivers.Ref) error {
 // delete is Delete of the node whose VM showVM found as v.
 func (d *Driver) delete(ctx context.Context, r drivers.Ref, v *vm) error {
 	if v.ours(r) {
-		if st, _ := machineState(v.State); st != drivers.StateStopped {
-			if _, err := d.run(ctx, "controlvm", r.Name, "poweroff"); err != nil && v.State != "saved" {
+		if !off(v.State) {
+			if _, err := d.run(ctx, "controlvm", r.Name, "poweroff"); err != nil {
 				return fmt.Errorf("delete VM %s: power it off: %w", r.Name, err)
 			}
 		}

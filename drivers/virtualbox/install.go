@@ -135,7 +135,7 @@ func (d *Driver) removeInstall(ctx context.Context, spec drivers.InstallSpec, ke
 		return err
 	}
 	if v != nil {
-		if v.State != "poweroff" && v.State != "aborted" {
+		if !off(v.State) {
 			if _, err := d.run(ctx, "controlvm", spec.Name, "poweroff"); err != nil {
 				return err
 			}
