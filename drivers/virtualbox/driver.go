@@ -51,7 +51,8 @@ type Options struct {
 	// Dirs are hwk's directories: a cluster's directory holds its VMs'
 	// disks, seeds, consoles and SSH identities; the cache the bases.
 	Dirs state.Dirs
-	// Runner runs VBoxManage; the host's, one call at a time, when nil.
+	// Runner runs VBoxManage; the host's when nil (one call at a time
+	// in the whole process, whatever the driver).
 	Runner Runner
 	// Warn receives what an operation could not do but need not fail for.
 	Warn func(string)
@@ -88,13 +89,10 @@ var (
 	_ drivers.Installer     = (*Driver)(nil)
 )
 
-// shared is the VBoxManage every driver of this process runs.
-var shared = &CLI{}
-
 // New returns a VirtualBox driver.
 func New(o Options) *Driver {
 	if o.Runner == nil {
-		o.Runner = shared
+		o.Runner = &CLI{}
 	}
 	if o.Warn == nil {
 		o.Warn = func(string) {}

@@ -41,17 +41,26 @@ var callMu sync.Mutex
 
 // CLI runs the VBoxManage program of this host.
 type CLI struct {
-	once sync.Once
+	mu   sync.Mutex
 	path string
-	err  error
 }
 
 // errNotFound marks a host without VBoxManage.
 var errNotFound = errors.New("VBoxManage not found")
 
+// find locates VBoxManage once it is there: a search that found nothing
+// is made again next time (VirtualBox may have been installed since).
 func (c *CLI) find() (string, error) {
-	c.once.Do(func() { c.path, c.err = Find(os.Getenv, exec.LookPath, installDir) })
-	return c.path, c.err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.path == "" {
+		p, err := Find(os.Getenv, exec.LookPath, installDir)
+		if err != nil {
+			return "", err
+		}
+		c.path = p
+	}
+	return c.path, nil
 }
 
 // Run implements Runner.
