@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/drivers/virtualbox/internal/vboxscript"
+	"github.com/hwk-dev/hwk/drivers/internal/transcript"
 )
 
-func replies(t *testing.T) vboxscript.Replies {
+func replies(t *testing.T) transcript.Replies {
 	t.Helper()
-	r, err := vboxscript.LoadReplies("testdata/replies")
+	r, err := transcript.LoadReplies("testdata/replies")
 	if err != nil {
 		t.Fatal(err)
 	}

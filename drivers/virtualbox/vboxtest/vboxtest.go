@@ -2,127 +2,44 @@
 // the VirtualBox driver's real process-spawning code: the driver finds
 // and starts it as it would VirtualBox's, and it answers from a
 // transcript and the real-format replies in drivers/virtualbox/testdata
-// (see drivers/virtualbox/internal/vboxscript).
+// (see drivers/internal/clitest).
 package vboxtest
 
 import (
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/drivers/virtualbox/internal/vboxscript"
+	"github.com/hwk-dev/hwk/drivers/internal/clitest"
 )
 
-// Fake is a fake VBoxManage on PATH and its record.
-type Fake struct {
-	// Dir holds its transcript, state and logs.
-	Dir        string
-	transcript string
-}
+// Fake is the fake VBoxManage and its record.
+type Fake = clitest.Fake
 
 func testdata() string {
 	_, self, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(self), "..", "testdata")
 }
 
-// program builds the fake into dir.
-func program(t testing.TB, dir string) {
+// New puts the fake VBoxManage first on PATH for the rest of t, answering
+// from testdata/transcripts/TRANSCRIPT with vars for its ${VAR}s.
+// VirtualBox's own install-path variables are cleared, so that the driver
+// finds the fake.
+func New(t testing.TB, transcript string, vars map[string]string) *Fake {
 	t.Helper()
 	name := "VBoxManage"
 	if runtime.GOOS == "windows" {
 		name += ".exe"
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/hwk-dev/hwk/drivers/virtualbox/internal/fakevboxmanage")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the fake VBoxManage: %v\n%s", err, out)
-	}
-}
-
-// New puts the fake first on PATH for the rest of t, answering from
-// testdata/transcripts/TRANSCRIPT with vars for its ${VAR}s. VirtualBox's
-// own install-path variables are cleared, so that the driver finds the
-// fake.
-func New(t testing.TB, transcript string, vars map[string]string) *Fake {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	program(t, bin)
-	data, err := os.ReadFile(filepath.Join(testdata(), "transcripts", transcript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := vboxscript.Parse(transcript, data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "transcript.txt"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	v, _ := json.Marshal(vars)
-	if err := os.WriteFile(filepath.Join(dir, "vars.json"), v, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	f := clitest.New(t, name, testdata(), transcript, vars)
 	t.Setenv("VBOX_MSI_INSTALL_PATH", "")
 	t.Setenv("VBOX_INSTALL_PATH", "")
-	t.Setenv("HWK_FAKE_VBOX_DIR", dir)
-	t.Setenv("HWK_FAKE_VBOX_TRANSCRIPT", transcript)
-	t.Setenv("HWK_FAKE_VBOX_REPLIES", filepath.Join(testdata(), "replies"))
-	return &Fake{Dir: dir, transcript: transcript}
-}
-
-// Calls is the argv of every call so far.
-func (f *Fake) Calls() [][]string {
-	data, _ := os.ReadFile(filepath.Join(f.Dir, "calls.log"))
-	var out [][]string
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var args []string
-		if json.Unmarshal([]byte(line), &args) == nil {
-			out = append(out, args)
-		}
-	}
-	return out
-}
-
-// Unexpected is what it did not expect, a line per call.
-func (f *Fake) Unexpected() string {
-	data, _ := os.ReadFile(filepath.Join(f.Dir, "unexpected.log"))
-	return string(data)
-}
-
-// Unused lists the transcript's exchanges that never answered.
-func (f *Fake) Unused() []string {
-	data, err := os.ReadFile(filepath.Join(f.Dir, "transcript.txt"))
-	if err != nil {
-		return []string{err.Error()}
-	}
-	t, err := vboxscript.Parse(f.transcript, data)
-	if err != nil {
-		return []string{err.Error()}
-	}
-	var st vboxscript.State
-	if raw, err := os.ReadFile(filepath.Join(f.Dir, "state.json")); err == nil {
-		_ = json.Unmarshal(raw, &st)
-	}
-	return t.Unused(&st)
-}
-
-// Check fails t for every call the fake did not expect and every
-// exchange of the transcript no call used.
-func (f *Fake) Check(t testing.TB) {
-	t.Helper()
-	if u := f.Unexpected(); u != "" {
-		t.Errorf("the fake VBoxManage was called in ways its transcript does not expect:\n%s", u)
-	}
-	if u := f.Unused(); len(u) > 0 {
-		t.Errorf("exchanges of the transcript no call used:\n  %s", strings.Join(u, "\n  "))
-	}
+	return f
 }
 
 // WriteVDI writes a stand-in node image disk: a VDI 1.1 header (the

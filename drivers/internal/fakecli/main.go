@@ -1,9 +1,12 @@
-// Command fakevboxmanage is a fake VBoxManage for the VirtualBox driver's
-// tests: the driver starts it as it would start VirtualBox's, and it
-// answers each call from a transcript (see vboxscript), keeping what it
-// has done in HWK_FAKE_VBOX_DIR between calls. A call the transcript does
-// not expect is recorded there for the test to fail on, and answered as
-// VBoxManage answers a failure, with exit status 1.
+// Command fakecli stands in for a program a driver runs (VBoxManage,
+// wsl.exe) in the driver's tests: the driver finds and starts it as it
+// would the real one, and it answers each call from a transcript (see
+// drivers/internal/transcript), keeping what it has done in
+// HWK_FAKE_CLI_DIR between calls. A call the transcript does not expect is
+// recorded there for the test to fail on, and answered as the program it
+// stands in for answers a failure: VBoxManage with an error line on
+// stderr and exit status 1, wsl.exe with a message on stdout in UTF-16LE
+// and exit status -1.
 package main
 
 import (
@@ -14,19 +17,22 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+	"unicode/utf16"
 
-	"github.com/hwk-dev/hwk/drivers/virtualbox/internal/vboxscript"
+	"github.com/hwk-dev/hwk/drivers/internal/transcript"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// wsl says this fake is wsl.exe.
+var wsl = strings.HasPrefix(strings.ToLower(filepath.Base(os.Args[0])), "wsl")
+
 func run(args []string) int {
-	dir := os.Getenv("HWK_FAKE_VBOX_DIR")
+	dir := os.Getenv("HWK_FAKE_CLI_DIR")
 	if dir == "" {
-		fmt.Fprintln(os.Stderr, "VBoxManage: error: the fake VBoxManage needs HWK_FAKE_VBOX_DIR")
-		return 1
+		return fail("", args, "the fake needs HWK_FAKE_CLI_DIR")
 	}
 	unlock, err := lock(filepath.Join(dir, "lock"))
 	if err != nil {
@@ -39,11 +45,11 @@ func run(args []string) int {
 	if err != nil {
 		return fail(dir, args, err.Error())
 	}
-	t, err := vboxscript.Parse(os.Getenv("HWK_FAKE_VBOX_TRANSCRIPT"), data)
+	t, err := transcript.Parse(os.Getenv("HWK_FAKE_CLI_TRANSCRIPT"), data)
 	if err != nil {
 		return fail(dir, args, err.Error())
 	}
-	replies, err := vboxscript.LoadReplies(os.Getenv("HWK_FAKE_VBOX_REPLIES"))
+	replies, err := transcript.LoadReplies(os.Getenv("HWK_FAKE_CLI_REPLIES"))
 	if err != nil {
 		return fail(dir, args, err.Error())
 	}
@@ -51,7 +57,7 @@ func run(args []string) int {
 	if err := readJSON(filepath.Join(dir, "vars.json"), &vars); err != nil {
 		return fail(dir, args, err.Error())
 	}
-	var st vboxscript.State
+	var st transcript.State
 	if err := readJSON(filepath.Join(dir, "state.json"), &st); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(dir, args, err.Error())
 	}
@@ -67,21 +73,42 @@ func run(args []string) int {
 		return fail(dir, args, err.Error())
 	}
 	appendLine(filepath.Join(dir, "answers.log"), fmt.Sprintf("%s:%d %s", t.Name, e.Line, mustJSON(args)))
-	os.Stdout.WriteString(rep.Stdout)
-	os.Stderr.WriteString(rep.Stderr)
+	write(os.Stdout, rep.Stdout, rep.UTF16)
+	write(os.Stderr, rep.Stderr, rep.UTF16)
 	return rep.Exit
 }
 
-// fail records a call the fake could not answer and answers it as
-// VBoxManage answers a failure.
+// write writes s, as UTF-16LE without a byte order mark when utf16le
+// says so (as wsl.exe writes its own messages).
+func write(f *os.File, s string, utf16le bool) {
+	if !utf16le {
+		f.WriteString(s)
+		return
+	}
+	u := utf16.Encode([]rune(s))
+	b := make([]byte, 0, 2*len(u))
+	for _, c := range u {
+		b = append(b, byte(c), byte(c>>8))
+	}
+	f.Write(b)
+}
+
+// fail records a call the fake could not answer and answers it as the
+// real program answers a failure.
 func fail(dir string, args []string, why string) int {
-	appendLine(filepath.Join(dir, "unexpected.log"), fmt.Sprintf("%s: %s", mustJSON(args), why))
+	if dir != "" {
+		appendLine(filepath.Join(dir, "unexpected.log"), fmt.Sprintf("%s: %s", mustJSON(args), why))
+	}
+	if wsl {
+		write(os.Stdout, "fake wsl.exe: "+why+"\r\nError code: Wsl/E_UNEXPECTED\r\n", true)
+		return -1
+	}
 	fmt.Fprintf(os.Stderr, "VBoxManage: error: fake VBoxManage: %s\n", why)
 	return 1
 }
 
-// lock takes the fake's lock file: calls of one test run one at a time
-// even if the driver under test did not serialize them.
+// lock takes the fake's lock file: the calls of one test run one at a
+// time even if the driver under test did not serialize them.
 func lock(path string) (func(), error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -1,8 +1,9 @@
-// Package vboxscript holds what the VirtualBox driver's tests answer in
-// place of VBoxManage: replies in VBoxManage's own output formats, each
-// file citing where its format comes from, and transcripts that say which
-// call gets which reply. The fake VBoxManage program answers from them,
-// and a call no transcript line expects fails there.
+// Package transcript holds what the tests of drivers that drive a
+// program (VBoxManage, wsl.exe) answer in its place: replies in the
+// program's own output formats, each file citing where its format comes
+// from, and transcripts that say which call gets which reply. The fake
+// program (drivers/internal/fakecli) answers from them, and a call no
+// transcript line expects fails there.
 //
 // A transcript is a text file of exchanges:
 //
@@ -20,7 +21,7 @@
 // text uses as {key}; no "<" is a call that prints nothing and exits 0.
 // Among the exchanges that match a call and whose conditions hold, the
 // first not yet used answers, else the last repeatable one.
-package vboxscript
+package transcript
 
 import (
 	"bufio"
@@ -156,10 +157,12 @@ func Split(s string) ([]string, error) {
 	return out, nil
 }
 
-// Reply is what VBoxManage writes and how it exits.
+// Reply is what the program writes and how it exits.
 type Reply struct {
 	Stdout, Stderr string
 	Exit           int
+	// UTF16 has stdout and stderr written as UTF-16LE, without a BOM.
+	UTF16 bool
 }
 
 // Replies are replies by "file/section" (file without .txt).
@@ -168,7 +171,9 @@ type Replies map[string]Reply
 // LoadReplies reads every .txt file in dir. A file is comment lines (#),
 // at least one of them a "Source:" line citing the format, then sections
 // each headed "== name ==": standard output, then optionally a line
-// "--- stderr" and standard error, and "--- exit N".
+// "--- stderr" and standard error, "--- exit N", and "--- utf-16le" for a
+// reply the program writes in UTF-16LE (wsl.exe's own messages). Lines
+// end in CRLF where the file's "# Newlines: crlf" says so.
 func LoadReplies(dir string) (Replies, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
 	if err != nil || len(files) == 0 {
@@ -191,7 +196,7 @@ func (r Replies) parse(path string) error {
 		return err
 	}
 	file := strings.TrimSuffix(filepath.Base(path), ".txt")
-	sourced := false
+	sourced, crlf := false, false
 	name, part := "", "stdout"
 	var rep Reply
 	var out, errb strings.Builder
@@ -214,6 +219,9 @@ func (r Replies) parse(path string) error {
 			if strings.Contains(line, "Source:") {
 				sourced = true
 			}
+			if strings.TrimSpace(line) == "# Newlines: crlf" {
+				crlf = true
+			}
 		case sectionRE.MatchString(line):
 			flush()
 			name, part = sectionRE.FindStringSubmatch(line)[1], "stdout"
@@ -224,6 +232,8 @@ func (r Replies) parse(path string) error {
 			return fmt.Errorf("%s: %q before the first section", path, line)
 		case line == "--- stderr":
 			part = "stderr"
+		case line == "--- utf-16le":
+			rep.UTF16 = true
 		case strings.HasPrefix(line, "--- exit "):
 			code, err := strconv.Atoi(strings.TrimPrefix(line, "--- exit "))
 			if err != nil {
@@ -232,9 +242,9 @@ func (r Replies) parse(path string) error {
 			rep.Exit = code
 		case name == "":
 		case part == "stderr":
-			errb.WriteString(line + "\n")
+			errb.WriteString(line + eol(crlf))
 		default:
-			out.WriteString(line + "\n")
+			out.WriteString(line + eol(crlf))
 		}
 	}
 	flush()
@@ -242,6 +252,13 @@ func (r Replies) parse(path string) error {
 		return fmt.Errorf("%s cites no source for its format (a \"# Source:\" line before the first reply)", path)
 	}
 	return sc.Err()
+}
+
+func eol(crlf bool) string {
+	if crlf {
+		return "\r\n"
+	}
+	return "\n"
 }
 
 // State is what a transcript has done so far: how often each exchange
@@ -395,5 +412,5 @@ func (e *Exchange) Render(replies Replies, st *State, vars map[string]string) (R
 	fill := func(s string) string {
 		return sub(sub(Expand(s, vars), e.Params), st.Captures)
 	}
-	return Reply{Stdout: fill(r.Stdout), Stderr: fill(r.Stderr), Exit: r.Exit}, nil
+	return Reply{Stdout: fill(r.Stdout), Stderr: fill(r.Stderr), Exit: r.Exit, UTF16: r.UTF16}, nil
 }
