@@ -2,16 +2,11 @@
 
 package virtualbox
 
-import (
-	"context"
-	"os/exec"
-)
+import "context"
 
 // installDir is VirtualBox's install directory from the registry, which
 // only Windows has.
 func installDir() string { return "" }
-
-func hideWindow(*exec.Cmd) {}
 
 // hypervisorPresent: only on Windows does another hypervisor take the
 // CPU's virtualization from VirtualBox while the host runs.

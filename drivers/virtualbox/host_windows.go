@@ -5,9 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 
-	"golang.org/x/sys/windows"
 	"golang.org/x/sys/windows/registry"
 )
 
@@ -35,12 +33,6 @@ func registryInstallDir() string {
 		return ""
 	}
 	return d
-}
-
-// hideWindow keeps VBoxManage, a console program, from flashing a window
-// when hwk runs without one.
-func hideWindow(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{HideWindow: true, CreationFlags: windows.CREATE_NO_WINDOW}
 }
 
 // hypervisorPresent asks Windows whether its hypervisor runs (Hyper-V,

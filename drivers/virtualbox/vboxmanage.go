@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hwk-dev/hwk/drivers/internal/console"
 )
 
 // Runner runs VBoxManage with args and returns what it wrote to stdout. A
@@ -89,7 +91,7 @@ func (c *CLI) call(ctx context.Context, path string, args []string) (string, err
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
-	hideWindow(cmd)
+	console.Hide(cmd)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

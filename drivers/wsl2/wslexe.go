@@ -1,0 +1,202 @@
+package wsl2
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/hwk-dev/hwk/drivers/internal/console"
+)
+
+// Runner runs wsl.exe with args, stdin (which may be nil) as its input,
+// and reports what it wrote and how it exited. Only a failure to run it at
+// all is an error.
+type Runner interface {
+	Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args ...string) (exit int, err error)
+}
+
+// CLI runs this host's wsl.exe.
+type CLI struct{}
+
+// errNoWSL marks a host without wsl.exe.
+var errNoWSL = errors.New("wsl.exe not found")
+
+// wslPath is wsl.exe: System32's on Windows (a PATH entry of the same
+// name must not stand in for it), else the first on PATH (tests).
+func wslPath() (string, error) {
+	if runtime.GOOS == "windows" {
+		if root := os.Getenv("SystemRoot"); root != "" {
+			if p := filepath.Join(root, "System32", "wsl.exe"); isFile(p) {
+				return p, nil
+			}
+		}
+	}
+	p, err := exec.LookPath("wsl.exe")
+	if err != nil {
+		return "", errNoWSL
+	}
+	return p, nil
+}
+
+func isFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir()
+}
+
+// Run implements Runner. WSL_UTF8=1 asks wsl.exe for UTF-8 rather than
+// UTF-16LE (WslClient.cpp, WslClient::Main); older builds ignore it, so
+// replies are decoded either way.
+func (CLI) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args ...string) (int, error) {
+	p, err := wslPath()
+	if err != nil {
+		return 0, err
+	}
+	cmd := exec.CommandContext(ctx, p, args...)
+	cmd.Env = append(os.Environ(), "WSL_UTF8=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	console.Hide(cmd)
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	return 0, err
+}
+
+// decode turns wsl.exe's own output into text: UTF-16LE (without a BOM,
+// as wsl.exe writes it; one is dropped if there) unless it is UTF-8
+// (WSL_UTF8=1), with CRLF and the inbox wsl.exe's CRCRLF made LF.
+func decode(b []byte) string {
+	b = bytes.TrimPrefix(b, []byte{0xff, 0xfe})
+	s := string(b)
+	if len(b)%2 == 0 && (bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)) {
+		u := make([]uint16, len(b)/2)
+		for i := range u {
+			u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+		}
+		s = string(utf16.Decode(u))
+	}
+	s = strings.ReplaceAll(s, "\r\r\n", "\n")
+	return strings.ReplaceAll(s, "\r\n", "\n")
+}
+
+// Error is wsl.exe failing: its message (in the user's language) and the
+// code on its last line ("Error code: Wsl/Service/WSL_E_DISTRO_NOT_FOUND";
+// the label is translated, the code is not).
+type Error struct {
+	Args    []string
+	Message string
+	// Code is the error's name, the code's last part
+	// ("WSL_E_DISTRO_NOT_FOUND", "ERROR_ALREADY_EXISTS"); Context the
+	// whole code.
+	Code, Context string
+	Exit          int
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = fmt.Sprintf("exit status %d", e.Exit)
+	}
+	if e.Context != "" {
+		msg += " (" + e.Context + ")"
+	}
+	return fmt.Sprintf("wsl.exe %s: %s", strings.Join(e.Args, " "), msg)
+}
+
+// codeRE finds the code of an error: ErrorToString (wslutil.cpp) joins
+// the context's flags, Wsl first, and the error's name with slashes.
+var codeRE = regexp.MustCompile(`Wsl(?:/[A-Za-z0-9_]+)+`)
+
+// parseError reads a failed wsl.exe's output: its message lines, then the
+// code line.
+func parseError(args []string, out string, exit int) *Error {
+	e := &Error{Args: args, Exit: exit}
+	var msg []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		line = strings.TrimSpace(line)
+		if c := codeRE.FindString(line); c != "" && strings.HasSuffix(line, c) {
+			e.Context = c
+			e.Code = c[strings.LastIndex(c, "/")+1:]
+			continue
+		}
+		if line != "" {
+			msg = append(msg, line)
+		}
+	}
+	e.Message = strings.Join(msg, " ")
+	return e
+}
+
+// isCode reports whether err is wsl.exe failing with the error named code.
+func isCode(err error, code string) bool {
+	var we *Error
+	return errors.As(err, &we) && we.Code == code
+}
+
+// manage runs a wsl.exe command of its own (not one in a distribution)
+// and returns its output as text, or an *Error.
+func manage(ctx context.Context, r Runner, args ...string) (string, error) {
+	var stdout, stderr bytes.Buffer
+	exit, err := r.Run(ctx, nil, &stdout, &stderr, args...)
+	if err != nil {
+		return "", err
+	}
+	out := decode(stdout.Bytes())
+	if exit != 0 {
+		return out, parseError(args, out+"\n"+decode(stderr.Bytes()), exit)
+	}
+	return out, nil
+}
+
+// distributions lists the registered distributions' names (`--list
+// --quiet`: names only, none is no output and exit 0); with running,
+// those running.
+func distributions(ctx context.Context, r Runner, running bool) ([]string, error) {
+	args := []string{"--list", "--quiet"}
+	if running {
+		args = []string{"--list", "--running", "--quiet"}
+	}
+	out, err := manage(ctx, r, args...)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			names = append(names, line)
+		}
+	}
+	return names, nil
+}
+
+// versionRE is a WSL version on `--version`'s first line, whose label is
+// translated ("WSL version: 2.5.7.0", "WSL-Version: ...", "Version WSL : ...").
+var versionRE = regexp.MustCompile(`(\d+)\.(\d+)\.(\d+)(?:\.\d+)?\s*$`)
+
+// wslVersion reads `wsl.exe --version`'s first line. The inbox wsl.exe,
+// which predates WSL's Store package, does not know the option.
+func wslVersion(ctx context.Context, r Runner) (string, int, error) {
+	out, err := manage(ctx, r, "--version")
+	if err != nil {
+		return "", 0, err
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	m := versionRE.FindStringSubmatch(strings.TrimSpace(first))
+	if m == nil {
+		return "", 0, fmt.Errorf("wsl.exe --version printed no version: %q", first)
+	}
+	major := 0
+	fmt.Sscan(m[1], &major)
+	return strings.Fields(first)[len(strings.Fields(first))-1], major, nil
+}
