@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -184,19 +185,29 @@ func distributions(ctx context.Context, r Runner, running bool) ([]string, error
 // translated ("WSL version: 2.5.7.0", "WSL-Version: ...", "Version WSL : ...").
 var versionRE = regexp.MustCompile(`(\d+)\.(\d+)\.(\d+)(?:\.\d+)?\s*$`)
 
-// wslVersion reads `wsl.exe --version`'s first line. The inbox wsl.exe,
-// which predates WSL's Store package, does not know the option.
-func wslVersion(ctx context.Context, r Runner) (string, int, error) {
+// versions reads `wsl.exe --version` into f: WSL's version from the first
+// line and Windows' build from the last. The inbox wsl.exe, which
+// predates WSL's Store package, does not know the option: f.inbox.
+func versions(ctx context.Context, r Runner, f *hostFacts) error {
 	out, err := manage(ctx, r, "--version")
+	var we *Error
+	if errors.As(err, &we) && strings.Contains(we.Message, "--version") && we.Context == "" {
+		// "Invalid command line option: --version", then usage.
+		f.inbox = true
+		return nil
+	}
 	if err != nil {
-		return "", 0, err
+		return err
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
-	m := versionRE.FindStringSubmatch(strings.TrimSpace(first))
+	first = strings.TrimSpace(first)
+	m := versionRE.FindStringSubmatch(first)
 	if m == nil {
-		return "", 0, fmt.Errorf("wsl.exe --version printed no version: %q", first)
+		return fmt.Errorf("wsl.exe --version printed no version: %q", first)
 	}
-	major := 0
-	fmt.Sscan(m[1], &major)
-	return strings.Fields(first)[len(strings.Fields(first))-1], major, nil
+	f.major, _ = strconv.Atoi(m[1])
+	fields := strings.Fields(first)
+	f.version = fields[len(fields)-1]
+	f.windowsBuild = parseWindowsBuild(out)
+	return nil
 }

@@ -40,8 +40,8 @@ func TestDecode(t *testing.T) {
 }
 
 // TestManageThroughFake: the real spawning path to a fake wsl.exe on PATH
-// answering in wsl.exe's formats: versions from a translated --version and
-// an inbox wsl.exe that has none, names from --list --quiet, errors in
+// answering in wsl.exe's formats: WSL's version and Windows' build from
+// --version in English and German, an inbox wsl.exe that has none, names from --list --quiet, errors in
 // German and French read to their codes, and a Linux command's output and
 // exit status passed through as they are.
 func TestManageThroughFake(t *testing.T) {
@@ -49,20 +49,16 @@ func TestManageThroughFake(t *testing.T) {
 	fake := clitest.New(t, "wsl.exe", "testdata", "manage.txt", map[string]string{"DIR": dir, "TAR": tar})
 	ctx := context.Background()
 	r := CLI{}
-	for _, want := range []struct {
-		v     string
-		major int
-	}{{"2.5.7.0", 2}, {"2.5.7.0", 2}} {
-		v, major, err := wslVersion(ctx, r)
-		if err != nil || v != want.v || major != want.major {
-			t.Errorf("--version: %q %d %v", v, major, err)
+	for _, want := range []hostFacts{
+		{version: "2.5.7.0", major: 2, windowsBuild: 26100},
+		{version: "2.5.7.0", major: 2, windowsBuild: 26100},
+		{inbox: true},
+		{version: "1.2.5.0", major: 1, windowsBuild: 19045},
+	} {
+		var f hostFacts
+		if err := versions(ctx, r, &f); err != nil || f.version != want.version || f.major != want.major || f.inbox != want.inbox || f.windowsBuild != want.windowsBuild {
+			t.Errorf("--version: %+v %v, want %+v", f, err, want)
 		}
-	}
-	if _, _, err := wslVersion(ctx, r); err == nil || !strings.Contains(err.Error(), "Invalid command line option: --version") {
-		t.Errorf("the inbox wsl.exe: %v", err)
-	}
-	if v, major, err := wslVersion(ctx, r); err != nil || v != "1.2.5.0" || major != 1 {
-		t.Errorf("WSL 1.2: %q %d %v", v, major, err)
 	}
 	if names, err := distributions(ctx, r, false); err != nil || strings.Join(names, ",") != "Ubuntu,hwk-demo-cp,docker-desktop" {
 		t.Errorf("--list --quiet: %q %v", names, err)

@@ -1,0 +1,151 @@
+package wsl2
+
+import (
+	"bufio"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// wslConfig is %UserProfile%\.wslconfig: keys by "section.key", lower
+// case, as WSL reads them (case-insensitively; WslCoreConfig.cpp).
+type wslConfig map[string]string
+
+// parseWSLConfig reads .wslconfig's INI: [section] lines, key = value
+// lines, # and ; comments.
+func parseWSLConfig(text string) wslConfig {
+	c := wslConfig{}
+	section := ""
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
+		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
+			section = strings.ToLower(strings.TrimSpace(line[1 : len(line)-1]))
+		default:
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				continue
+			}
+			if i := strings.IndexAny(v, "#;"); i >= 0 {
+				v = v[:i]
+			}
+			c[section+"."+strings.ToLower(strings.TrimSpace(k))] = strings.Trim(strings.TrimSpace(v), `"`)
+		}
+	}
+	return c
+}
+
+// networkingMode is the mode WSL runs its VM's network in: NAT unless
+// .wslconfig says otherwise (an unknown value is NAT too).
+func (c wslConfig) networkingMode() string {
+	switch m := strings.ToLower(c["wsl2.networkingmode"]); m {
+	case "mirrored", "none", "bridged", "virtioproxy", "consomme":
+		return m
+	}
+	return "nat"
+}
+
+var sizeRE = regexp.MustCompile(`(?i)^\s*(\d+)\s*(b|kb|mb|gb|tb)?\s*$`)
+
+// memoryLimit is .wslconfig's memory limit of the WSL VM in bytes, 0
+// when it sets none (then half of Windows' memory).
+func (c wslConfig) memoryLimit() int64 {
+	m := sizeRE.FindStringSubmatch(c["wsl2.memory"])
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	shift := map[string]uint{"": 0, "b": 0, "kb": 10, "mb": 20, "gb": 30, "tb": 40}[strings.ToLower(m[2])]
+	return n << shift
+}
+
+// hostFacts is what Preflight learns of the host's WSL.
+type hostFacts struct {
+	// version is WSL's package version ("2.5.7.0"), major its first
+	// number; inbox is the wsl.exe that ships with Windows, before the
+	// Store package, which knows no --version.
+	version string
+	major   int
+	inbox   bool
+	// windowsBuild is Windows' build number, from --version's last line.
+	windowsBuild int
+	config       wslConfig
+	// nodes are the hwk node distributions there are, by cluster.
+	nodes map[string]string
+	// busy are the ports a WSL control plane takes on the host (WSL's
+	// VM shares them in mirrored mode) that something else holds.
+	busy []uint16
+}
+
+// mirroredBuild is the first Windows build with mirrored networking
+// (Windows 11 22H2; learn.microsoft.com/windows/wsl/networking).
+const mirroredBuild = 22621
+
+// judge turns the facts into Preflight's verdict for a node of cluster
+// that needs memory bytes: one line describing what it found, or an
+// *UnavailableError with the fix.
+func judge(f hostFacts, cluster string, memory int64) (string, error) {
+	fail := func(reason, fix string) (string, error) {
+		return "", &drivers.UnavailableError{Driver: config.DriverWSL2, Reason: reason, Fix: fix}
+	}
+	switch {
+	case f.inbox:
+		return fail("this is the wsl.exe that ships with Windows, which predates WSL 2.0 (it knows no --version)",
+			"run `wsl --update` (or install WSL from the Microsoft Store), then `wsl --shutdown`")
+	case f.major < 2:
+		return fail(fmt.Sprintf("WSL %s is too old: hwk needs 2.0 or newer", f.version), "run `wsl --update`")
+	}
+	mode := f.config.networkingMode()
+	if mode != "mirrored" {
+		fix := "add `networkingMode=mirrored` under [wsl2] in %UserProfile%\\.wslconfig, then `wsl --shutdown` (this changes every WSL distribution's networking)"
+		if f.windowsBuild > 0 && f.windowsBuild < mirroredBuild {
+			fix = fmt.Sprintf("mirrored networking needs Windows 11 22H2 (build %d) or newer and this is build %d; use the hyperv or virtualbox driver for the control plane", mirroredBuild, f.windowsBuild)
+		}
+		return fail(fmt.Sprintf("WSL's networking mode is %s: its VM's address changes at every start, so a Windows worker could not keep reaching the control plane", mode), fix)
+	}
+	for c, n := range f.nodes {
+		if c != cluster {
+			return fail(fmt.Sprintf("cluster %s's node %s is a WSL distribution already: all WSL distributions share one VM and one network, so a host has at most one hwk WSL node", c, n),
+				fmt.Sprintf("`hwk down --name %s`, or put this cluster on another driver", c))
+		}
+	}
+	if len(f.busy) > 0 {
+		var ports []string
+		for _, p := range f.busy {
+			ports = append(ports, strconv.Itoa(int(p)))
+		}
+		what := "port " + ports[0] + " is"
+		if len(ports) > 1 {
+			what = "ports " + strings.Join(ports, ", ") + " are"
+		}
+		return fail(what+" taken on this host, and WSL's mirrored network shares the host's ports (Docker Desktop's or Rancher Desktop's Kubernetes?)",
+			"turn off the other Kubernetes (Docker Desktop: Settings > Kubernetes), or put this cluster on another driver")
+	}
+	if limit := f.config.memoryLimit(); limit > 0 && limit < memory {
+		return fail(fmt.Sprintf("%%UserProfile%%\\.wslconfig limits WSL's VM to %d MiB, and the node needs %d MiB", limit>>20, memory>>20),
+			fmt.Sprintf("raise `memory=` under [wsl2] in %%UserProfile%%\\.wslconfig to %dGB or more, then `wsl --shutdown`", (memory+(1<<30)-1)>>30))
+	}
+	return fmt.Sprintf("WSL %s, mirrored networking (experimental)", f.version), nil
+}
+
+// windowsBuildRE is the build in --version's last line, whose label is
+// translated ("Windows version: 10.0.26100.4349").
+var windowsBuildRE = regexp.MustCompile(`10\.0\.(\d+)(?:\.\d+)?\s*$`)
+
+// parseWindowsBuild reads the Windows build from `wsl.exe --version`'s
+// output; 0 when it names none.
+func parseWindowsBuild(out string) int {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	m := windowsBuildRE.FindStringSubmatch(strings.TrimSpace(lines[len(lines)-1]))
+	if m == nil {
+		return 0
+	}
+	b, _ := strconv.Atoi(m[1])
+	return b
+}
