@@ -6,7 +6,7 @@
 // transport over `wsl.exe -d NAME -u root -e` (transport.go), and
 // importing, stopping and removing only the distributions hwk made
 // (distro.go: the hwk- prefix and a marker beside the disk), and the
-// host's verdict (preflight.go).
+// host's verdict (facts.go gathers it, preflight.go judges it).
 //
 // Networking, as decided: WSL's default NAT mode gives its VM a new
 // address at every start, which a Windows worker on Hyper-V's hwk switch

@@ -1,11 +1,17 @@
 package wsl2
 
 import (
+	"context"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/internal/clitest"
 )
 
 // TestParseWSLConfig: .wslconfig as learn.microsoft.com/windows/wsl/wsl-config
@@ -56,5 +62,41 @@ func TestJudge(t *testing.T) {
 	good.nodes = map[string]string{"demo": "hwk-demo-cp"}
 	if d, err := judge(good, "demo", 4<<30); err != nil || d != "WSL 2.5.7.0, mirrored networking (experimental)" {
 		t.Errorf("good: %q %v", d, err)
+	}
+}
+
+// TestGatherFacts: through the fake wsl.exe and a profile and cluster
+// directory of the test's: versions, .wslconfig, the other cluster's node
+// (found by its marker; a hwk- distribution without one is not a node),
+// and a control plane port this test holds.
+func TestGatherFacts(t *testing.T) {
+	fake := clitest.New(t, "wsl.exe", "testdata", "facts.txt", nil)
+	profile, clusters := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(profile, ".wslconfig"), []byte("[wsl2]\r\nnetworkingMode=mirrored\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := distros{dir: func(r drivers.Ref) string { return filepath.Join(clusters, r.Cluster, "wsl2", r.Name) }}
+	dir := d.dir(drivers.Ref{Cluster: "other", Name: "other-cp"})
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, markerFile), []byte(`{"cluster":"other","node":"other-cp"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp4", "127.0.0.1:10250")
+	if err != nil {
+		t.Skipf("port 10250 is taken here already: %v", err)
+	}
+	defer l.Close()
+	f, err := gatherFacts(context.Background(), CLI{}, profile, clusters)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake.Check(t)
+	if f.version != "2.5.7.0" || f.windowsBuild != 26100 || f.config.networkingMode() != "mirrored" || len(f.nodes) != 1 || f.nodes["other"] != "hwk-other-cp" || !slices.Contains(f.busy, 10250) {
+		t.Errorf("facts: %+v", f)
+	}
+	if _, err := judge(f, "demo", 4<<30); err == nil || !strings.Contains(err.Error(), "cluster other's node hwk-other-cp") {
+		t.Errorf("verdict: %v", err)
 	}
 }
