@@ -62,7 +62,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 			// Made to the end for this spec: keep it, as the other
 			// drivers keep theirs.
 			if spec.Start {
-				return d.Start(ctx, spec.Ref)
+				return d.start(ctx, spec.Ref, v)
 			}
 			return nil
 		}

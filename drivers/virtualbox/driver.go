@@ -191,17 +191,17 @@ func (v *vm) ours(r drivers.Ref) bool {
 
 // machineState maps VirtualBox's machine states (MachineState in
 // VirtualBox.xidl, as showvminfo names them) to hwk's.
-func machineState(s string) (drivers.State, string) {
+func machineState(s string) drivers.State {
 	switch s {
 	case "running":
-		return drivers.StateRunning, s
+		return drivers.StateRunning
 	case "poweroff", "aborted":
 		// aborted: the VM process died (or was killed) and the machine
 		// is off; it starts as a powered-off one does.
-		return drivers.StateStopped, s
+		return drivers.StateStopped
 	}
 	// saved, paused, starting, stopping, saving, restoring, gurumeditation...
-	return drivers.StateOther, s
+	return drivers.StateOther
 }
 
 // off reports whether a VM in state s has no VM process to power off:
@@ -215,13 +215,12 @@ func off(s string) bool {
 }
 
 func (v *vm) machine() drivers.Machine {
-	st, detail := machineState(v.State)
 	return drivers.Machine{
 		Ref:    drivers.Ref{Cluster: v.Meta.Cluster, Name: v.Meta.Name},
 		Role:   v.Meta.Role,
 		OS:     v.Meta.OS,
-		State:  st,
-		Detail: detail,
+		State:  machineState(v.State),
+		Detail: v.State,
 		IP:     v.Meta.IP,
 	}
 }
@@ -266,9 +265,15 @@ func (d *Driver) Start(ctx context.Context, r drivers.Ref) error {
 	if err != nil {
 		return err
 	}
+	return d.start(ctx, r, v)
+}
+
+// start is Start of the node whose VM showVM found as v.
+func (d *Driver) start(ctx context.Context, r drivers.Ref, v *vm) error {
 	if !v.ours(r) {
 		return fmt.Errorf("node %s of cluster %s has no VirtualBox VM", r.Name, r.Cluster)
 	}
+	var err error
 	switch v.State {
 	case "running":
 		return nil

@@ -9,20 +9,18 @@ import (
 	"golang.org/x/sys/windows/registry"
 )
 
-// installDir is VirtualBox's install directory as its installer records
-// it in the registry.
-func installDir() string { return registryInstallDir() }
-
 // InstallDir is where VirtualBox is installed, "" when it is not: its MSI
 // sets VBOX_MSI_INSTALL_PATH and records InstallDir in the registry.
 func InstallDir() string {
 	if d := os.Getenv("VBOX_MSI_INSTALL_PATH"); d != "" {
 		return d
 	}
-	return registryInstallDir()
+	return installDir()
 }
 
-func registryInstallDir() string {
+// installDir is VirtualBox's install directory as its installer records
+// it in the registry.
+func installDir() string {
 	k, err := registry.OpenKey(registry.LOCAL_MACHINE, `SOFTWARE\Oracle\VirtualBox`, registry.QUERY_VALUE)
 	if err != nil {
 		return ""
