@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	_ "embed"
@@ -9,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +20,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/internal/filetar"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
@@ -265,46 +264,13 @@ func (d *Driver) canPrivilege(ctx context.Context, c *client.Client, cluster, im
 // seedArchive is the tar the container gets before its first start: the
 // entrypoint, authorized keys and the seed's files.
 func seedArchive(s drivers.Seed) ([]byte, error) {
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
 	files := []drivers.File{{Path: entrypointPath, Mode: 0o755, Content: entrypoint}}
 	if len(s.SSHAuthorizedKeys) > 0 {
 		keys := strings.Join(s.SSHAuthorizedKeys, "\n") + "\n"
 		files = append(files, drivers.File{Path: "/root/.ssh/authorized_keys", Mode: 0o600, Content: []byte(keys)})
 	}
 	files = append(files, s.Files...)
-	dirs := map[string]bool{}
-	for _, f := range files {
-		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path {
-			return nil, fmt.Errorf("seed file %q: want a clean absolute path", f.Path)
-		}
-		// Parents first, so tar extraction makes them with sane modes.
-		var parents []string
-		for p := path.Dir(f.Path); p != "/" && !dirs[p]; p = path.Dir(p) {
-			parents = append(parents, p)
-			dirs[p] = true
-		}
-		slices.Reverse(parents)
-		for _, p := range parents {
-			mode := int64(0o755)
-			if p == "/root/.ssh" {
-				mode = 0o700
-			}
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: p[1:] + "/", Mode: mode}); err != nil {
-				return nil, err
-			}
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.Path[1:], Mode: int64(f.Mode.Perm()), Size: int64(len(f.Content))}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write(f.Content); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return filetar.Pack(files)
 }
 
 // Start implements drivers.Driver.

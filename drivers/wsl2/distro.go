@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // Distributions are shared by every Windows user's WSL; hwk touches only
@@ -23,10 +26,14 @@ const (
 // DistroName is the WSL distribution of node name.
 func DistroName(node string) string { return namePrefix + node }
 
-// marker is what hwk writes beside a distribution it imports.
+// marker is what hwk writes beside a distribution it imports: whose node
+// it is, what the node is, and whether setup finished.
 type marker struct {
-	Cluster string `json:"cluster"`
-	Node    string `json:"node"`
+	Cluster string      `json:"cluster"`
+	Node    string      `json:"node"`
+	Role    config.Role `json:"role,omitempty"`
+	IP      netip.Addr  `json:"ip,omitzero"`
+	Ready   bool        `json:"ready,omitempty"`
 }
 
 // distros manages the distributions of hwk's nodes: dir gives the install
@@ -67,11 +74,11 @@ func (d distros) state(ctx context.Context, r drivers.Ref) (registered, running 
 	return true, slices.Contains(up, DistroName(r.Name)), nil
 }
 
-// ensure imports r's distribution from the root file system tar, unless
-// hwk already made it for r: importing again what is there changes
-// nothing. A distribution of the name that hwk did not make for r is
-// refused.
-func (d distros) ensure(ctx context.Context, r drivers.Ref, tar string) error {
+// ensure imports r's distribution from the root file system tar (plain or
+// gzipped: WSL reads either), unless hwk already made it for r: importing
+// again what is there changes nothing. A distribution of the name that hwk
+// did not make for r is refused. m is the rest of the marker.
+func (d distros) ensure(ctx context.Context, r drivers.Ref, tar string, m marker) error {
 	name := DistroName(r.Name)
 	registered, _, err := d.state(ctx, r)
 	if err != nil {
@@ -90,14 +97,32 @@ func (d distros) ensure(ctx context.Context, r drivers.Ref, tar string) error {
 	}
 	// The marker first: an import cut short leaves a distribution hwk
 	// can tell as its own, and remove.
-	data, _ := json.Marshal(marker{Cluster: r.Cluster, Node: r.Name})
-	if err := os.WriteFile(filepath.Join(dir, markerFile), data, 0o600); err != nil {
+	m.Cluster, m.Node, m.Ready = r.Cluster, r.Name, false
+	if err := writeMarker(dir, m); err != nil {
 		return err
 	}
 	if _, err := manage(ctx, d.r, "--import", name, dir, tar, "--version", "2"); err != nil {
 		return fmt.Errorf("import node %s: %w", r.Name, err)
 	}
 	return nil
+}
+
+func writeMarker(dir string, m marker) error {
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return state.WriteFileAtomic(filepath.Join(dir, markerFile), data, 0o600)
+}
+
+// setReady records that r's distribution is set up as a node.
+func (d distros) setReady(r drivers.Ref) error {
+	m := d.mark(r)
+	if m == nil {
+		return fmt.Errorf("node %s: its marker is gone", r.Name)
+	}
+	m.Ready = true
+	return writeMarker(d.dir(r), *m)
 }
 
 // stop terminates r's distribution; one that is not running, or not

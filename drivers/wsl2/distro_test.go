@@ -22,7 +22,7 @@ func TestDistros(t *testing.T) {
 	ctx := context.Background()
 	cp, w2 := drivers.Ref{Cluster: "demo", Name: "demo-cp"}, drivers.Ref{Cluster: "demo", Name: "demo-w2"}
 	for _, r := range []drivers.Ref{cp, w2, cp, w2} {
-		if err := d.ensure(ctx, r, tar); err != nil {
+		if err := d.ensure(ctx, r, tar, marker{}); err != nil {
 			t.Fatalf("ensure %s: %v", r.Name, err)
 		}
 	}
@@ -30,7 +30,7 @@ func TestDistros(t *testing.T) {
 		t.Errorf("marker: %v %v", fi, err)
 	}
 	var inUse *drivers.NameInUseError
-	if err := d.ensure(ctx, drivers.Ref{Cluster: "demo", Name: "other"}, tar); !errors.As(err, &inUse) || inUse.Remove != "wsl.exe --unregister hwk-other" {
+	if err := d.ensure(ctx, drivers.Ref{Cluster: "demo", Name: "other"}, tar, marker{}); !errors.As(err, &inUse) || inUse.Remove != "wsl.exe --unregister hwk-other" {
 		t.Errorf("a distribution hwk did not make: %v", err)
 	}
 	if reg, run, err := d.state(ctx, cp); !reg || !run || err != nil {

@@ -11,14 +11,9 @@ import (
 	"strings"
 )
 
-// controlPlanePorts are the host ports a WSL control plane takes in
-// mirrored mode: the API server's and the kubelet's.
-var controlPlanePorts = []uint16{6443, 10250}
-
-// gatherFacts learns what judge needs: WSL's and Windows' versions from
-// wsl.exe, .wslconfig from the user's profile, the hwk node distributions
-// there are (by their markers under clusters), and which of the control
-// plane's ports something else holds on the host.
+// gatherFacts learns what judgeHost and judgeNode need: WSL's and
+// Windows' versions from wsl.exe, .wslconfig from the user's profile, and
+// the hwk node distributions there are (by their markers under clusters).
 func gatherFacts(ctx context.Context, r Runner, profile, clusters string) (hostFacts, error) {
 	var f hostFacts
 	if err := versions(ctx, r, &f); err != nil {
@@ -53,17 +48,12 @@ func gatherFacts(ctx context.Context, r Runner, profile, clusters string) (hostF
 			}
 		}
 	}
-	for _, p := range controlPlanePorts {
-		if portTaken(p) {
-			f.busy = append(f.busy, p)
-		}
-	}
 	return f, nil
 }
 
-// portTaken reports whether something listens on port on the host (on
-// any address, as a server bound to 0.0.0.0 or to loopback would clash
-// with the mirrored distribution's).
+// portTaken reports whether something listens on port on the host's
+// loopback or on all its addresses: WSL would not forward the port to the
+// node then.
 func portTaken(port uint16) bool {
 	for _, addr := range []string{"127.0.0.1", "0.0.0.0"} {
 		l, err := net.Listen("tcp4", net.JoinHostPort(addr, fmt.Sprint(port)))

@@ -65,6 +65,12 @@ func (c wslConfig) memoryLimit() int64 {
 	return n << shift
 }
 
+// localhostForwarding reports whether Windows forwards its loopback ports
+// to WSL's (the default; NAT mode only).
+func (c wslConfig) localhostForwarding() bool {
+	return !strings.EqualFold(c["wsl2.localhostforwarding"], "false")
+}
+
 // hostFacts is what Preflight learns of the host's WSL.
 type hostFacts struct {
 	// version is WSL's package version ("2.5.7.0"), major its first
@@ -78,60 +84,64 @@ type hostFacts struct {
 	config       wslConfig
 	// nodes are the hwk node distributions there are, by cluster.
 	nodes map[string]string
-	// busy are the ports a WSL control plane takes on the host (WSL's
-	// VM shares them in mirrored mode) that something else holds.
-	busy []uint16
 }
 
-// mirroredBuild is the first Windows build with mirrored networking
-// (Windows 11 22H2; learn.microsoft.com/windows/wsl/networking).
-const mirroredBuild = 22621
+func unavailable(reason, fix string) error {
+	return &drivers.UnavailableError{Driver: config.DriverWSL2, Reason: reason, Fix: fix}
+}
 
-// judge turns the facts into Preflight's verdict for a node of cluster
-// that needs memory bytes: one line describing what it found, or an
-// *UnavailableError with the fix.
-func judge(f hostFacts, cluster string, memory int64) (string, error) {
-	fail := func(reason, fix string) (string, error) {
-		return "", &drivers.UnavailableError{Driver: config.DriverWSL2, Reason: reason, Fix: fix}
-	}
+// judgeHost is Preflight's verdict on the host's WSL: one line describing
+// what it found, or an *UnavailableError with the fix.
+func judgeHost(f hostFacts) (string, error) {
 	switch {
 	case f.inbox:
-		return fail("this is the wsl.exe that ships with Windows, which predates WSL 2.0 (it knows no --version)",
+		return "", unavailable("this is the wsl.exe that ships with Windows, which predates WSL 2.0 (it knows no --version)",
 			"run `wsl --update` (or install WSL from the Microsoft Store), then `wsl --shutdown`")
 	case f.major < 2:
-		return fail(fmt.Sprintf("WSL %s is too old: hwk needs 2.0 or newer", f.version), "run `wsl --update`")
+		return "", unavailable(fmt.Sprintf("WSL %s is too old: hwk needs 2.0 or newer", f.version), "run `wsl --update`")
 	}
-	mode := f.config.networkingMode()
-	if mode != "mirrored" {
-		fix := "add `networkingMode=mirrored` under [wsl2] in %UserProfile%\\.wslconfig, then `wsl --shutdown` (this changes every WSL distribution's networking)"
-		if f.windowsBuild > 0 && f.windowsBuild < mirroredBuild {
-			fix = fmt.Sprintf("mirrored networking needs Windows 11 22H2 (build %d) or newer and this is build %d; use the hyperv or virtualbox driver for the control plane", mirroredBuild, f.windowsBuild)
-		}
-		return fail(fmt.Sprintf("WSL's networking mode is %s: its VM's address changes at every start, so a Windows worker could not keep reaching the control plane", mode), fix)
+	if mode := f.config.networkingMode(); mode != "nat" {
+		return "", unavailable(fmt.Sprintf("WSL's networking mode is %s: hwk's WSL node needs NAT mode, in which the node keeps an address of its own that the host routes to, whereas in mirrored mode WSL carries no traffic between its distributions and other VMs on the host (microsoft/WSL#11494), so a Windows worker could not reach the control plane", mode),
+			"remove `networkingMode=` under [wsl2] in %UserProfile%\\.wslconfig (NAT is the default), then `wsl --shutdown` (this changes every WSL distribution's networking); or put the control plane on the hyperv driver")
 	}
+	if !f.config.localhostForwarding() {
+		return "", unavailable("%UserProfile%\\.wslconfig sets localhostForwarding=false, and the host reaches a WSL node's API server on 127.0.0.1",
+			"remove `localhostForwarding=false` under [wsl2] in %UserProfile%\\.wslconfig, then `wsl --shutdown`")
+	}
+	d := fmt.Sprintf("WSL %s, NAT networking", f.version)
+	if f.windowsBuild > 0 {
+		d = fmt.Sprintf("WSL %s on Windows build %d, NAT networking", f.version, f.windowsBuild)
+	}
+	return d + " (experimental)", nil
+}
+
+// judgeNode is the verdict on making a node of cluster that needs memory
+// bytes and whose ports the host must reach: busy are those something
+// else already holds (on the host, or in WSL's one network).
+func judgeNode(f hostFacts, cluster string, memory int64, busy []uint16) error {
 	for c, n := range f.nodes {
 		if c != cluster {
-			return fail(fmt.Sprintf("cluster %s's node %s is a WSL distribution already: all WSL distributions share one VM and one network, so a host has at most one hwk WSL node", c, n),
-				fmt.Sprintf("`hwk down --name %s`, or put this cluster on another driver", c))
+			return unavailable(fmt.Sprintf("cluster %s's node %s is a WSL distribution already: all WSL distributions share one VM and one network, so a host has at most one hwk WSL node", c, n),
+				fmt.Sprintf("`hwk down --name %s`, or put this cluster's control plane on another driver", c))
 		}
 	}
-	if len(f.busy) > 0 {
+	if len(busy) > 0 {
 		var ports []string
-		for _, p := range f.busy {
+		for _, p := range busy {
 			ports = append(ports, strconv.Itoa(int(p)))
 		}
 		what := "port " + ports[0] + " is"
 		if len(ports) > 1 {
 			what = "ports " + strings.Join(ports, ", ") + " are"
 		}
-		return fail(what+" taken on this host, and WSL's mirrored network shares the host's ports (Docker Desktop's or Rancher Desktop's Kubernetes?)",
-			"turn off the other Kubernetes (Docker Desktop: Settings > Kubernetes), or put this cluster on another driver")
+		return unavailable(what+" taken, on this host or in WSL's network, which all distributions share (Docker Desktop's or Rancher Desktop's Kubernetes?)",
+			"turn off the other Kubernetes (Docker Desktop: Settings > Kubernetes), or put this cluster's control plane on another driver")
 	}
 	if limit := f.config.memoryLimit(); limit > 0 && limit < memory {
-		return fail(fmt.Sprintf("%%UserProfile%%\\.wslconfig limits WSL's VM to %d MiB, and the node needs %d MiB", limit>>20, memory>>20),
+		return unavailable(fmt.Sprintf("%%UserProfile%%\\.wslconfig limits WSL's VM to %d MiB, and the node needs %d MiB", limit>>20, memory>>20),
 			fmt.Sprintf("raise `memory=` under [wsl2] in %%UserProfile%%\\.wslconfig to %dGB or more, then `wsl --shutdown`", (memory+(1<<30)-1)>>30))
 	}
-	return fmt.Sprintf("WSL %s, mirrored networking (experimental)", f.version), nil
+	return nil
 }
 
 // windowsBuildRE is the build in --version's last line, whose label is

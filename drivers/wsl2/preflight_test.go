@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -31,44 +30,51 @@ func TestParseWSLConfig(t *testing.T) {
 	}
 }
 
-// TestJudge: every reason the WSL2 driver cannot be used, each with its
-// fix, and the detail when it can.
+// TestJudge: every reason the WSL2 driver cannot be used on this host, or
+// for this node, each with its fix, and the detail when it can.
 func TestJudge(t *testing.T) {
-	mirrored := parseWSLConfig("[wsl2]\nnetworkingMode=mirrored\n")
-	good := hostFacts{version: "2.5.7.0", major: 2, windowsBuild: 26100, config: mirrored}
+	good := hostFacts{version: "2.5.7.0", major: 2, windowsBuild: 26100, config: wslConfig{}}
 	for _, c := range []struct {
 		name   string
 		change func(*hostFacts)
+		busy   []uint16
 		reason string
 		fix    string
 	}{
-		{"inbox", func(f *hostFacts) { *f = hostFacts{inbox: true} }, "predates WSL 2.0", "wsl --update"},
-		{"WSL 1.2", func(f *hostFacts) { f.version, f.major = "1.2.5.0", 1 }, "WSL 1.2.5.0 is too old", "wsl --update"},
-		{"NAT", func(f *hostFacts) { f.config = wslConfig{} }, "networking mode is nat", "networkingMode=mirrored"},
-		{"Windows 10", func(f *hostFacts) { f.config, f.windowsBuild = wslConfig{}, 19045 }, "networking mode is nat", "this is build 19045; use the hyperv or virtualbox driver"},
-		{"another cluster's node", func(f *hostFacts) { f.nodes = map[string]string{"other": "hwk-other-cp"} }, "at most one hwk WSL node", "hwk down --name other"},
-		{"ports", func(f *hostFacts) { f.busy = []uint16{6443, 10250} }, "ports 6443, 10250 are taken", "Docker Desktop: Settings > Kubernetes"},
-		{"memory", func(f *hostFacts) { f.config = parseWSLConfig("[wsl2]\nnetworkingMode=mirrored\nmemory=2GB\n") }, "limits WSL's VM to 2048 MiB, and the node needs 4096 MiB", "memory=` under [wsl2] in %UserProfile%\\.wslconfig to 4GB"},
+		{"inbox", func(f *hostFacts) { *f = hostFacts{inbox: true} }, nil, "predates WSL 2.0", "wsl --update"},
+		{"WSL 1.2", func(f *hostFacts) { f.version, f.major = "1.2.5.0", 1 }, nil, "WSL 1.2.5.0 is too old", "wsl --update"},
+		{"mirrored", func(f *hostFacts) { f.config = parseWSLConfig("[wsl2]\nnetworkingMode=mirrored\n") }, nil, "networking mode is mirrored: hwk's WSL node needs NAT mode", "remove `networkingMode=`"},
+		{"bridged", func(f *hostFacts) { f.config = parseWSLConfig("[wsl2]\nnetworkingMode=bridged\nvmSwitch=ext\n") }, nil, "networking mode is bridged", "then `wsl --shutdown`"},
+		{"no localhost forwarding", func(f *hostFacts) { f.config = parseWSLConfig("[wsl2]\nlocalhostForwarding=False\n") }, nil, "localhostForwarding=false", "remove `localhostForwarding=false`"},
+		{"another cluster's node", func(f *hostFacts) { f.nodes = map[string]string{"other": "hwk-other-cp"} }, nil, "at most one hwk WSL node", "hwk down --name other"},
+		{"ports", func(*hostFacts) {}, []uint16{6443, 10250}, "ports 6443, 10250 are taken", "Docker Desktop: Settings > Kubernetes"},
+		{"port", func(*hostFacts) {}, []uint16{6443}, "port 6443 is taken", "Docker Desktop: Settings > Kubernetes"},
+		{"memory", func(f *hostFacts) { f.config = parseWSLConfig("[wsl2]\nmemory=2GB\n") }, nil, "limits WSL's VM to 2048 MiB, and the node needs 4096 MiB", "memory=` under [wsl2] in %UserProfile%\\.wslconfig to 4GB"},
 	} {
 		f := good
-		f.config = mirrored
 		c.change(&f)
-		_, err := judge(f, "demo", 4<<30)
+		_, err := judgeHost(f)
+		if err == nil {
+			err = judgeNode(f, "demo", 4<<30, c.busy)
+		}
 		var ue *drivers.UnavailableError
 		if !errors.As(err, &ue) || !strings.Contains(ue.Reason, c.reason) || !strings.Contains(ue.Fix, c.fix) {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}
 	good.nodes = map[string]string{"demo": "hwk-demo-cp"}
-	if d, err := judge(good, "demo", 4<<30); err != nil || d != "WSL 2.5.7.0, mirrored networking (experimental)" {
+	if d, err := judgeHost(good); err != nil || d != "WSL 2.5.7.0 on Windows build 26100, NAT networking (experimental)" {
 		t.Errorf("good: %q %v", d, err)
+	}
+	if err := judgeNode(good, "demo", 4<<30, nil); err != nil {
+		t.Errorf("good node: %v", err)
 	}
 }
 
 // TestGatherFacts: through the fake wsl.exe and a profile and cluster
-// directory of the test's: versions, .wslconfig, the other cluster's node
-// (found by its marker; a hwk- distribution without one is not a node),
-// and a control plane port this test holds.
+// directory of the test's: versions, .wslconfig, and the other cluster's
+// node (found by its marker; a hwk- distribution without one is not a
+// node); and a control plane port this test holds is seen as taken.
 func TestGatherFacts(t *testing.T) {
 	fake := clitest.New(t, "wsl.exe", "testdata", "facts.txt", nil)
 	profile, clusters := t.TempDir(), t.TempDir()
@@ -83,20 +89,27 @@ func TestGatherFacts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, markerFile), []byte(`{"cluster":"other","node":"other-cp"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp4", "127.0.0.1:10250")
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
-		t.Skipf("port 10250 is taken here already: %v", err)
+		t.Fatal(err)
 	}
 	defer l.Close()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
 	f, err := gatherFacts(context.Background(), CLI{}, profile, clusters)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fake.Check(t)
-	if f.version != "2.5.7.0" || f.windowsBuild != 26100 || f.config.networkingMode() != "mirrored" || len(f.nodes) != 1 || f.nodes["other"] != "hwk-other-cp" || !slices.Contains(f.busy, 10250) {
+	if f.version != "2.5.7.0" || f.windowsBuild != 26100 || f.config.networkingMode() != "mirrored" || len(f.nodes) != 1 || f.nodes["other"] != "hwk-other-cp" {
 		t.Errorf("facts: %+v", f)
 	}
-	if _, err := judge(f, "demo", 4<<30); err == nil || !strings.Contains(err.Error(), "cluster other's node hwk-other-cp") {
-		t.Errorf("verdict: %v", err)
+	if !portTaken(port) {
+		t.Errorf("port %d, which the test listens on, is not seen as taken", port)
+	}
+	if _, err := judgeHost(f); err == nil || !strings.Contains(err.Error(), "networking mode is mirrored") {
+		t.Errorf("host verdict: %v", err)
+	}
+	if err := judgeNode(f, "demo", 4<<30, nil); err == nil || !strings.Contains(err.Error(), "cluster other's node hwk-other-cp") {
+		t.Errorf("node verdict: %v", err)
 	}
 }

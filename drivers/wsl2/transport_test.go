@@ -46,6 +46,8 @@ func (f fixed) Run(_ context.Context, _ io.Reader, stdout, _ io.Writer, _ ...str
 	return f.exit, err
 }
 
+func (fixed) Spawn(...string) error { return errors.New("fixed does not spawn") }
+
 // TestTransportWSLFails: wsl.exe failing for its own reasons (the
 // distribution is gone) is its error, read from what it wrote, not the
 // command's exit status.

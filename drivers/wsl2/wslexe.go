@@ -24,6 +24,9 @@ import (
 // all is an error.
 type Runner interface {
 	Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, args ...string) (exit int, err error)
+	// Spawn starts wsl.exe with args and leaves it running, past the end
+	// of hwk (the keepalive session).
+	Spawn(args ...string) error
 }
 
 // CLI runs this host's wsl.exe.
@@ -72,6 +75,25 @@ func (CLI) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, a
 		return ee.ExitCode(), nil
 	}
 	return 0, err
+}
+
+// Spawn implements Runner. The session has no window and no console of
+// hwk's, so closing hwk's terminal or Ctrl-C there does not end it; it
+// ends with its distribution.
+func (CLI) Spawn(args ...string) error {
+	p, err := wslPath()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(p, args...)
+	cmd.Env = append(os.Environ(), "WSL_UTF8=1")
+	console.Hide(cmd)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start wsl.exe %s: %w", strings.Join(args, " "), err)
+	}
+	// Reaped if it ends while hwk runs; never waited for.
+	go func() { _ = cmd.Wait() }()
+	return nil
 }
 
 // decode turns wsl.exe's own output into text: UTF-16LE (without a BOM,

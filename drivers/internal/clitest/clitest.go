@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,6 +68,13 @@ func (f *Fake) Calls() [][]string {
 		}
 	}
 	return out
+}
+
+// Input is what call number i (counting from 0, as in Calls) read on its
+// stdin; nil when it read nothing.
+func (f *Fake) Input(i int) []byte {
+	data, _ := os.ReadFile(filepath.Join(f.Dir, "stdin."+strconv.Itoa(i)))
+	return data
 }
 
 // Unexpected is what it did not expect, a line per call.

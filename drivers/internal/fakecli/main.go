@@ -2,7 +2,7 @@
 // wsl.exe) in the driver's tests: the driver finds and starts it as it
 // would the real one, and it answers each call from a transcript (see
 // drivers/internal/transcript), keeping what it has done in
-// HWK_FAKE_CLI_DIR between calls. A call the transcript does not expect is
+// HWK_FAKE_CLI_DIR between calls, with what each call read on stdin. A call the transcript does not expect is
 // recorded there for the test to fail on, and answered as the program it
 // stands in for answers a failure: VBoxManage with an error line on
 // stderr and exit status 1, wsl.exe with a message on stdout in UTF-16LE
@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,6 +40,13 @@ func run(args []string) int {
 		return fail(dir, args, err.Error())
 	}
 	defer unlock()
+	// What the caller writes to stdin is kept beside the call, for the
+	// test to read (a nil stdin in Go is /dev/null: nothing).
+	if in, _ := io.ReadAll(os.Stdin); len(in) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("stdin.%d", countLines(filepath.Join(dir, "calls.log")))), in, 0o644); err != nil {
+			return fail(dir, args, err.Error())
+		}
+	}
 	appendLine(filepath.Join(dir, "calls.log"), mustJSON(args))
 
 	data, err := os.ReadFile(filepath.Join(dir, "transcript.txt"))
@@ -138,6 +146,11 @@ func readJSON(path string, v any) error {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+func countLines(path string) int {
+	data, _ := os.ReadFile(path)
+	return strings.Count(string(data), "\n")
 }
 
 func appendLine(path, line string) {
