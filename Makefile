@@ -26,7 +26,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt bench-load site docs release-snapshot release
+.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt test-wsl2 bench-load site docs release-snapshot release
 
 all: build
 
@@ -88,6 +88,15 @@ test-libvirt: build
 	hack/libvirt.sh
 	$(BIN)/hwk node-image build linux --source source --formats qcow2
 	HWK_REQUIRE_LIBVIRT=1 HWK_LIBVIRT_BOOT_TEST=1 $(GO) test -count=1 -timeout 30m -v ./drivers/libvirt/
+
+# The WSL2 driver's node setup on Linux: the Linux node image's rootfs tar
+# (from source; a cache hit after node-image or node-image-test) unpacked
+# as wsl --import would, the driver's setup run in it through a chroot,
+# then booted with systemd in a container (needs root and a Docker
+# engine). Everything but wsl.exe itself.
+test-wsl2: build
+	$(BIN)/hwk node-image build linux --source source --formats tar
+	HWK_WSL2_BOOT_TEST=1 $(GO) test -count=1 -timeout 20m -v -run TestNodeBootsFromRootfs ./drivers/wsl2/
 
 # End to end on the docker driver with real Kubernetes: builds hwk and the
 # Linux node image (docker format, from source; a cache hit after
