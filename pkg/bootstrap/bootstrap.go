@@ -39,8 +39,10 @@ type Node struct {
 	IP   netip.Addr
 	// WindowsVersion is "2022" or "2025" on Windows nodes.
 	WindowsVersion string
-	// Container is true for nodes that are containers sharing the host's
-	// kernel, where some of kubeadm's host checks cannot pass.
+	// Container is true for nodes that run on a kernel they did not boot
+	// (containers on the host's, WSL2 distributions on WSL's, which has
+	// no readable config and swap on by default), where some of kubeadm's
+	// host checks cannot pass.
 	Container bool
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,12 @@ type WindowsJoin struct {
 	// SSH bounds the wait for the node to answer; Network the wait for
 	// Calico's vSwitch. Poll is the time between tries.
 	SSH, Network, Poll time.Duration
+	// ViaGateway are addresses on the node network that the node must
+	// reach through Gateway, the host, rather than on its own link: a
+	// control plane in WSL2, which is on WSL's switch and routed by the
+	// host.
+	ViaGateway []netip.Addr
+	Gateway    netip.Addr
 }
 
 // WindowsJoinError is a failed step of a Windows join.
@@ -49,6 +56,7 @@ func (e *WindowsJoinError) Unwrap() error { return e.Err }
 const (
 	StepSSH     = "wait for SSH"
 	StepBuild   = "check the Windows build"
+	StepRoute   = "route to the control plane"
 	StepJoin    = "kubeadm join"
 	StepNetwork = "wait for Calico's network"
 	StepKubelet = "restart the kubelet"
@@ -100,6 +108,20 @@ $kubelet.WaitForStatus('Running', [TimeSpan]::FromSeconds(30))
 $kubelet.Status
 `
 
+// RouteScript routes dest on the node through gw, on the interface that
+// reaches gw: a host route, which wins over the node network's own. It
+// replaces one there is, and New-NetRoute without -PolicyStore writes it
+// to the active and the persistent store, so it outlives a restart.
+func RouteScript(dest, gw netip.Addr) string {
+	return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
+$dest = '%s/32'
+$gw = '%s'
+$if = (NetTCPIP\Find-NetRoute -RemoteIPAddress $gw | Microsoft.PowerShell.Utility\Select-Object -First 1).InterfaceIndex
+NetTCPIP\Get-NetRoute -DestinationPrefix $dest -ErrorAction SilentlyContinue | NetTCPIP\Remove-NetRoute -Confirm:$false
+NetTCPIP\New-NetRoute -DestinationPrefix $dest -InterfaceIndex $if -NextHop $gw | Microsoft.PowerShell.Core\Out-Null
+`, dest, gw)
+}
+
 // Scripts is every PowerShell script this package makes, by the
 // declaration that makes it: for the check of every script hwk sends to
 // Windows (internal/pscatalog).
@@ -111,6 +133,7 @@ func Scripts() map[string]string {
 		"ContainerdRunningScript": ContainerdRunningScript,
 		"WindowsJoinScript":       WindowsJoinScript(WindowsConfigDir + `\kubeadm-join.yaml`),
 		"logTailScript":           logTailScript(windowsLogs[0].path, 10),
+		"RouteScript":             RouteScript(netip.MustParseAddr("172.31.250.10"), netip.MustParseAddr("172.31.250.1")),
 	}
 }
 
@@ -136,6 +159,11 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 	}
 	if err := CheckWindowsBuild(j.Version, strings.TrimSpace(out)); err != nil {
 		return fail(StepBuild, err)
+	}
+	for _, dest := range j.ViaGateway {
+		if err := j.Node.Run(ctx, node.Cmd{Args: node.ScriptArgs(node.PowerShell, RouteScript(dest, j.Gateway))}); err != nil {
+			return fail(StepRoute, fmt.Errorf("route %s through the host (%s): %w", dest, j.Gateway, err))
+		}
 	}
 	if err := Join(ctx, j.Node, j.Config, j.Log); err != nil {
 		return fail(StepJoin, err)

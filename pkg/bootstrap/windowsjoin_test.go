@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,8 @@ func kind(script string) string {
 		return "network"
 	case script == restartKubeletScript:
 		return "restart-kubelet"
+	case strings.Contains(script, `NetTCPIP\New-NetRoute`):
+		return "route"
 	}
 	return "unknown: " + script
 }
@@ -179,6 +182,59 @@ func TestWindowsJoinFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWindowsJoinRoutesThroughTheHost: with a control plane in WSL2 the
+// node routes its address through the host before it joins, with the
+// address and gateway it was given; a route that fails stops the join
+// there, saying so.
+func TestWindowsJoinRoutesThroughTheHost(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		r := happyReplies()
+		if fails {
+			r["route"] = []reply{{code: 1}}
+		}
+		s := &scriptedNode{replies: r}
+		var scripts []string
+		j := &WindowsJoin{
+			Node: node.New("hwk-win-1", config.Windows, recordScripts{s, &scripts}), Version: "2022", Config: []byte("kind: JoinConfiguration\n"),
+			Log: io.Discard, SSH: 200 * time.Millisecond, Network: 200 * time.Millisecond, Poll: 10 * time.Millisecond,
+			ViaGateway: []netip.Addr{netip.MustParseAddr("172.31.250.10")}, Gateway: netip.MustParseAddr("172.31.250.1"),
+		}
+		err := j.Run(context.Background())
+		if fails {
+			var we *WindowsJoinError
+			if !errors.As(err, &we) || we.Step != StepRoute || !strings.Contains(err.Error(), "route 172.31.250.10 through the host (172.31.250.1)") {
+				t.Errorf("a failed route: %v", err)
+			}
+			if got := s.sequence(); got != "build build build route" {
+				t.Errorf("commands after a failed route: %s", got)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.sequence(), "build build build route copy-config join network network restart-kubelet"; got != want {
+			t.Errorf("commands:\n got %s\nwant %s", got, want)
+		}
+		for _, sc := range scripts {
+			if kind(sc) == "route" && (!strings.Contains(sc, "$dest = '172.31.250.10/32'") || !strings.Contains(sc, "$gw = '172.31.250.1'")) {
+				t.Errorf("route script:\n%s", sc)
+			}
+		}
+	}
+}
+
+// recordScripts keeps the scripts a node was sent.
+type recordScripts struct {
+	node.Transport
+	scripts *[]string
+}
+
+func (r recordScripts) Run(ctx context.Context, cmd node.Cmd) error {
+	*r.scripts = append(*r.scripts, decodePS(cmd.Args))
+	return r.Transport.Run(ctx, cmd)
 }
 
 // TestWindowsJoinKubeletRestartWarnings: Restart-Service warns every two

@@ -257,3 +257,17 @@ func TestAutoNodeSubnet(t *testing.T) {
 		}
 	}
 }
+
+// TestWSLControlPlane: a control plane on wsl2 keeps its Windows workers
+// on the host's Windows driver (wsl2 cannot host them), and with Hyper-V
+// that cluster is valid.
+func TestWSLControlPlane(t *testing.T) {
+	c := &Cluster{Nodes: []Node{{Role: ControlPlane, Driver: DriverWSL2}, {OS: Windows}}}
+	SetDefaults(c, Host{OS: "windows", Drivers: map[OS]string{Linux: DriverHyperV, Windows: DriverHyperV}})
+	if c.Nodes[0].Driver != DriverWSL2 || c.Nodes[1].Driver != DriverHyperV {
+		t.Fatalf("drivers: %s, %s", c.Nodes[0].Driver, c.Nodes[1].Driver)
+	}
+	if err := Validate(c); err != nil {
+		t.Errorf("a wsl2 control plane with a hyperv Windows worker: %v", err)
+	}
+}

@@ -253,8 +253,34 @@ func validateNodes(c *Cluster, subnet netip.Prefix, errs *Errors) {
 	}
 	if controlPlane < 0 {
 		errs.add("nodes", "no control-plane node; set role: control-plane on one linux node")
+	} else if c.Nodes[controlPlane].Driver == DriverWSL2 {
+		validateWSLCluster(c, errs)
 	} else {
 		validateOneDriver(c, controlPlane, errs)
+	}
+}
+
+// validateWSLCluster holds a cluster whose control plane is a WSL2
+// distribution to what that driver can do: it is the cluster's one WSL
+// node (all distributions share one VM and network) and its workers are
+// Windows VMs on Hyper-V, whose switch the host routes to the WSL node's
+// address. VirtualBox's NAT Network cannot carry Calico's VXLAN to it,
+// and Linux workers would need the same route, which hwk sets up only on
+// Windows workers.
+func validateWSLCluster(c *Cluster, errs *Errors) {
+	for i, n := range c.Nodes {
+		path := fmt.Sprintf("nodes[%d].driver", i)
+		switch {
+		case n.Role == ControlPlane || !DriverCanHost(n.Driver, n.OS):
+			// The control plane is the WSL node; a driver that cannot
+			// host the node has its own error.
+		case n.Driver == DriverWSL2:
+			errs.add(path, "wsl2 runs a cluster's control plane only (all WSL distributions share one VM and one network); put this node on hyperv")
+		case n.OS != Windows:
+			errs.add(path, "%s, but with the control plane on wsl2 (experimental) the workers are Windows nodes on hyperv; remove this linux worker, or put the control plane on hyperv too (--driver hyperv)", n.Driver)
+		case n.Driver != DriverHyperV && DriverCanHost(n.Driver, Windows):
+			errs.add(path, "%s, but with the control plane on wsl2 (experimental) the Windows workers must be on hyperv, whose switch the host routes to the WSL node; use driver: hyperv, or put the control plane on %s too", n.Driver, n.Driver)
+		}
 	}
 }
 

@@ -145,6 +145,12 @@ func TestBadConfigs(t *testing.T) {
 			{"nodes[2].driver", "libvirt, but the control plane (nodes[0]) is on docker: a cluster's nodes share one network, which only one driver can make; put every node on libvirt (driver: libvirt on each node, or --driver libvirt)"}}},
 		{"a linux worker on another driver", header + "nodes:\n- role: control-plane\n  driver: libvirt\n- driver: docker\n", Overrides{}, []problem{
 			{"nodes[1].driver", "docker, but the control plane (nodes[0]) is on libvirt: a cluster's nodes share one network, which only one driver can make; put every node on libvirt (driver: libvirt on each node, or --driver libvirt)"}}},
+		{"wsl2 worker", header + "nodes:\n- role: control-plane\n  driver: wsl2\n- driver: wsl2\n", Overrides{}, []problem{
+			{"nodes[1].driver", "wsl2 runs a cluster's control plane only (all WSL distributions share one VM and one network); put this node on hyperv"}}},
+		{"wsl2 control plane with a linux worker", header + "nodes:\n- role: control-plane\n  driver: wsl2\n- driver: hyperv\n", Overrides{}, []problem{
+			{"nodes[1].driver", "hyperv, but with the control plane on wsl2 (experimental) the workers are Windows nodes on hyperv; remove this linux worker, or put the control plane on hyperv too (--driver hyperv)"}}},
+		{"wsl2 control plane with a virtualbox windows worker", header + "nodes:\n- role: control-plane\n  driver: wsl2\n- os: windows\n  driver: virtualbox\n", Overrides{}, []problem{
+			{"nodes[1].driver", "virtualbox, but with the control plane on wsl2 (experimental) the Windows workers must be on hyperv, whose switch the host routes to the WSL node; use driver: hyperv, or put the control plane on virtualbox too"}}},
 		{"unknown driver", header + "nodes:\n- role: control-plane\n  driver: kvm\n", Overrides{}, []problem{
 			{"nodes[0].driver", `"kvm" is not a driver; use one of docker, hyperv, libvirt, virtualbox, wsl2`}}},
 		{"memory not a size", header + "nodes:\n- role: control-plane\n- role: worker\n  memory: 3x\n", Overrides{}, []problem{

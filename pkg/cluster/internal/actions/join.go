@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
+	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
@@ -44,14 +46,23 @@ func (JoinWorkers) Execute(ctx context.Context, c *Context) error {
 	})
 }
 
-// joinWindows runs bootstrap.WindowsJoin: SSH, the build check, kubeadm
-// join, and the kubelet's restart once Calico's vSwitch is up. A failure
+// joinWindows runs bootstrap.WindowsJoin: SSH, the build check, the
+// route to a WSL2 control plane, kubeadm join, and the kubelet's restart once Calico's vSwitch is up. A failure
 // shows the ends of the node's kubelet, containerd and Calico logs.
 func joinWindows(ctx context.Context, c *Context, n config.Node, h *node.Node, cfg []byte) error {
 	return runLogged(ctx, c, "kubeadm-join-"+n.Name, func(w io.Writer) error {
 		j := &bootstrap.WindowsJoin{
 			Node: h, Version: n.WindowsVersion, Config: cfg, Log: w,
 			SSH: c.Timeouts.NodeBoot, Network: c.Timeouts.Pods, Poll: 2 * time.Second,
+		}
+		if c.ControlPlane().Driver == config.DriverWSL2 {
+			// The control plane is on WSL's switch, not the node's:
+			// the host routes its address (see drivers/wsl2).
+			subnet, err := netip.ParsePrefix(c.Config.Networking.NodeSubnet)
+			if err != nil {
+				return err
+			}
+			j.ViaGateway, j.Gateway = []netip.Addr{c.Boot.ControlPlane.IP}, drivers.Network{Subnet: subnet}.Gateway()
 		}
 		return j.Run(ctx)
 	}, func(err error, tail, path string) error {

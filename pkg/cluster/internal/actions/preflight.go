@@ -91,7 +91,9 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 
-	c.Boot, err = bootstrap.FromConfig(cfg, bootstrap.NewToken(), func(n config.Node) bool { return n.Driver == config.DriverDocker })
+	c.Boot, err = bootstrap.FromConfig(cfg, bootstrap.NewToken(), func(n config.Node) bool {
+		return n.Driver == config.DriverDocker || n.Driver == config.DriverWSL2
+	})
 	if err != nil {
 		return err
 	}
