@@ -159,6 +159,14 @@ type Autostarter interface {
 	SetAutostart(ctx context.Context, m Ref, on bool) error
 }
 
+// Experimental is implemented by drivers hwk ships before they have run
+// on the hosts they are for. Limits says what is known not to work, or
+// has not been tried. Such a driver is used only when a config or flag
+// names it.
+type Experimental interface {
+	Limits() string
+}
+
 // Emulator is implemented by VM drivers that fall back to emulating the
 // CPU when the host's hypervisor cannot run guests. Emulated is valid
 // after a successful Preflight. Such a driver is chosen by default only

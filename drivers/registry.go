@@ -58,6 +58,10 @@ type Availability struct {
 	// DefaultFor lists the node operating systems this driver is the
 	// default for on this host.
 	DefaultFor []config.OS `json:"defaultFor,omitempty"`
+	// Experimental marks a driver that is never picked by default, with
+	// its known limits.
+	Experimental bool   `json:"experimental,omitempty"`
+	Limits       string `json:"limits,omitempty"`
 }
 
 // Check runs every driver's preflight (concurrently: each may wait on a
@@ -86,6 +90,9 @@ func (r *Registry) Check(ctx context.Context, hostOS string) []Availability {
 
 func check(ctx context.Context, d Driver) Availability {
 	a := Availability{Name: d.Name(), GuestOSes: d.GuestOSes()}
+	if e, ok := d.(Experimental); ok {
+		a.Experimental, a.Limits = true, e.Limits()
+	}
 	detail, err := d.Preflight(ctx)
 	if err == nil {
 		a.Available, a.Detail = true, detail
@@ -106,6 +113,7 @@ func check(ctx context.Context, d Driver) Availability {
 // Default picks the driver for nodes of nodeOS on hostOS when the config
 // names none: the first available driver in config.DriverPreference(hostOS)
 // that can host nodeOS, preferring any that runs guests at hardware speed.
+// An experimental driver is used only when named.
 func (r *Registry) Default(ctx context.Context, hostOS string, nodeOS config.OS) (Driver, error) {
 	av := r.Check(ctx, hostOS)
 	if name, ok := pick(av, hostOS, nodeOS); ok {
@@ -131,7 +139,7 @@ func pick(av []Availability, hostOS string, nodeOS config.OS) (string, bool) {
 	for _, emulated := range []bool{false, true} {
 		for _, name := range config.DriverPreference(hostOS) {
 			for _, a := range av {
-				if a.Name == name && a.Available && a.Emulated == emulated && slices.Contains(a.GuestOSes, nodeOS) {
+				if a.Name == name && a.Available && !a.Experimental && a.Emulated == emulated && slices.Contains(a.GuestOSes, nodeOS) {
 					return name, true
 				}
 			}

@@ -23,6 +23,10 @@ func TestDefaultPerHostAndNodeOS(t *testing.T) {
 		var ds []drivers.Driver
 		for _, n := range all {
 			d := drivers.Driver(up1(n))
+			if n == config.DriverWSL2 {
+				// As it is built in: experimental.
+				d = driverstest.UpExperimental(n)
+			}
 			for _, e := range except {
 				if e == n {
 					d = down(n)
@@ -42,7 +46,10 @@ func TestDefaultPerHostAndNodeOS(t *testing.T) {
 		{"windows", up(), config.Windows, config.DriverHyperV},
 		{"windows", up(config.DriverHyperV), config.Linux, config.DriverVirtualBox},
 		{"windows", up(config.DriverHyperV), config.Windows, config.DriverVirtualBox},
-		{"windows", up(config.DriverHyperV, config.DriverVirtualBox), config.Linux, config.DriverWSL2},
+		// wsl2 is experimental: never the default, even when it is
+		// the only driver after docker.
+		{"windows", up(config.DriverHyperV, config.DriverVirtualBox), config.Linux, config.DriverDocker},
+		{"windows", []drivers.Driver{driverstest.UpExperimental(config.DriverWSL2)}, config.Linux, ""},
 		{"windows", up(config.DriverHyperV, config.DriverVirtualBox), config.Windows, ""},
 		{"windows", up(config.DriverHyperV, config.DriverVirtualBox, config.DriverWSL2), config.Linux, config.DriverDocker},
 		{"linux", up(), config.Linux, config.DriverLibvirt},
@@ -95,16 +102,17 @@ func TestDefaultErrorSaysWhyAndHowToFix(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
-	r := drivers.NewRegistry(down(config.DriverLibvirt), up1(config.DriverDocker))
+	r := drivers.NewRegistry(down(config.DriverLibvirt), up1(config.DriverDocker), driverstest.UpExperimental(config.DriverWSL2))
 	got := r.Check(context.Background(), "linux")
 	want := []drivers.Availability{
 		{Name: "docker", GuestOSes: []config.OS{config.Linux}, Available: true, Detail: "docker 1.0", DefaultFor: []config.OS{config.Linux}},
 		{Name: "libvirt", GuestOSes: []config.OS{config.Linux, config.Windows}, Detail: "libvirt is not installed", Fix: "install libvirt"},
+		{Name: "wsl2", GuestOSes: []config.OS{config.Linux}, Available: true, Detail: "wsl2 1.0", Experimental: true, Limits: "a fake's limits"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Check =\n%+v\nwant\n%+v", got, want)
 	}
-	if _, err := r.Get("hyperv"); err == nil || !strings.Contains(err.Error(), "built-in drivers: docker, libvirt") {
+	if _, err := r.Get("hyperv"); err == nil || !strings.Contains(err.Error(), "built-in drivers: docker, libvirt, wsl2") {
 		t.Errorf("Get(hyperv) = %v", err)
 	}
 }

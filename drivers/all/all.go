@@ -8,6 +8,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/libvirt"
 	"github.com/hwk-dev/hwk/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -30,5 +31,6 @@ func Registry(o Options) *drivers.Registry {
 		hyperv.New(hyperv.Options{Dirs: dirs, Warn: o.Warn}),
 		libvirt.New(libvirt.Options{Dirs: dirs}),
 		virtualbox.New(virtualbox.Options{Dirs: dirs, Warn: o.Warn, Force: o.Force}),
+		wsl2.New(wsl2.Options{Dirs: dirs, Warn: o.Warn}),
 	)
 }

@@ -35,6 +35,15 @@ func Down(name string) Fake {
 // Emulating is a fake that passes preflight but emulates the CPU.
 func Emulating(name string) Fake { return Fake{DriverName: name, Slow: true} }
 
+// ExperimentalFake is a Fake that is a drivers.Experimental.
+type ExperimentalFake struct{ Fake }
+
+// Limits implements drivers.Experimental.
+func (ExperimentalFake) Limits() string { return "a fake's limits" }
+
+// UpExperimental is an experimental fake that passes preflight.
+func UpExperimental(name string) ExperimentalFake { return ExperimentalFake{Up(name)} }
+
 // Emulated implements drivers.Emulator.
 func (f Fake) Emulated() bool { return f.Slow }
 

@@ -51,6 +51,10 @@ const (
 // hwk command starts PowerShell once however many drivers it makes.
 var shared = &Session{start: startPowerShell}
 
+// SharedSession is the session the process's Hyper-V drivers use, for
+// other drivers that change the host's network beside them (wsl2).
+func SharedSession() *Session { return shared }
+
 // Options configure a Driver.
 type Options struct {
 	// Dirs are hwk's directories; a cluster's directory holds its VMs'

@@ -3,9 +3,10 @@ package hyperv
 import (
 	"errors"
 	"io"
-	"os"
 	"os/exec"
 	"runtime"
+
+	"github.com/hwk-dev/hwk/drivers/internal/winhost"
 )
 
 // errNotWindows is every host but Windows: Hyper-V is Windows'.
@@ -28,7 +29,7 @@ var errWSL = errors.New("Hyper-V is driven by hwk.exe on Windows, and this is th
 // is no powershell.exe, short of a test's fake one first on PATH, or WSL's
 // interop, which is refused.
 func startPowerShell(stderr io.Writer) (process, error) {
-	if runtime.GOOS != "windows" && inWSL() {
+	if runtime.GOOS != "windows" && winhost.InWSL() {
 		return nil, errWSL
 	}
 	exe, err := exec.LookPath("powershell.exe")
@@ -71,16 +72,4 @@ func (p *osProcess) Kill() error {
 	err := p.cmd.Process.Kill()
 	_ = p.cmd.Wait()
 	return err
-}
-
-// inWSL reports whether this process runs in a WSL distribution: WSL
-// starts its processes with WSL_DISTRO_NAME and WSL_INTEROP set, and
-// registers the WSLInterop binfmt entry that runs Windows programs
-// (https://wsl.dev/technical-documentation/interop).
-func inWSL() bool {
-	if os.Getenv("WSL_DISTRO_NAME") != "" || os.Getenv("WSL_INTEROP") != "" {
-		return true
-	}
-	_, err := os.Stat("/proc/sys/fs/binfmt_misc/WSLInterop")
-	return err == nil
 }

@@ -33,7 +33,10 @@ type marker struct {
 	Node    string      `json:"node"`
 	Role    config.Role `json:"role,omitempty"`
 	IP      netip.Addr  `json:"ip,omitzero"`
-	Ready   bool        `json:"ready,omitempty"`
+	// Subnet is the cluster's node network, which the host routes to
+	// the node (hostroute.go).
+	Subnet netip.Prefix `json:"subnet,omitzero"`
+	Ready  bool         `json:"ready,omitempty"`
 }
 
 // distros manages the distributions of hwk's nodes: dir gives the install

@@ -8,11 +8,13 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/state"
@@ -38,9 +40,15 @@ type Options struct {
 	Profile string
 	// Runner runs wsl.exe; nil is this host's.
 	Runner Runner
+	// PowerShell runs the host's scripts (the route to the node); nil is
+	// the session the Hyper-V drivers share.
+	PowerShell hyperv.Runner
 	// Warn receives what the driver could not check or do without
 	// failing.
 	Warn func(string)
+	// Handle is the handle Node returns for a node; nil is one over
+	// wsl.exe (tests of the cluster's steps give their own).
+	Handle func(name string) *node.Node
 }
 
 // Driver runs a cluster's Linux control plane as a WSL2 distribution.
@@ -48,7 +56,9 @@ type Driver struct {
 	dirs    state.Dirs
 	profile string
 	r       Runner
+	ps      hyperv.Runner
 	warn    func(string)
+	node    func(name string) *node.Node
 
 	mu sync.Mutex
 	// subnets are the node networks EnsureNetwork was given, by cluster.
@@ -59,9 +69,12 @@ var _ drivers.Driver = (*Driver)(nil)
 
 // New makes the driver.
 func New(o Options) *Driver {
-	d := &Driver{dirs: o.Dirs, profile: o.Profile, r: o.Runner, warn: o.Warn, subnets: map[string]netip.Prefix{}}
+	d := &Driver{dirs: o.Dirs, profile: o.Profile, r: o.Runner, ps: o.PowerShell, warn: o.Warn, node: o.Handle, subnets: map[string]netip.Prefix{}}
 	if d.r == nil {
 		d.r = CLI{}
+	}
+	if d.ps == nil {
+		d.ps = hyperv.SharedSession()
 	}
 	if d.profile == "" {
 		d.profile, _ = os.UserHomeDir()
@@ -78,6 +91,11 @@ func (d *Driver) Name() string { return config.DriverWSL2 }
 // GuestOSes implements drivers.Driver.
 func (d *Driver) GuestOSes() []config.OS { return config.DriverGuests(config.DriverWSL2) }
 
+// Limits implements drivers.Experimental.
+func (d *Driver) Limits() string {
+	return "never run on a real WSL2 yet; the control plane only, with Windows workers on hyperv; NAT networking mode; one WSL node per host; an elevated terminal to route the node's address (again after WSL or Windows restarts: hwk start)"
+}
+
 // clustersDir holds every cluster's directory.
 func (d *Driver) clustersDir() string {
 	return filepath.Dir(state.NewStore(d.dirs).ClusterDir("x"))
@@ -92,8 +110,13 @@ func (d *Driver) distros() distros { return distros{r: d.r, dir: d.nodeDir} }
 
 func (d *Driver) facts(ctx context.Context) (hostFacts, error) {
 	f, err := gatherFacts(ctx, d.r, d.profile, d.clustersDir())
-	if errors.Is(err, errNoWSL) {
-		return f, unavailable("wsl.exe was not found: WSL is not installed (it runs on Windows 10 2004 and later only)",
+	switch {
+	case errors.Is(err, errInWSL):
+		return f, unavailable(err.Error(), "run hwk.exe from Windows (PowerShell or cmd)")
+	case errors.Is(err, errNoWSL) && runtime.GOOS != "windows":
+		return f, unavailable("WSL2 is Windows'; this is "+runtime.GOOS, "use the docker or libvirt driver on Linux, virtualbox on macOS")
+	case errors.Is(err, errNoWSL):
+		return f, unavailable("wsl.exe was not found: WSL is not installed (it needs Windows 10 2004 or later)",
 			"run `wsl --install --no-distribution` as administrator, then restart Windows")
 	}
 	return f, err
@@ -183,7 +206,7 @@ func (d *Driver) make(ctx context.Context, spec drivers.MachineSpec, subnet neti
 		if err := judgeNode(f, spec.Cluster, spec.MemoryBytes, busy); err != nil {
 			return fmt.Errorf("create node %s: %w", spec.Name, err)
 		}
-		if err := ds.ensure(ctx, spec.Ref, spec.Image, marker{Role: spec.Role, IP: spec.IP}); err != nil {
+		if err := ds.ensure(ctx, spec.Ref, spec.Image, marker{Role: spec.Role, IP: spec.IP, Subnet: subnet.Masked()}); err != nil {
 			return err
 		}
 	}
@@ -236,10 +259,12 @@ func portsFree(root fs.FS, ports []uint16) error {
 
 // Start implements drivers.Driver: it attaches the keepalive session,
 // which boots the distribution (systemd first, as wsl.conf says) if it is
-// not running, and waits for WSL to list it as running.
+// not running, waits for WSL to list it as running, and has the host
+// route the node's address to WSL's VM at its new address.
 func (d *Driver) Start(ctx context.Context, r drivers.Ref) error {
 	ds := d.distros()
-	if ds.mark(r) == nil {
+	mk := ds.mark(r)
+	if mk == nil {
 		return fmt.Errorf("start node %s: cluster %s has no WSL node %s", r.Name, r.Cluster, r.Name)
 	}
 	registered, running, err := ds.state(ctx, r)
@@ -257,8 +282,12 @@ func (d *Driver) Start(ctx context.Context, r drivers.Ref) error {
 	}
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if _, running, err := ds.state(ctx, r); err != nil || running {
+		_, running, err := ds.state(ctx, r)
+		if err != nil {
 			return err
+		}
+		if running {
+			return d.route(ctx, r, mk)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("start node %s: WSL did not list %s as running within %s; see `wsl.exe --list --verbose`", r.Name, DistroName(r.Name), startTimeout)
@@ -288,8 +317,14 @@ func (d *Driver) Stop(ctx context.Context, r drivers.Ref) error {
 	return nil
 }
 
-// Delete implements drivers.Driver.
+// Delete implements drivers.Driver: the host's route to the node, then
+// the distribution and its files.
 func (d *Driver) Delete(ctx context.Context, r drivers.Ref) error {
+	if mk := d.distros().mark(r); mk != nil {
+		if err := d.unroute(ctx, r, mk); err != nil {
+			return err
+		}
+	}
 	return d.distros().remove(ctx, r)
 }
 
@@ -344,6 +379,9 @@ func (d *Driver) HostEndpoint(_ context.Context, _ drivers.Ref, port uint16) (ne
 
 // Node implements drivers.Driver.
 func (d *Driver) Node(_ context.Context, r drivers.Ref) (*node.Node, error) {
+	if d.node != nil {
+		return d.node(r.Name), nil
+	}
 	return d.handle(r), nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/hyperv"
+	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
 	"github.com/hwk-dev/hwk/drivers/internal/clitest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
@@ -35,6 +37,18 @@ func freePort(t *testing.T) uint16 {
 // spec of cluster demo's control plane.
 func testDriver(t *testing.T, transcript, wslconfig string) (*Driver, *clitest.Fake, drivers.MachineSpec, *[]string) {
 	t.Helper()
+	d, fake, spec, warnings, _ := testDriverPS(t, transcript, wslconfig, "wsl2-route.json")
+	return d, fake, spec, warnings
+}
+
+// testDriverPS is testDriver with the fake powershell.exe answering the
+// host's scripts from drivers/hyperv/testdata/transcripts/RULES.
+func testDriverPS(t *testing.T, transcript, wslconfig, rules string) (*Driver, *clitest.Fake, drivers.MachineSpec, *[]string, *hypervtest.FakePowerShell) {
+	t.Helper()
+	ps := hypervtest.New(t, rules)
+	t.Cleanup(func() { ps.Check(t) })
+	session := hyperv.NewSession(io.Discard)
+	t.Cleanup(func() { session.Close() })
 	dirs := state.Dirs{Data: t.TempDir(), Cache: t.TempDir(), Config: t.TempDir()}
 	profile := t.TempDir()
 	if err := os.WriteFile(filepath.Join(profile, ".wslconfig"), []byte(wslconfig), 0o644); err != nil {
@@ -43,12 +57,12 @@ func testDriver(t *testing.T, transcript, wslconfig string) (*Driver, *clitest.F
 	tarball := filepath.Join(t.TempDir(), "rootfs.tar.gz")
 	ref := drivers.Ref{Cluster: "demo", Name: "demo-cp"}
 	var warnings []string
-	d := New(Options{Dirs: dirs, Profile: profile, Warn: func(w string) { warnings = append(warnings, w) }})
+	d := New(Options{Dirs: dirs, Profile: profile, PowerShell: session, Warn: func(w string) { warnings = append(warnings, w) }})
 	fake := clitest.New(t, "wsl.exe", "testdata", transcript, map[string]string{"NODEDIR": d.nodeDir(ref), "TAR": tarball})
 	spec := drivers.MachineSpec{Ref: ref, Role: config.ControlPlane, OS: config.Linux, Image: tarball,
 		CPUs: 2, MemoryBytes: 2 << 30, DiskBytes: 20 << 30, IP: netip.MustParseAddr("172.31.250.10"),
 		Ports: []uint16{freePort(t)}, Start: true}
-	return d, fake, spec, &warnings
+	return d, fake, spec, &warnings, ps
 }
 
 // untar reads a tar stream into path -> content.
@@ -74,7 +88,7 @@ func untar(t *testing.T, data []byte) map[string]string {
 // makes is one the transcript expects, what it writes into the
 // distribution is the node's setup, and the states between are right.
 func TestDriverLife(t *testing.T) {
-	d, fake, spec, warnings := testDriver(t, "driver.txt", "[wsl2]\r\nmemory=8GB\r\n")
+	d, fake, spec, warnings, ps := testDriverPS(t, "driver.txt", "[wsl2]\r\nmemory=8GB\r\n", "wsl2-route.json")
 	ctx := context.Background()
 	detail, err := d.Preflight(ctx)
 	if err != nil || detail != "WSL 2.5.7.0 on Windows build 26100, NAT networking (experimental)" {
@@ -174,6 +188,15 @@ func TestDriverLife(t *testing.T) {
 		t.Errorf("inspect after delete: %+v %v", m, err)
 	}
 	fake.Check(t)
+	// Routed at each of the two boots (not when start found it kept),
+	// unrouted once by the first delete.
+	log := ps.Scripts()
+	if n := strings.Count(log, "route demo-cp's address to WSL's VM"); n != 2 {
+		t.Errorf("the host routed the node %d times, want 2:\n%s", n, log)
+	}
+	if n := strings.Count(log, "remove demo-cp's route"); n != 1 {
+		t.Errorf("the host's route removed %d times, want 1", n)
+	}
 }
 
 // TestDriverRefusesFromInside: Create refuses what only the distribution
@@ -293,6 +316,29 @@ func TestDriverDistroRemovedByHand(t *testing.T) {
 	}
 	if _, err := os.Stat(d.nodeDir(spec.Ref)); !os.IsNotExist(err) {
 		t.Errorf("the node's directory is still there: %v", err)
+	}
+	fake.Check(t)
+}
+
+// TestDriverStartNotElevated: the route needs an elevated PowerShell;
+// without one Start says why and what to do, and Delete keeps the route
+// and rule with a warning naming how to remove them.
+func TestDriverStartNotElevated(t *testing.T) {
+	d, fake, spec, warnings, _ := testDriverPS(t, "not-elevated.txt", "", "wsl2-not-elevated.json")
+	ctx := context.Background()
+	if err := d.EnsureNetwork(ctx, drivers.Network{Cluster: "demo", Subnet: netip.MustParsePrefix("172.31.250.0/24")}); err != nil {
+		t.Fatal(err)
+	}
+	err := d.Create(ctx, spec)
+	var ue *drivers.UnavailableError
+	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "172.31.250.10 must be routed from hwk's Hyper-V switch to WSL's VM (172.24.96.5 at this start)") || !strings.Contains(ue.Fix, "Run as administrator") {
+		t.Errorf("create: %v", err)
+	}
+	if err := d.Delete(ctx, spec.Ref); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if len(*warnings) != 1 || !strings.Contains((*warnings)[0], "kept node demo-cp's route and firewall rule") {
+		t.Errorf("warnings: %q", *warnings)
 	}
 	fake.Check(t)
 }

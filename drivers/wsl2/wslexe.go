@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hwk-dev/hwk/drivers/internal/console"
+	"github.com/hwk-dev/hwk/drivers/internal/winhost"
 )
 
 // Runner runs wsl.exe with args, stdin (which may be nil) as its input,
@@ -32,12 +33,20 @@ type Runner interface {
 // CLI runs this host's wsl.exe.
 type CLI struct{}
 
-// errNoWSL marks a host without wsl.exe.
-var errNoWSL = errors.New("wsl.exe not found")
+// errNoWSL marks a host without wsl.exe; errInWSL the Linux hwk inside a
+// WSL distribution, whose PATH reaches Windows' wsl.exe, which it would
+// hand Linux paths.
+var (
+	errNoWSL = errors.New("wsl.exe not found")
+	errInWSL = errors.New("the WSL2 driver is driven by hwk.exe on Windows, and this is the Linux hwk in a WSL distribution")
+)
 
 // wslPath is wsl.exe: System32's on Windows (a PATH entry of the same
 // name must not stand in for it), else the first on PATH (tests).
 func wslPath() (string, error) {
+	if runtime.GOOS != "windows" && winhost.InWSL() {
+		return "", errInWSL
+	}
 	if runtime.GOOS == "windows" {
 		if root := os.Getenv("SystemRoot"); root != "" {
 			if p := filepath.Join(root, "System32", "wsl.exe"); isFile(p) {

@@ -9,6 +9,7 @@ import (
 	hwk "github.com/hwk-dev/hwk"
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/images"
 	windows "github.com/hwk-dev/hwk/node-images/windows"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
@@ -47,6 +48,7 @@ var packages = []struct {
 }{
 	{"drivers/hyperv", hyperv.Scripts},
 	{"drivers/virtualbox", virtualbox.Scripts},
+	{"drivers/wsl2", wsl2.Scripts},
 	{"pkg/bootstrap", bootstrap.Scripts},
 	{"pkg/containerd", containerd.Scripts},
 	{"pkg/doctor", doctor.Scripts},

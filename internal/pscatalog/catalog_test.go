@@ -63,13 +63,15 @@ var modules = map[string][]string{
 	"CimCmdlets":                       {"Get-CimInstance", "Invoke-CimMethod"},
 	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
 	"NetNat":                           {"Get-NetNat", "New-NetNat", "Remove-NetNat"},
-	"NetTCPIP":                         {"Get-NetIPAddress", "New-NetIPAddress", "Remove-NetIPAddress", "Get-NetRoute", "Remove-NetRoute", "Set-NetIPInterface"},
+	"NetTCPIP":                         {"Get-NetIPAddress", "New-NetIPAddress", "Remove-NetIPAddress", "Get-NetRoute", "New-NetRoute", "Remove-NetRoute", "Find-NetRoute", "Set-NetIPInterface"},
 	"DnsClient":                        {"Get-DnsClientServerAddress", "Set-DnsClientServerAddress"},
 	"NetAdapter":                       {"Get-NetAdapter"},
-	"NetSecurity":                      {"New-NetFirewallRule", "Get-NetFirewallRule"},
-	"ScheduledTasks":                   {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction"},
-	"Dism":                             {"Enable-WindowsOptionalFeature"},
-	"Storage":                          {"Get-Volume"},
+	// The Hyper-V firewall's cmdlets: Windows 11 22H2 and later (the
+	// callers check for them first).
+	"NetSecurity":    {"New-NetFirewallRule", "Get-NetFirewallRule", "New-NetFirewallHyperVRule", "Get-NetFirewallHyperVRule", "Remove-NetFirewallHyperVRule"},
+	"ScheduledTasks": {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction"},
+	"Dism":           {"Enable-WindowsOptionalFeature"},
+	"Storage":        {"Get-Volume"},
 	// Windows Server 2019 and later; hwk's node images are 2022 and 2025.
 	"HostNetworkingService": {"Get-HnsNetwork", "Get-HnsEndpoint", "Get-HnsPolicyList"},
 }
@@ -233,6 +235,7 @@ var messages = map[string]string{
 	"drivers/hyperv.Driver.Create":       "how to remove a VM of the node's name",
 	"drivers/hyperv.confirmAddress":      "where to look for a VM's addresses",
 	"pkg/winimage.UnattendOptions.check": "dism /Get-WimInfo, where the edition names come from",
+	"drivers/wsl2.Driver.unroute":        "how to remove the firewall rule kept for want of elevation",
 }
 
 // notSent are packages that hold PowerShell they never send.

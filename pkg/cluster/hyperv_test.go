@@ -247,6 +247,8 @@ func (s *scriptedNodes) answer(os config.OS, cmd node.Cmd) (string, string) {
 			return "calico network", "yes\r\n"
 		case script == scripts["restartKubeletScript"]:
 			return "restart kubelet", "Running\r\n"
+		case script == bootstrap.RouteScript(netip.MustParseAddr("172.31.250.10"), netip.MustParseAddr("172.31.250.1")):
+			return "route to the control plane", ""
 		}
 		return "", ""
 	}

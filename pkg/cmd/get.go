@@ -32,7 +32,8 @@ func newGetDriversCommand(g *globals, s Streams) *cobra.Command {
 		Long: `List the drivers built into hwk. For each: the node operating systems it
 can host, whether it is usable on this host right now (and if not, why and
 the command that fixes it), and which driver hwk picks for Linux and for
-Windows nodes when the config names none.`,
+Windows nodes when the config names none. An experimental driver is never
+picked; its known limits are shown.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(c.Context(), timeout)
@@ -53,6 +54,9 @@ Windows nodes when the config names none.`,
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", a.Name, join(a.GuestOSes), ok, def, a.Detail)
 					if a.Fix != "" {
 						fmt.Fprintf(tw, "\t\t\t\tfix: %s\n", a.Fix)
+					}
+					if a.Experimental {
+						fmt.Fprintf(tw, "\t\t\t\texperimental, used only when named: %s\n", a.Limits)
 					}
 				}
 				tw.Flush()

@@ -1,0 +1,140 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/hyperv"
+	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
+	"github.com/hwk-dev/hwk/drivers/wsl2"
+	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/node"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// TestWSLUpDown: `hwk up` and `hwk down` of a control plane on the wsl2
+// driver and a Windows worker on hyperv, through both drivers' real
+// process code: a fake wsl.exe (drivers/wsl2/testdata/transcripts/
+// up-down.txt) and a fake powershell.exe (drivers/hyperv/testdata/
+// transcripts/wsl2-up-down.json), each first on PATH and failing what it
+// does not expect. The control plane's distribution is imported, set up
+// and started, the host routes its address to WSL's VM, the Windows
+// worker routes it through the host before it joins, the kubeconfig
+// reaches the API server on 127.0.0.1; down unroutes and unregisters it
+// and removes the worker and the network.
+func TestWSLUpDown(t *testing.T) {
+	ps := hypervtest.New(t, "wsl2-up-down.json")
+	home := t.TempDir()
+	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
+	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
+	cfg := &config.Cluster{Name: "demo", Nodes: []config.Node{
+		{Name: "demo-cp", Role: config.ControlPlane, OS: config.Linux, Driver: config.DriverWSL2},
+		{Name: "demo-win-1", Role: config.Worker, OS: config.Windows, Driver: config.DriverHyperV},
+	}}
+	// The API server's port must be free on this host (the driver
+	// checks: WSL forwards it from the host's loopback).
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Networking.APIServerPort = l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	config.SetDefaults(cfg, config.Host{OS: "windows", Drivers: map[config.OS]string{config.Linux: config.DriverHyperV, config.Windows: config.DriverHyperV}})
+	if err := config.Validate(cfg); err != nil {
+		t.Fatal(err)
+	}
+	tarball := cachedTar(t, dirs.Cache, "linux-test", cfg.KubernetesVersion)
+	cachedVHDX(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, &nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
+	nodeDir := filepath.Join(dirs.Data, "clusters", "demo", "wsl2", "demo-cp")
+	wsl := wsltest.New(t, "up-down.txt", map[string]string{"NODEDIR": nodeDir, "TAR": tarball})
+	profile := t.TempDir()
+	nodes := newScriptedNodes(t)
+
+	command := func(fn func(p *Provider) error) {
+		t.Helper()
+		s := hyperv.NewSession(io.Discard)
+		defer s.Close()
+		hv := hyperv.New(hyperv.Options{Dirs: dirs, Runner: s, Handle: nodes.handle})
+		w := wsl2.New(wsl2.Options{Dirs: dirs, Profile: profile, PowerShell: s, Handle: func(name string) *node.Node {
+			n, _ := nodes.handle(name, config.Linux, netip.Addr{})
+			return n
+		}})
+		p := &Provider{Registry: drivers.NewRegistry(hv, w), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
+			hostInterface: func(netip.Prefix) string { return "" }}
+		if err := fn(p); err != nil {
+			t.Fatalf("%v\nPowerShell scripts sent:\n%s\nwsl.exe calls: %q", err, ps.Scripts(), wsl.Calls())
+		}
+	}
+	ctx := context.Background()
+	command(func(p *Provider) error {
+		_, err := p.Up(ctx, cfg, UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServer: 30 * time.Second, NodesReady: 30 * time.Second, Pods: 30 * time.Second}})
+		return err
+	})
+	ps.Check(t)
+	nodes.check(t)
+	scripts := ps.Scripts()
+	for _, rule := range []string{"make the network", "create demo-win-1", "route demo-cp's address to WSL's VM"} {
+		if !strings.Contains(scripts, "# --- "+rule+"\n") {
+			t.Errorf("up sent no script of rule %q", rule)
+		}
+	}
+	if got, want := nodes.ran("demo-win-1"), []string{"containerd running", "windows build", "route to the control plane", "copy", "kubeadm join", "calico network", "restart kubelet"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the Windows node ran %v, want %v", got, want)
+	}
+	if got := nodes.ran("demo-cp"); len(got) == 0 || got[0] != "containerd running" {
+		t.Errorf("the WSL control plane ran %v", got)
+	}
+	data, err := os.ReadFile(kc.Explicit)
+	if err != nil || !bytes.Contains(data, []byte(fmt.Sprintf("https://127.0.0.1:%d", cfg.Networking.APIServerPort))) {
+		t.Errorf("kubeconfig: %v\n%s", err, data)
+	}
+
+	n := len(scripts)
+	command(func(p *Provider) error {
+		found, err := p.Down(ctx, "demo")
+		if !found {
+			t.Error("down found no cluster")
+		}
+		return err
+	})
+	ps.Check(t)
+	wsl.Check(t)
+	down := ps.Scripts()[n:]
+	for _, rule := range []string{"remove demo-cp's route", "delete demo-win-1", "delete the network"} {
+		if !strings.Contains(down, "# --- "+rule+"\n") {
+			t.Errorf("down sent no script of rule %q:\n%s", rule, down)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dirs.Data, "clusters", "demo")); !os.IsNotExist(err) {
+		t.Errorf("down left the cluster's directory: %v", err)
+	}
+}
+
+// cachedTar puts a node image with a rootfs tar in the cache and returns
+// the tar's path.
+func cachedTar(t *testing.T, cache, name, version string) string {
+	t.Helper()
+	m := &nodeimage.Manifest{Name: name, OS: "linux", KubernetesVersion: version, Built: time.Now(), Dir: filepath.Join(nodeimage.ImagesDir(cache), name)}
+	data := []byte("a rootfs tar")
+	if err := mkfile(filepath.Join(m.Dir, "rootfs.tar.gz"), data); err != nil {
+		t.Fatal(err)
+	}
+	m.Artifacts = map[nodeimage.Format]nodeimage.Artifact{nodeimage.FormatTar: {Path: "rootfs.tar.gz", Size: int64(len(data))}}
+	if err := m.Write(); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(m.Dir, "rootfs.tar.gz")
+}
