@@ -342,3 +342,34 @@ func TestDriverStartNotElevated(t *testing.T) {
 	}
 	fake.Check(t)
 }
+
+// TestDriverPreflight: each host-level refusal through the fake wsl.exe
+// and the profile's .wslconfig, with its fix, then a host that passes.
+func TestDriverPreflight(t *testing.T) {
+	d, fake, _, _ := testDriver(t, "preflight.txt", "")
+	ctx := context.Background()
+	for _, c := range []struct {
+		wslconfig, reason, fix string
+	}{
+		{"", "the wsl.exe that ships with Windows", "wsl --update"},
+		{"", "WSL 1.2.5.0 is too old", "run `wsl --update`"},
+		{"[wsl2]\r\nnetworkingMode=mirrored\r\n", "networking mode is mirrored", "remove `networkingMode=`"},
+		{"[wsl2]\r\nlocalhostForwarding=false\r\n", "localhostForwarding=false", "remove `localhostForwarding=false`"},
+	} {
+		if err := os.WriteFile(filepath.Join(d.profile, ".wslconfig"), []byte(c.wslconfig), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := d.Preflight(ctx)
+		var ue *drivers.UnavailableError
+		if !errors.As(err, &ue) || !strings.Contains(ue.Reason, c.reason) || !strings.Contains(ue.Fix, c.fix) {
+			t.Errorf("%q: %v", c.reason, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(d.profile, ".wslconfig"), []byte("[wsl2]\r\nmemory=8GB\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if detail, err := d.Preflight(ctx); err != nil || detail != "WSL 2.5.7.0 on Windows build 26100, NAT networking (experimental)" {
+		t.Errorf("a good host: %q %v", detail, err)
+	}
+	fake.Check(t)
+}
