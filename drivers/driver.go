@@ -159,6 +159,15 @@ type Autostarter interface {
 	SetAutostart(ctx context.Context, m Ref, on bool) error
 }
 
+// UpChecker is implemented by drivers with conditions that making and
+// running nodes need and removing them does not (WSL's networking mode).
+// Preflight stays "hwk can reach its machines", so that `down` works on a
+// host changed since `up`; `up` and `hwk get drivers` ask CheckUp too. It
+// returns an *UnavailableError saying why and how to fix it.
+type UpChecker interface {
+	CheckUp(ctx context.Context) error
+}
+
 // Experimental is implemented by drivers hwk ships before they have run
 // on the hosts they are for. Limits says what is known not to work, or
 // has not been tried. Such a driver is used only when a config or flag

@@ -94,6 +94,9 @@ func check(ctx context.Context, d Driver) Availability {
 		a.Experimental, a.Limits = true, e.Limits()
 	}
 	detail, err := d.Preflight(ctx)
+	if u, ok := d.(UpChecker); ok && err == nil {
+		err = u.CheckUp(ctx)
+	}
 	if err == nil {
 		a.Available, a.Detail = true, detail
 		if e, ok := d.(Emulator); ok {

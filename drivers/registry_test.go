@@ -117,6 +117,17 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckAsksUpChecker: a driver that can reach its machines but not
+// make them here (drivers.UpChecker) is shown unavailable, with the fix,
+// and is no default.
+func TestCheckAsksUpChecker(t *testing.T) {
+	r := drivers.NewRegistry(driverstest.RefusingUp{Fake: up1(config.DriverDocker)})
+	got := r.Check(context.Background(), "linux")
+	if len(got) != 1 || got[0].Available || got[0].Detail != "docker cannot make nodes here" || got[0].Fix != "reconfigure docker" || len(got[0].DefaultFor) != 0 {
+		t.Errorf("Check = %+v", got)
+	}
+}
+
 func TestErrorMessages(t *testing.T) {
 	cases := []struct {
 		err  error

@@ -44,6 +44,15 @@ func (ExperimentalFake) Limits() string { return "a fake's limits" }
 // UpExperimental is an experimental fake that passes preflight.
 func UpExperimental(name string) ExperimentalFake { return ExperimentalFake{Up(name)} }
 
+// RefusingUp is a fake whose preflight passes and whose CheckUp fails
+// with "NAME cannot make nodes here" and the fix "reconfigure NAME".
+type RefusingUp struct{ Fake }
+
+// CheckUp implements drivers.UpChecker.
+func (f RefusingUp) CheckUp(context.Context) error {
+	return &drivers.UnavailableError{Driver: f.DriverName, Reason: f.DriverName + " cannot make nodes here", Fix: "reconfigure " + f.DriverName}
+}
+
 // Emulated implements drivers.Emulator.
 func (f Fake) Emulated() bool { return f.Slow }
 

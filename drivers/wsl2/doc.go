@@ -22,8 +22,9 @@
 // workers are. So the node keeps the address hwk gave it on the cluster's
 // node network as a second address of its VM (hwk-wsl-net, at every
 // boot), kubeadm's node IP and certificate name that address, and the
-// host routes it to the VM's current address. Preflight refuses other
-// modes with the fix; .wslconfig is never edited by hwk (it is global,
+// host routes it to the VM's current address (hostroute.go). Up refuses
+// other modes with the fix (CheckUp; Preflight, which down needs, does
+// not); .wslconfig is never edited by hwk (it is global,
 // and needs every distribution shut down). The host reaches the API
 // server on 127.0.0.1 (WSL's localhost forwarding). All distributions
 // share one VM and one network, so a host has at most one hwk WSL node,

@@ -122,14 +122,25 @@ func (d *Driver) facts(ctx context.Context) (hostFacts, error) {
 	return f, err
 }
 
-// Preflight implements drivers.Driver: WSL 2.0 or newer in NAT mode with
-// localhost forwarding.
+// Preflight implements drivers.Driver: wsl.exe of WSL 2.0 or newer, all
+// that removing nodes needs.
 func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	f, err := d.facts(ctx)
 	if err != nil {
 		return "", err
 	}
-	return judgeHost(f)
+	return judgeWSL(f)
+}
+
+// CheckUp implements drivers.UpChecker: NAT mode with localhost
+// forwarding, which making and running a node needs.
+func (d *Driver) CheckUp(ctx context.Context) error {
+	f, err := d.facts(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = judgeHost(f)
+	return err
 }
 
 // EnsureNetwork implements drivers.Driver. WSL's network is WSL's; the
@@ -321,9 +332,7 @@ func (d *Driver) Stop(ctx context.Context, r drivers.Ref) error {
 // the distribution and its files.
 func (d *Driver) Delete(ctx context.Context, r drivers.Ref) error {
 	if mk := d.distros().mark(r); mk != nil {
-		if err := d.unroute(ctx, r, mk); err != nil {
-			return err
-		}
+		d.unroute(ctx, r, mk)
 	}
 	return d.distros().remove(ctx, r)
 }

@@ -253,11 +253,15 @@ func TestDriverRefusesSecondNode(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDriverRefusesMirrored: preflight refuses mirrored networking with
-// the reason (WSL#11494) and the fix.
+// TestDriverRefusesMirrored: mirrored networking is refused for up with
+// the reason (WSL#11494) and the fix, while preflight, all that removing
+// a cluster needs, still passes.
 func TestDriverRefusesMirrored(t *testing.T) {
 	d, fake, _, _ := testDriver(t, "refuse-host.txt", "[wsl2]\r\nnetworkingMode=mirrored\r\n")
-	_, err := d.Preflight(context.Background())
+	if detail, err := d.Preflight(context.Background()); err != nil || detail != "WSL 2.5.7.0 on Windows build 26100, mirrored networking (experimental)" {
+		t.Errorf("preflight: %q %v", detail, err)
+	}
+	err := d.CheckUp(context.Background())
 	var ue *drivers.UnavailableError
 	if !errors.As(err, &ue) || !strings.Contains(ue.Reason, "microsoft/WSL#11494") || !strings.Contains(ue.Fix, "remove `networkingMode=`") {
 		t.Errorf("preflight: %v", err)
@@ -344,7 +348,8 @@ func TestDriverStartNotElevated(t *testing.T) {
 }
 
 // TestDriverPreflight: each host-level refusal through the fake wsl.exe
-// and the profile's .wslconfig, with its fix, then a host that passes.
+// and the profile's .wslconfig, with its fix (the networking ones are
+// up's, CheckUp), then a host that passes.
 func TestDriverPreflight(t *testing.T) {
 	d, fake, _, _ := testDriver(t, "preflight.txt", "")
 	ctx := context.Background()
@@ -360,6 +365,9 @@ func TestDriverPreflight(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := d.Preflight(ctx)
+		if err == nil {
+			err = d.CheckUp(ctx)
+		}
 		var ue *drivers.UnavailableError
 		if !errors.As(err, &ue) || !strings.Contains(ue.Reason, c.reason) || !strings.Contains(ue.Fix, c.fix) {
 			t.Errorf("%q: %v", c.reason, err)
@@ -370,6 +378,9 @@ func TestDriverPreflight(t *testing.T) {
 	}
 	if detail, err := d.Preflight(ctx); err != nil || detail != "WSL 2.5.7.0 on Windows build 26100, NAT networking (experimental)" {
 		t.Errorf("a good host: %q %v", detail, err)
+	}
+	if err := d.CheckUp(ctx); err != nil {
+		t.Errorf("a good host, for up: %v", err)
 	}
 	fake.Check(t)
 }

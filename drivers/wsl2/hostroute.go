@@ -142,20 +142,23 @@ func (d *Driver) route(ctx context.Context, r drivers.Ref, mk *marker) error {
 	return nil
 }
 
-// unroute removes the host's route and firewall rule of the node.
-func (d *Driver) unroute(ctx context.Context, r drivers.Ref, mk *marker) error {
+// unroute removes the host's route and firewall rule of the node. What
+// it cannot remove is a warning, not a failure: the route goes with the
+// next restart of Windows, and a delete must not stay stuck on it.
+func (d *Driver) unroute(ctx context.Context, r drivers.Ref, mk *marker) {
 	if mk.Subnet == (netip.Prefix{}) {
-		return nil
+		return
 	}
 	var out struct {
 		Kept []string `json:"kept"`
 	}
 	if err := d.ps.Run(ctx, unrouteScript(r.Cluster, mk.IP), &out); err != nil {
-		return fmt.Errorf("delete node %s: remove the host's route to it: %w", r.Name, err)
+		d.warn(fmt.Sprintf("node %s: could not remove the host's route to %s and its firewall rule (%v); the route goes at the next restart of Windows, `Remove-NetFirewallHyperVRule -Name %s` removes the rule",
+			r.Name, mk.IP, err, firewallRule(r.Cluster)))
+		return
 	}
 	if len(out.Kept) > 0 {
 		d.warn(fmt.Sprintf("kept node %s's %s on the host: removing it needs an elevated terminal (the route goes at the next restart of Windows; `Remove-NetFirewallHyperVRule -Name %s` removes the rule)",
 			r.Name, strings.Join(out.Kept, " and "), firewallRule(r.Cluster)))
 	}
-	return nil
 }

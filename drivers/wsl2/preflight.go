@@ -90,15 +90,34 @@ func unavailable(reason, fix string) error {
 	return &drivers.UnavailableError{Driver: config.DriverWSL2, Reason: reason, Fix: fix}
 }
 
-// judgeHost is Preflight's verdict on the host's WSL: one line describing
-// what it found, or an *UnavailableError with the fix.
-func judgeHost(f hostFacts) (string, error) {
+// judgeWSL is Preflight's verdict: whether hwk can drive this WSL at
+// all (which removing nodes needs too). One line describing what it
+// found, or an *UnavailableError with the fix.
+func judgeWSL(f hostFacts) (string, error) {
 	switch {
 	case f.inbox:
 		return "", unavailable("this is the wsl.exe that ships with Windows, which predates WSL 2.0 (it knows no --version)",
 			"run `wsl --update` (or install WSL from the Microsoft Store), then `wsl --shutdown`")
 	case f.major < 2:
 		return "", unavailable(fmt.Sprintf("WSL %s is too old: hwk needs 2.0 or newer", f.version), "run `wsl --update`")
+	}
+	mode := f.config.networkingMode()
+	if mode == "nat" {
+		mode = "NAT"
+	}
+	d := fmt.Sprintf("WSL %s, %s networking", f.version, mode)
+	if f.windowsBuild > 0 {
+		d = fmt.Sprintf("WSL %s on Windows build %d, %s networking", f.version, f.windowsBuild, mode)
+	}
+	return d + " (experimental)", nil
+}
+
+// judgeHost is CheckUp's verdict, judgeWSL's and then what making and
+// running a node needs of WSL's networking.
+func judgeHost(f hostFacts) (string, error) {
+	detail, err := judgeWSL(f)
+	if err != nil {
+		return "", err
 	}
 	if mode := f.config.networkingMode(); mode != "nat" {
 		return "", unavailable(fmt.Sprintf("WSL's networking mode is %s: hwk's WSL node needs NAT mode, in which the node keeps an address of its own that the host routes to, whereas in mirrored mode WSL carries no traffic between its distributions and other VMs on the host (microsoft/WSL#11494), so a Windows worker could not reach the control plane", mode),
@@ -108,11 +127,7 @@ func judgeHost(f hostFacts) (string, error) {
 		return "", unavailable("%UserProfile%\\.wslconfig sets localhostForwarding=false, and the host reaches a WSL node's API server on 127.0.0.1",
 			"remove `localhostForwarding=false` under [wsl2] in %UserProfile%\\.wslconfig, then `wsl --shutdown`")
 	}
-	d := fmt.Sprintf("WSL %s, NAT networking", f.version)
-	if f.windowsBuild > 0 {
-		d = fmt.Sprintf("WSL %s on Windows build %d, NAT networking", f.version, f.windowsBuild)
-	}
-	return d + " (experimental)", nil
+	return detail, nil
 }
 
 // judgeNode is the verdict on making a node of cluster that needs memory

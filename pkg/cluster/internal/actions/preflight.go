@@ -61,6 +61,9 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		}
 		checked[n.Driver] = true
 		detail, err := d.Preflight(ctx)
+		if u, ok := d.(drivers.UpChecker); ok && err == nil {
+			err = u.CheckUp(ctx)
+		}
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
