@@ -18,7 +18,7 @@ func newExecCommand(g *globals, s Streams) *cobra.Command {
 		Short: "Run a command on a node",
 		Long: `Run a command on one of a cluster's nodes and exit with its status: with
 docker exec on container nodes, over SSH (with the host key pinned at the
-node's first boot) on VM nodes. On Windows nodes the command runs under
+node's first boot) on VM nodes, through wsl.exe on a WSL2 node. On Windows nodes the command runs under
 PowerShell. When stdin is a terminal the command gets one too.`,
 		Example: `  hwk exec hwk-cp -- crictl ps
   hwk exec hwk-win-1 -- Get-Service kubelet
@@ -41,7 +41,7 @@ func newSSHCommand(g *globals, s Streams) *cobra.Command {
 		Use:   "ssh NODE [--name NAME]",
 		Short: "Open a shell on a node",
 		Long: `Open a login shell on one of a cluster's nodes: bash on Linux nodes,
-PowerShell on Windows nodes, through docker exec or SSH as 'hwk exec' does.
+PowerShell on Windows nodes, through docker exec, SSH or wsl.exe as 'hwk exec' does.
 With stdin a terminal the shell is interactive; otherwise it reads commands
 from stdin.`,
 		Example: `  hwk ssh hwk-cp
