@@ -160,10 +160,8 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 	if err := CheckWindowsBuild(j.Version, strings.TrimSpace(out)); err != nil {
 		return fail(StepBuild, err)
 	}
-	for _, dest := range j.ViaGateway {
-		if err := j.Node.Run(ctx, node.Cmd{Args: node.ScriptArgs(node.PowerShell, RouteScript(dest, j.Gateway))}); err != nil {
-			return fail(StepRoute, fmt.Errorf("route %s through the host (%s): %w", dest, j.Gateway, err))
-		}
+	if err := j.route(ctx); err != nil {
+		return fail(StepRoute, err)
 	}
 	if err := Join(ctx, j.Node, j.Config, j.Log); err != nil {
 		return fail(StepJoin, err)
@@ -188,12 +186,27 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// Calico's vSwitch moved the node's address to a new adapter: route
+	// again, on the interface that now reaches the gateway.
+	if err := j.route(ctx); err != nil {
+		return fail(StepRoute, err)
+	}
 	status, err := j.Node.Output(ctx, node.ScriptArgs(node.PowerShell, restartKubeletScript)...)
 	if err != nil {
 		return fail(StepKubelet, err)
 	}
 	if s := lastLine(status); s != "Running" {
 		return fail(StepKubelet, fmt.Errorf("the kubelet is %s after its restart", s))
+	}
+	return nil
+}
+
+// route routes each of ViaGateway through Gateway.
+func (j *WindowsJoin) route(ctx context.Context) error {
+	for _, dest := range j.ViaGateway {
+		if err := j.Node.Run(ctx, node.Cmd{Args: node.ScriptArgs(node.PowerShell, RouteScript(dest, j.Gateway))}); err != nil {
+			return fmt.Errorf("route %s through the host (%s): %w", dest, j.Gateway, err)
+		}
 	}
 	return nil
 }

@@ -185,9 +185,10 @@ func TestWindowsJoinFailures(t *testing.T) {
 }
 
 // TestWindowsJoinRoutesThroughTheHost: with a control plane in WSL2 the
-// node routes its address through the host before it joins, with the
-// address and gateway it was given; a route that fails stops the join
-// there, saying so.
+// node routes its address through the host before it joins, and again
+// once Calico's vSwitch has moved its address, with the address and
+// gateway it was given; a route that fails stops the join there, saying
+// so.
 func TestWindowsJoinRoutesThroughTheHost(t *testing.T) {
 	for _, fails := range []bool{false, true} {
 		r := happyReplies()
@@ -215,7 +216,7 @@ func TestWindowsJoinRoutesThroughTheHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := s.sequence(), "build build build route copy-config join network network restart-kubelet"; got != want {
+		if got, want := s.sequence(), "build build build route copy-config join network network route restart-kubelet"; got != want {
 			t.Errorf("commands:\n got %s\nwant %s", got, want)
 		}
 		for _, sc := range scripts {

@@ -91,7 +91,7 @@ func TestWSLUpDown(t *testing.T) {
 			t.Errorf("up sent no script of rule %q", rule)
 		}
 	}
-	if got, want := nodes.ran("demo-win-1"), []string{"containerd running", "windows build", "route to the control plane", "copy", "kubeadm join", "calico network", "restart kubelet"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+	if got, want := nodes.ran("demo-win-1"), []string{"containerd running", "windows build", "route to the control plane", "copy", "kubeadm join", "calico network", "route to the control plane", "restart kubelet"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("the Windows node ran %v, want %v", got, want)
 	}
 	if got := nodes.ran("demo-cp"); len(got) == 0 || got[0] != "containerd running" {
