@@ -47,7 +47,8 @@ func (JoinWorkers) Execute(ctx context.Context, c *Context) error {
 }
 
 // joinWindows runs bootstrap.WindowsJoin: SSH, the build check, the
-// route to a WSL2 control plane, kubeadm join, and the kubelet's restart once Calico's vSwitch is up. A failure
+// route to a WSL2 control plane (again after Calico's vSwitch), kubeadm
+// join, and the kubelet's restart once Calico's vSwitch is up. A failure
 // shows the ends of the node's kubelet, containerd and Calico logs.
 func joinWindows(ctx context.Context, c *Context, n config.Node, h *node.Node, cfg []byte) error {
 	return runLogged(ctx, c, "kubeadm-join-"+n.Name, func(w io.Writer) error {
