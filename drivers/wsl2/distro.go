@@ -78,7 +78,8 @@ func (d distros) state(ctx context.Context, r drivers.Ref) (registered, running 
 }
 
 // ensure imports r's distribution from the root file system tar (plain or
-// gzipped: WSL reads either), unless hwk already made it for r: importing
+// gzipped: WSL 2 unpacks it with bsdtar, which reads gzip; a WSL
+// maintainer in microsoft/WSL#8503), unless hwk already made it for r: importing
 // again what is there changes nothing. A distribution of the name that hwk
 // did not make for r is refused. m is the rest of the marker.
 func (d distros) ensure(ctx context.Context, r drivers.Ref, tar string, m marker) error {
