@@ -118,6 +118,13 @@ func (d *Driver) facts(ctx context.Context) (hostFacts, error) {
 	case errors.Is(err, errNoWSL):
 		return f, unavailable("wsl.exe was not found: WSL is not installed (it needs Windows 10 2004 or later)",
 			"run `wsl --install --no-distribution` as administrator, then restart Windows")
+	case isCode(err, "WSL_E_WSL_OPTIONAL_COMPONENT_REQUIRED"):
+		return f, unavailable("the Windows Subsystem for Linux optional component is off, or waits for a restart of Windows",
+			"run `wsl --install --no-distribution` as administrator, then restart Windows")
+	}
+	var we *Error
+	if errors.As(err, &we) {
+		return f, unavailable(err.Error(), "`wsl --status` says what WSL needs; `wsl --update` brings it up to date")
 	}
 	return f, err
 }

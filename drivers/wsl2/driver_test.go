@@ -358,6 +358,7 @@ func TestDriverPreflight(t *testing.T) {
 	}{
 		{"", "the wsl.exe that ships with Windows", "wsl --update"},
 		{"", "WSL 1.2.5.0 is too old", "run `wsl --update`"},
+		{"", "optional component is off", "wsl --install --no-distribution"},
 		{"[wsl2]\r\nnetworkingMode=mirrored\r\n", "networking mode is mirrored", "remove `networkingMode=`"},
 		{"[wsl2]\r\nlocalhostForwarding=false\r\n", "localhostForwarding=false", "remove `localhostForwarding=false`"},
 	} {
