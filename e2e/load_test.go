@@ -23,8 +23,10 @@ import (
 
 // testLoadImage loads a locally built image into both nodes, runs it
 // with imagePullPolicy Never, loads it again (already present, in under a
-// second), and checks that a corrupt archive and an image no node runs
-// load nothing while a multi-platform one loads only the nodes' platform.
+// second), loads a rebuilt image whose top layer alone changed (that layer
+// alone is sent), and checks that a corrupt archive and an image no node
+// runs load nothing while a multi-platform one loads only the nodes'
+// platform.
 func testLoadImage(t *testing.T, e *env, cs kubernetes.Interface, cluster, cp, worker string) {
 	buildProbe(t, probeImage)
 	stdout, _, err := e.hwk("load-image", probeImage, "--name", cluster)
@@ -76,6 +78,8 @@ func testLoadImage(t *testing.T, e *env, cs kubernetes.Interface, cluster, cp, w
 		}
 		return on
 	}
+
+	t.Run("rebuilt image", func(t *testing.T) { testLoadRebuilt(t, e, cs, cluster, cp, worker) })
 
 	t.Run("corrupt archive", func(t *testing.T) {
 		const ref = "hwk.dev/e2e-probe:corrupt"
@@ -132,4 +136,54 @@ func testLoadImage(t *testing.T, e *env, cs kubernetes.Interface, cluster, cp, w
 			}
 		}
 	})
+}
+
+// testLoadRebuilt builds an image on the probe's (one layer of its own
+// over the probe's), loads it, rebuilds it under the same name with that
+// layer changed, and loads it again: each node gets the new top layer
+// only, and a pod runs the new image.
+func testLoadRebuilt(t *testing.T, e *env, cs kubernetes.Interface, cluster, cp, worker string) {
+	const ref = "hwk.dev/e2e-rebuilt:dev"
+	build := func(stamp string) string {
+		dir := t.TempDir()
+		files := map[string]string{"Dockerfile": "FROM " + probeImage + "\nCOPY stamp /stamp\n", "stamp": stamp}
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		docker(t, nil, "build", "-q", "-t", ref, dir)
+		return strings.TrimSpace(docker(t, nil, "image", "inspect", "--format", "{{.Id}}", ref))
+	}
+	defer docker(t, nil, "rmi", "-f", ref)
+	build("first build")
+	if _, _, err := e.hwk("load-image", ref, "--name", cluster); err != nil {
+		t.Fatalf("first load: %v", err)
+	}
+	id := build("second build: only this layer changed")
+	start := time.Now()
+	stdout, _, err := e.hwk("load-image", ref, "--name", cluster)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("load of the rebuilt image: %v", err)
+	}
+	fmt.Printf("E2E LOAD-IMAGE REBUILT: %s\n%s", took.Round(time.Millisecond), stdout)
+	for _, n := range []string{cp, worker} {
+		if !regexp.MustCompile(`loaded to ` + n + ` in \S+ \([^)]*; 1 layer sent, 1 reused\)`).MatchString(stdout) {
+			t.Errorf("the rebuilt image's load does not say 1 layer sent and 1 reused on %s:\n%s", n, stdout)
+		}
+	}
+	pod := probePod("rebuilt", worker, "serve")
+	pod.Spec.Containers[0].Image = ref
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cs.CoreV1().Pods("default").Delete(context.Background(), "rebuilt", metav1.DeleteOptions{})
+	}()
+	got := waitPod(t, cs, "rebuilt", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && bootstrap.PodReady(p) })
+	if st := got.Status.ContainerStatuses; len(st) != 1 || !strings.Contains(st[0].ImageID, strings.TrimPrefix(id, "sha256:")) {
+		t.Errorf("the pod runs %+v, want the rebuilt image %s", st, id)
+	}
 }

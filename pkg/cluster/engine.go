@@ -42,6 +42,10 @@ type EngineImage struct {
 	Multi bool
 	// Size is the engine's idea of the image's size, for progress.
 	Size int64
+	// DiffIDs are the image's layers (base first), by the digest of
+	// their uncompressed content: the engine's own platform's in the
+	// containerd store.
+	DiffIDs []string
 }
 
 // EnginePlatform is one platform of an engine image.
@@ -105,6 +109,9 @@ func (e *dockerEngine) Inspect(ctx context.Context, name string) (*EngineImage, 
 // under and its platforms.
 func engineImage(arg string, r image.InspectResponse) (*EngineImage, error) {
 	ei := &EngineImage{ID: r.ID, Size: r.Size}
+	if r.RootFS.Type == "layers" {
+		ei.DiffIDs = r.RootFS.Layers
+	}
 	byID := r.ID == arg || strings.HasPrefix(strings.TrimPrefix(r.ID, "sha256:"), strings.TrimPrefix(arg, "sha256:"))
 	if named, err := reference.ParseNormalizedNamed(arg); err == nil && !byID {
 		if _, digested := named.(reference.Digested); !digested {

@@ -62,12 +62,17 @@ type ImageLoad struct {
 // NodeLoad is one image on one node. Platform is what the image was
 // loaded as there.
 type NodeLoad struct {
-	Node     string        `json:"node"`
-	Outcome  string        `json:"outcome"`
-	Platform string        `json:"platform,omitempty"`
-	Reason   string        `json:"reason,omitempty"`
-	Bytes    int64         `json:"bytes,omitempty"`
-	Took     time.Duration `json:"-"`
+	Node     string `json:"node"`
+	Outcome  string `json:"outcome"`
+	Platform string `json:"platform,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	// Bytes is what this image added to the node's stream; LayersSent
+	// its layers that went, LayersReused those the node already had and
+	// did not get again.
+	Bytes        int64         `json:"bytes,omitempty"`
+	LayersSent   int           `json:"layersSent,omitempty"`
+	LayersReused int           `json:"layersReused,omitempty"`
+	Took         time.Duration `json:"-"`
 	// Seconds is Took for JSON and YAML readers.
 	Seconds float64 `json:"seconds,omitempty"`
 }
@@ -102,6 +107,9 @@ type loadImage struct {
 type archiveFile struct {
 	path string
 	scan *imagearchive.Archive
+	// took is how long making the file took (an engine save hwk spooled),
+	// which its loads' times include.
+	took time.Duration
 }
 
 // decision is what happens to one image on one node.
@@ -393,6 +401,14 @@ func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*lo
 		f(&res.Images[i].Nodes[j])
 	}
 
+	// Before anything changes on a node: an engine save that fails leaves
+	// every node as it was.
+	cleanup, err := spoolEngineImages(ctx, images, nodes, plan)
+	defer cleanup()
+	if err != nil {
+		return nil, err
+	}
+
 	// Tags are quick and independent of the streams.
 	for i := range images {
 		for j, n := range nodes {
@@ -423,10 +439,12 @@ func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*lo
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			job.run(ctx, opts, func(j int, bytes int64, took time.Duration, err error) {
-				for _, i := range job.images {
+			job.run(ctx, opts, func(j int, carried []imagearchive.Carried, took time.Duration, err error) {
+				for k, i := range job.images {
 					set(i, j, func(nl *NodeLoad) {
-						nl.Bytes, nl.Took, nl.Seconds = bytes, took, took.Seconds()
+						c := carried[k]
+						nl.Bytes, nl.LayersSent, nl.LayersReused = c.Bytes, c.LayersSent, c.LayersReused
+						nl.Took, nl.Seconds = took, took.Seconds()
 						if err != nil {
 							nl.Outcome, nl.Reason = LoadFailed, err.Error()
 						}
@@ -451,15 +469,85 @@ func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*lo
 	return res, nil
 }
 
+// spoolEngineImages saves to a file the engine images that a node
+// already holds some layers of, and makes them archive images, so that
+// each node gets only the layers it lacks: the engine's save always
+// carries every layer, in the classic store under names that do not say
+// which layer is which, so the file is read once through to know them.
+// Images no node has any layer of keep streaming straight from the
+// engine. It returns what removes the file.
+func spoolEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNode, plan [][]decision) (func(), error) {
+	var spool []int
+	for i, im := range images {
+		if im.engine == nil || im.engine.Multi || len(im.engine.DiffIDs) == 0 {
+			continue
+		}
+		chains := imagearchive.ChainIDs(im.engine.DiffIDs)
+		for j, n := range nodes {
+			if plan[i][j].outcome == LoadLoaded && (slices.ContainsFunc(chains, n.inv.Snapshot) || slices.ContainsFunc(im.engine.DiffIDs, n.inv.Blob)) {
+				spool = append(spool, i)
+				break
+			}
+		}
+	}
+	if len(spool) == 0 {
+		return func() {}, nil
+	}
+	start := time.Now()
+	f, err := os.CreateTemp("", "hwk-load-*.tar")
+	if err != nil {
+		return func() {}, err
+	}
+	cleanup := func() { os.Remove(f.Name()) }
+	var names []string
+	for _, i := range spool {
+		names = append(names, images[i].engine.SaveNames...)
+	}
+	rc, err := images[spool[0]].eng.Save(ctx, names, nil)
+	if err == nil {
+		_, err = io.Copy(f, rc)
+		rc.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return cleanup, fmt.Errorf("save %s from the Docker engine: %w\n  nothing was loaded", strings.Join(names, ", "), err)
+	}
+	af, err := scanArchive(f.Name())
+	if err != nil {
+		return cleanup, err
+	}
+	af.took = time.Since(start)
+	for _, i := range spool {
+		im := images[i]
+		k := slices.IndexFunc(af.scan.Images, func(a imagearchive.Image) bool { return slices.Contains(a.Refs, im.refs[0]) })
+		if k < 0 || len(af.scan.Images[k].Manifests) != 1 || af.scan.Images[k].Manifests[0].Config != im.engine.ID {
+			return cleanup, fmt.Errorf("image %s changed in the Docker engine while it was being loaded; load it again\n  nothing was loaded", im.name)
+		}
+		im.archive, im.index, im.engine = af, k, nil
+	}
+	return cleanup, nil
+}
+
 // streamJob sends one archive stream to one or more nodes: the images
 // (indexes into the images slice) that they all need, from one source.
 type streamJob struct {
 	images []int
 	nodes  []int
 	total  int64
+	// carried is, per image, what the stream carries of it.
+	carried []imagearchive.Carried
+	// before is time spent on the stream before the job (see
+	// archiveFile.took).
+	before time.Duration
 	// open starts the stream.
 	open      func(ctx context.Context) (io.ReadCloser, error)
 	loadNodes []*loadNode
+	// full is the same job sending every layer, for a node whose import
+	// missed a layer it was counted on to have (its containerd collected
+	// it since it was asked); nil when the job sends every layer anyway.
+	full *streamJob
 }
 
 // streamJobs groups the imports: one job per archive file per node (a
@@ -494,7 +582,11 @@ func (p *Provider) streamJobs(images []*loadImage, nodes []*loadNode, plan [][]d
 			if len(sels) == 0 {
 				continue
 			}
-			jobs = append(jobs, archiveJob(af, sels, idx, j, nodes))
+			job := archiveJob(af, sels, idx, j, nodes, nodes[j].inv)
+			if job.reuses() {
+				job.full = archiveJob(af, sels, idx, j, nodes, nil)
+			}
+			jobs = append(jobs, job)
 		}
 	}
 	// Engine images: group nodes by what they need.
@@ -529,11 +621,14 @@ func (p *Provider) streamJobs(images []*loadImage, nodes []*loadNode, plan [][]d
 	return jobs
 }
 
-func archiveJob(af *archiveFile, sels []imagearchive.Selection, idx []int, j int, nodes []*loadNode) *streamJob {
-	job := &streamJob{images: idx, nodes: []int{j}, loadNodes: nodes}
-	planned, planErr := af.scan.Plan(sels)
+// archiveJob streams sels of an archive file to node j, leaving out the
+// layers have (the node's inventory, or nil) holds.
+func archiveJob(af *archiveFile, sels []imagearchive.Selection, idx []int, j int, nodes []*loadNode, have imagearchive.Have) *streamJob {
+	job := &streamJob{images: idx, nodes: []int{j}, loadNodes: nodes, carried: make([]imagearchive.Carried, len(idx)), before: af.took}
+	planned, planErr := af.scan.Plan(sels, have)
 	if planErr == nil {
 		job.total = planned.Bytes
+		copy(job.carried, planned.Images)
 	}
 	job.open = func(ctx context.Context) (io.ReadCloser, error) {
 		if planErr != nil {
@@ -554,6 +649,16 @@ func archiveJob(af *archiveFile, sels []imagearchive.Selection, idx []int, j int
 	return job
 }
 
+// reuses reports whether the job leaves out layers a node has.
+func (job *streamJob) reuses() bool {
+	for _, c := range job.carried {
+		if c.LayersReused > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes []*loadNode) *streamJob {
 	job := &streamJob{images: idx, loadNodes: nodes}
 	var names []string
@@ -570,6 +675,8 @@ func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes [
 		}
 		multi = multi || ei.Multi
 		job.total += ei.Size
+		// The engine's save carries the whole image.
+		job.carried = append(job.carried, imagearchive.Carried{LayersSent: len(ei.DiffIDs), Bytes: ei.Size})
 	}
 	if !multi {
 		// The classic store holds one platform per image; an engine
@@ -583,13 +690,35 @@ func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes [
 }
 
 // run streams the job's archive into each of its nodes at once and
-// reports each node's end.
-func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int, bytes int64, took time.Duration, err error)) {
-	start := time.Now()
+// reports each node's end. A node whose import missed a layer it was
+// counted on to have gets the full job once more.
+func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int, carried []imagearchive.Carried, took time.Duration, err error)) {
+	start := time.Now().Add(-job.before)
+	job.stream(ctx, opts, func(j int, _ int64, err error) {
+		if err != nil && job.full != nil && isMissingContent(err) {
+			job.full.run(ctx, opts, func(j int, carried []imagearchive.Carried, _ time.Duration, err error) {
+				done(j, carried, time.Since(start), err)
+			})
+			return
+		}
+		done(j, job.carried, time.Since(start), err)
+	})
+}
+
+// isMissingContent is ctr failing an import for want of a blob (its
+// "content digest ... not found").
+func isMissingContent(err error) bool {
+	var ee *node.ExitError
+	return errors.As(err, &ee) && strings.Contains(ee.Error(), "not found")
+}
+
+// stream sends the job's archive and reports each node's end with the
+// bytes it took.
+func (job *streamJob) stream(ctx context.Context, opts LoadOptions, done func(j int, sent int64, err error)) {
 	src, err := job.open(ctx)
 	if err != nil {
 		for _, j := range job.nodes {
-			done(j, 0, time.Since(start), err)
+			done(j, 0, err)
 		}
 		return
 	}
@@ -666,7 +795,7 @@ func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int
 			// The node's failure only echoes the broken source.
 			err = readErr
 		}
-		done(sk.j, sk.sent.Load(), time.Since(start), err)
+		done(sk.j, sk.sent.Load(), err)
 	}
 }
 

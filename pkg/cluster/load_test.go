@@ -36,13 +36,20 @@ type fakeContainerd struct {
 	configs  map[string]string // ref → config digest
 	platform map[string]string // ref → platform imported
 	files    map[string][]byte // Windows spool files
+	blobs    map[string]bool   // the content store, by digest
+	snaps    map[string]bool   // committed snapshots, by chain ID
 	imports  int
 	spooled  []string
+	// received are the layer blobs each import's archive carried.
+	received [][]string
+	// beforeImport, when set, runs as an import begins (a test's
+	// change to the node between its inventory and the import).
+	beforeImport func()
 }
 
 func newFakeContainerd(name string, os config.OS) *fakeContainerd {
 	return &fakeContainerd{name: name, os: os, targets: map[string]string{}, configs: map[string]string{},
-		platform: map[string]string{}, files: map[string][]byte{}}
+		platform: map[string]string{}, files: map[string][]byte{}, blobs: map[string]bool{}, snaps: map[string]bool{}}
 }
 
 // script recovers the script from a node handle's argv.
@@ -119,22 +126,76 @@ func (f *fakeContainerd) inventory(w io.Writer) {
 	}
 	fmt.Fprint(w, "---\n")
 	_ = json.NewEncoder(w).Encode(list)
+	// ctr content ls -q, then ctr snapshots ls.
+	fmt.Fprint(w, "---\n")
+	for _, d := range sortedKeys(f.blobs) {
+		fmt.Fprintln(w, d)
+	}
+	fmt.Fprint(w, "---\nKEY PARENT KIND\n")
+	for _, c := range sortedKeys(f.snaps) {
+		fmt.Fprintf(w, "%s  Committed\n", c)
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (f *fakeContainerd) load(r io.Reader, stderr io.Writer) error {
 	f.imports++
+	if f.beforeImport != nil {
+		f.beforeImport()
+	}
 	a, err := imagearchive.Scan(r)
 	if err != nil {
 		fmt.Fprintf(stderr, "ctr: %v\n", err)
 		return &node.ExitError{Code: 1}
 	}
+	// As containerd's import and unpack: a layer the archive lacks must
+	// be in the content store, or its chain already unpacked.
+	var got []string
 	for _, im := range a.Images {
 		if len(im.Manifests) != 1 {
 			fmt.Fprintf(stderr, "fake: hwk sent %d platforms of %s, want exactly the node's\n", len(im.Manifests), im.Name())
 			return &node.ExitError{Code: 1}
 		}
+		m := im.Manifests[0]
+		var diffIDs []string
+		for _, l := range m.Layers {
+			diffIDs = append(diffIDs, l.DiffID)
+		}
+		chains := imagearchive.ChainIDs(diffIDs)
+		for i, l := range m.Layers {
+			switch {
+			case a.HasBlob(l.Digest):
+				got = append(got, l.Digest)
+			case !f.blobs[l.Digest] && !f.snaps[chains[i]]:
+				fmt.Fprintf(stderr, "ctr: content digest %s: not found\n", l.Digest)
+				return &node.ExitError{Code: 1}
+			}
+		}
+	}
+	f.received = append(f.received, got)
+	for _, im := range a.Images {
+		m := im.Manifests[0]
+		var diffIDs []string
+		for _, l := range m.Layers {
+			diffIDs = append(diffIDs, l.DiffID)
+			if a.HasBlob(l.Digest) {
+				f.blobs[l.Digest] = true
+			}
+		}
+		for _, c := range imagearchive.ChainIDs(diffIDs) {
+			f.snaps[c] = true
+		}
+		f.blobs[m.Config], f.blobs[m.Digest] = true, true
 		for _, ref := range im.Refs {
-			f.targets[ref], f.configs[ref], f.platform[ref] = im.Manifests[0].Digest, im.Manifests[0].Config, im.Manifests[0].Platform.String()
+			f.targets[ref], f.configs[ref], f.platform[ref] = m.Digest, m.Config, m.Platform.String()
 		}
 	}
 	return nil
@@ -364,5 +425,181 @@ func TestLoadNamesUnknownNodes(t *testing.T) {
 	var nf *NotFoundError
 	if !errors.As(err, &nf) {
 		t.Errorf("unknown cluster: %v", err)
+	}
+}
+
+// rebuilt is a classic docker save of my/app at version v: two base
+// layers every version shares, and a top layer of its own.
+func rebuilt(v string, top int) []byte {
+	return imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:" + v}, Platforms: []string{linuxAMD64},
+		Base: []string{"app-base-os", "app-base-deps"}, LayerBytes: top, Seed: "app-" + v})
+}
+
+// TestLoadSendsOnlyMissingLayers: the rebuilt image goes with its new
+// top layer only, to each node, which says so; the node's containerd
+// (the fake checks as containerd does) takes the archive without the
+// layers it has, and holds the new version.
+func TestLoadSendsOnlyMissingLayers(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux", "w1", "linux")
+	ctx := context.Background()
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 64<<10))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := res.Images[0].Nodes[0]; nl.LayersSent != 3 || nl.LayersReused != 0 {
+		t.Errorf("first load: %+v, want all 3 layers sent", nl)
+	}
+	v2 := rebuilt("v2", 64<<10)
+	res, err = p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := scanBytes(t, v2).Images[0].Manifests[0].Layers[2]
+	for j, n := range []string{"cp", "w1"} {
+		nl := res.Images[0].Nodes[j]
+		if nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 2 || nl.Bytes < top.Size || nl.Bytes > top.Size+8<<10 {
+			t.Errorf("%s: %+v, want 1 layer sent (%d bytes and the config), 2 reused", n, nl, top.Size)
+		}
+		f := d.nodes[n]
+		if got := f.received[len(f.received)-1]; len(got) != 1 || got[0] != top.Digest {
+			t.Errorf("%s received %v, want only the top layer %s", n, got, top.Digest)
+		}
+		if _, ok := f.holds()["docker.io/my/app:v2"]; !ok {
+			t.Errorf("%s does not hold my/app:v2", n)
+		}
+	}
+}
+
+// TestLoadReusedBaseCorruptTopLoadsNothing: with the base reused, a
+// corrupt top layer still fails the whole load and no node imports
+// anything.
+func TestLoadReusedBaseCorruptTopLoadsNothing(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	ctx := context.Background()
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
+		t.Fatal(err)
+	}
+	before := d.nodes["cp"].imports
+	bad := imagearchivetest.Corrupt(rebuilt("v2", 0), []byte("app-v2-linux/amd64app-v2"))
+	_, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, bad)}})
+	if err == nil || !strings.Contains(err.Error(), "archive is corrupt") || !strings.Contains(err.Error(), "nothing was loaded") {
+		t.Fatalf("LoadImages = %v, want a corrupt-archive error", err)
+	}
+	if f := d.nodes["cp"]; f.imports != before {
+		t.Errorf("the node imported %d times after the corrupt archive", f.imports-before)
+	}
+	if _, ok := d.nodes["cp"].holds()["docker.io/my/app:v2"]; ok {
+		t.Error("the corrupt image is on the node")
+	}
+}
+
+// TestLoadResendsWhatTheNodeLostMeanwhile: a layer the node had when
+// asked is gone by the import (its containerd collected it): the import
+// fails for want of it, and hwk sends the whole image once more.
+func TestLoadResendsWhatTheNodeLostMeanwhile(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	ctx := context.Background()
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
+		t.Fatal(err)
+	}
+	f := d.nodes["cp"]
+	f.beforeImport = func() {
+		f.blobs, f.snaps, f.beforeImport = map[string]bool{}, map[string]bool{}, nil
+	}
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v2", 0))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadLoaded || nl.LayersSent != 3 || nl.LayersReused != 0 {
+		t.Errorf("after the retry: %+v, want all 3 layers sent", nl)
+	}
+	if got := f.received[len(f.received)-1]; len(got) != 3 {
+		t.Errorf("the retry carried %d layers, want 3", len(got))
+	}
+}
+
+// TestLoadFiguresPerImage: images sharing one stream each report their
+// own bytes, not the stream's.
+func TestLoadFiguresPerImage(t *testing.T) {
+	p, _ := loadCluster(t, "cp", "linux")
+	archive := imagearchivetest.OCI(
+		imagearchivetest.Image{Refs: []string{"example.com/big:1"}, Platforms: []string{linuxAMD64}, LayerBytes: 1 << 20},
+		imagearchivetest.Image{Refs: []string{"example.com/small:1"}, Platforms: []string{linuxAMD64}, LayerBytes: 2 << 10},
+	)
+	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, archive)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, small := res.Images[0].Nodes[0].Bytes, res.Images[1].Nodes[0].Bytes
+	if big < 1<<20 || big > 1<<20+16<<10 || small < 2<<10 || small > 16<<10 {
+		t.Errorf("bytes: big %d, small %d; want each its own (1 MiB and 2 KiB, with tar headers and configs)", big, small)
+	}
+}
+
+// TestLoadEngineImageSendsOnlyMissingLayers: an engine image (classic
+// store) of which the node has the base goes through a saved file and
+// sends its top layer only.
+func TestLoadEngineImageSendsOnlyMissingLayers(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	ctx := context.Background()
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
+		t.Fatal(err)
+	}
+	v2 := rebuilt("v2", 32<<10)
+	a := scanBytes(t, v2)
+	m := a.Images[0].Manifests[0]
+	var diffIDs []string
+	for _, l := range m.Layers {
+		diffIDs = append(diffIDs, l.DiffID)
+	}
+	f := &fakeEngine{api: "1.41", archive: v2, inspect: map[string]any{
+		"Id": a.Images[0].Digest, "RepoTags": []string{"my/app:v2"}, "Os": "linux", "Architecture": "amd64", "Size": len(v2),
+		"RootFS": map[string]any{"Type": "layers", "Layers": diffIDs},
+	}}
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 2 {
+		t.Errorf("engine image: %+v, want 1 layer sent, 2 reused", nl)
+	}
+	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
+		t.Errorf("received %v, want the top layer only", got[len(got)-1])
+	}
+	if n := len(f.saw("/images/get")); n != 1 {
+		t.Errorf("the engine saved %d times, want once", n)
+	}
+}
+
+func scanBytes(t *testing.T, data []byte) *imagearchive.Archive {
+	t.Helper()
+	a, err := imagearchive.Scan(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestLoadWindowsImageOnItsPreloadedBase: a Windows node whose image
+// preloaded the base layer (as the Windows node image preloads
+// servercore and nanoserver) gets the app's own layer only, through its
+// spool file.
+func TestLoadWindowsImageOnItsPreloadedBase(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux", "win22", "2022")
+	base := []string{"servercore-ltsc2022"}
+	preloaded := scanBytes(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"mcr.microsoft.com/windows/servercore:ltsc2022"},
+		Platforms: []string{win2022}, Base: base, Gzip: true})).Images[0].Manifests[0]
+	d.nodes["win22"].blobs[preloaded.Layers[0].Digest] = true
+	app := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"example.com/winapp:1"}, Platforms: []string{win2022}, Base: base, Gzip: true, LayerBytes: 4 << 10})
+	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, app)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := res.Images[0].Nodes[1]; nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 1 {
+		t.Errorf("win22: %+v, want the app layer sent and the base reused", nl)
+	}
+	f := d.nodes["win22"]
+	if got := f.received[len(f.received)-1]; len(got) != 1 || got[0] == preloaded.Layers[0].Digest {
+		t.Errorf("win22 received %v, want the app's layer only", got)
 	}
 }

@@ -87,7 +87,7 @@ func printLoadResult(w io.Writer, res *cluster.LoadResult) {
 		for _, n := range im.Nodes {
 			switch n.Outcome {
 			case cluster.LoadLoaded:
-				parts = append(parts, fmt.Sprintf("loaded to %s in %s (%s)", n.Node, ui.FormatDuration(n.Took), rate(n.Bytes, n.Took)))
+				parts = append(parts, fmt.Sprintf("loaded to %s in %s (%s%s)", n.Node, ui.FormatDuration(n.Took), rate(n.Bytes, n.Took), layers(n)))
 			case cluster.LoadTagged:
 				parts = append(parts, fmt.Sprintf("tagged on %s (it held the image under another name)", n.Node))
 			case cluster.LoadPresent:
@@ -106,6 +106,19 @@ func printLoadResult(w io.Writer, res *cluster.LoadResult) {
 		}
 		fmt.Fprintf(w, "%s: %s\n", strings.Join(im.Names, ", "), strings.Join(parts, "; "))
 	}
+}
+
+// layers says what of the image went and what the node had, when it had
+// some.
+func layers(n cluster.NodeLoad) string {
+	if n.LayersReused == 0 {
+		return ""
+	}
+	sent := "layers"
+	if n.LayersSent == 1 {
+		sent = "layer"
+	}
+	return fmt.Sprintf("; %d %s sent, %d reused", n.LayersSent, sent, n.LayersReused)
 }
 
 func rate(bytes int64, took time.Duration) string {

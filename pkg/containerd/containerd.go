@@ -41,7 +41,20 @@ type Inventory struct {
 	// Targets maps each image name to the digest of what it points at (a
 	// manifest or an index), as ctr shows it.
 	Targets map[string]string
+	// Blobs are the digests of the content it holds (layers, configs,
+	// manifests), and Snapshots the chain IDs of the layers it has
+	// unpacked: a layer in either need not be sent again (an import
+	// whose archive lacks a layer takes the blob from the content store,
+	// and unpacking skips a layer whose chain is already a snapshot).
+	Blobs     map[string]bool
+	Snapshots map[string]bool
 }
+
+// Blob reports whether the node holds the content of digest.
+func (inv *Inventory) Blob(digest string) bool { return inv.Blobs[digest] }
+
+// Snapshot reports whether the node has unpacked the layer chain chainID.
+func (inv *Inventory) Snapshot(chainID string) bool { return inv.Snapshots[chainID] }
 
 // Has reports whether ref names an image whose ID or target is one of
 // digests.
@@ -85,8 +98,9 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// inventoryScript prints the architecture, ctr's image list and crictl's,
-// with a separator line between them: one round trip per node. On Windows
+// inventoryScript prints the architecture, ctr's image list, crictl's,
+// the content store's digests and the snapshots, with a separator line
+// between them: one round trip per node. On Windows
 // the programs run under 'Continue': what they write to stderr (crictl
 // warns there when it has no config file) must neither end the script,
 // as one line would under 'Stop' when PowerShell captures it, nor reach
@@ -103,15 +117,25 @@ $env:PROCESSOR_ARCHITECTURE
 if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
 '---'
 & %s images -o json
+if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+'---'
+& %s -n %s content ls -q
+if ($LASTEXITCODE -ne 0) { exit $LASTEXITCODE }
+'---'
+& %s -n %s snapshots --snapshotter windows ls
 exit $LASTEXITCODE
-`, requirePrograms(windowsCtr, windowsCrictl), psQuote(windowsCtr), Namespace, psQuote(windowsCrictl))
+`, requirePrograms(windowsCtr, windowsCrictl), psQuote(windowsCtr), Namespace, psQuote(windowsCrictl), psQuote(windowsCtr), Namespace, psQuote(windowsCtr), Namespace)
 	}
 	return fmt.Sprintf(`set -e
 uname -m
 echo ---
-ctr -n %s images ls
+ctr -n %[1]s images ls
 echo ---
 crictl images -o json
+echo ---
+ctr -n %[1]s content ls -q
+echo ---
+ctr -n %[1]s snapshots ls
 `, Namespace)
 }
 
@@ -130,11 +154,37 @@ func List(ctx context.Context, n *node.Node) (*Inventory, error) {
 
 func parseInventory(s string) (*Inventory, error) {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
-	parts := strings.SplitN(s, "\n---\n", 3)
-	if len(parts) != 3 {
+	// Sections are separated by lines of "---"; a section may be empty
+	// (no content, no snapshots).
+	var parts []string
+	var cur strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if line == "---" && len(parts) < 4 {
+			parts = append(parts, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line + "\n")
+	}
+	parts = append(parts, cur.String())
+	if len(parts) != 5 {
 		return nil, fmt.Errorf("unexpected output: %q", node.LastLines(s, 3))
 	}
-	inv := &Inventory{Arch: strings.TrimSpace(parts[0]), IDs: map[string][]string{}, Targets: map[string]string{}}
+	inv := &Inventory{Arch: strings.TrimSpace(parts[0]), IDs: map[string][]string{}, Targets: map[string]string{},
+		Blobs: map[string]bool{}, Snapshots: map[string]bool{}}
+	for _, line := range strings.Split(parts[3], "\n") {
+		if d := strings.TrimSpace(line); strings.HasPrefix(d, "sha256:") {
+			inv.Blobs[d] = true
+		}
+	}
+	// KEY PARENT KIND: a committed snapshot's key is its chain ID; the
+	// active ones are containers' writable layers.
+	for _, line := range strings.Split(parts[4], "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[len(f)-1] == "Committed" && strings.HasPrefix(f[0], "sha256:") {
+			inv.Snapshots[f[0]] = true
+		}
+	}
 	sc := bufio.NewScanner(strings.NewReader(parts[1]))
 	for first := true; sc.Scan(); first = false {
 		f := strings.Fields(sc.Text())

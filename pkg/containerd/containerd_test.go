@@ -11,7 +11,10 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// What a Linux node printed (ctr 2.3 and crictl 1.36), trimmed.
+// What a Linux node printed (ctr 2.3 and crictl 1.36), trimmed: the
+// architecture, ctr's images, crictl's, ctr's content digests (-q) and
+// snapshots (KEY PARENT KIND; a base layer's snapshot has no parent, a
+// container's writable one is Active and keyed by a random ID).
 const linuxInventory = `x86_64
 ---
 REF                                                                     TYPE                                                 DIGEST                                                                  SIZE      PLATFORMS   LABELS
@@ -28,6 +31,15 @@ sha256:1aefbc84a6d94ab7d4a2f5a026c01ab0a2a7e33622de303374700e272fa3d4c1 applicat
     }
   ]
 }
+---
+sha256:1aefbc84a6d94ab7d4a2f5a026c01ab0a2a7e33622de303374700e272fa3d4c1
+sha256:2b4d1b426290f5682cf694e0b4eb555754b53615d10007b8c7a19b20fb8321d5
+sha256:e09907930675e0ac35d6d9aa5c92b4f7d45358a7da2ec44a446cf95cd3e3930c
+---
+KEY                                                                     PARENT                                                                  KIND      
+230b8d20224e015d6ccfb6c296e3458e891214973a049d5f291b178e95f52275        sha256:740088d7002ed629de941d303b49a6406d5a36bb91a07df32b79cd03c9a0a9e1 Active    
+sha256:2b4d1b426290f5682cf694e0b4eb555754b53615d10007b8c7a19b20fb8321d5                                                                         Committed 
+sha256:740088d7002ed629de941d303b49a6406d5a36bb91a07df32b79cd03c9a0a9e1 sha256:2b4d1b426290f5682cf694e0b4eb555754b53615d10007b8c7a19b20fb8321d5 Committed 
 `
 
 func TestParseInventory(t *testing.T) {
@@ -57,10 +69,22 @@ func TestParseInventory(t *testing.T) {
 			if got := inv.NameFor("sha256:0000"); got != "" {
 				t.Errorf("NameFor an unknown digest = %q", got)
 			}
+			if !inv.Blob("sha256:2b4d1b426290f5682cf694e0b4eb555754b53615d10007b8c7a19b20fb8321d5") || inv.Blob("sha256:740088d7002ed629de941d303b49a6406d5a36bb91a07df32b79cd03c9a0a9e1") {
+				t.Errorf("blobs: %v", inv.Blobs)
+			}
+			if len(inv.Snapshots) != 2 || !inv.Snapshot("sha256:2b4d1b426290f5682cf694e0b4eb555754b53615d10007b8c7a19b20fb8321d5") ||
+				!inv.Snapshot("sha256:740088d7002ed629de941d303b49a6406d5a36bb91a07df32b79cd03c9a0a9e1") {
+				t.Errorf("snapshots: %v", inv.Snapshots)
+			}
 		})
 	}
 	if _, err := parseInventory("x86_64\n"); err == nil {
 		t.Error("cut-short output parsed")
+	}
+	// A node with no content and no snapshots prints empty sections.
+	empty := "x86_64\n---\nREF TYPE DIGEST SIZE PLATFORMS LABELS\n---\n{\"images\":[]}\n---\n---\nKEY PARENT KIND\n"
+	if inv, err := parseInventory(empty); err != nil || len(inv.Blobs) != 0 || len(inv.Snapshots) != 0 {
+		t.Errorf("empty sections: %+v %v", inv, err)
 	}
 }
 

@@ -104,10 +104,22 @@ type Manifest struct {
 	// it never pulled); such a manifest cannot be loaded.
 	Missing string
 
+	// Layers are the image's layers, base first.
+	Layers []Layer
+
 	mediaType string
 	raw       []byte // the manifest's JSON
 	// blobs are the digests of the config and layers.
 	blobs []string
+}
+
+// Layer is one layer of a manifest: its blob (compressed or not) and
+// the digest of its uncompressed content, the config's diff ID ("" when
+// the archive lacks the config).
+type Layer struct {
+	Digest string
+	DiffID string
+	Size   int64
 }
 
 // entry is one file of the archive.
@@ -392,6 +404,7 @@ func (a *Archive) manifests(d descriptor, depth int) ([]Manifest, error) {
 		m.Bytes += be.size
 	}
 	m.Config = mf.Config.Digest
+	var diffIDs []string
 	if ce := a.blobs[mf.Config.Digest]; ce != nil {
 		var c imageConfig
 		if err := json.Unmarshal(ce.data, &c); err != nil {
@@ -400,6 +413,14 @@ func (a *Archive) manifests(d descriptor, depth int) ([]Manifest, error) {
 		// The config is the image's own word on its platform; an
 		// index entry may leave os.version out.
 		m.Platform = c.platform()
+		diffIDs = c.RootFS.DiffIDs
+	}
+	for i, l := range mf.Layers {
+		layer := Layer{Digest: l.Digest, Size: l.Size}
+		if len(diffIDs) == len(mf.Layers) {
+			layer.DiffID = diffIDs[i]
+		}
+		m.Layers = append(m.Layers, layer)
 	}
 	return []Manifest{m}, nil
 }
@@ -455,6 +476,7 @@ func (a *Archive) readDocker() error {
 			a.blobs[le.digest] = le
 			mf.Layers = append(mf.Layers, descriptor{MediaType: layerMediaType(le.head), Digest: le.digest, Size: le.size})
 			m.blobs = append(m.blobs, le.digest)
+			m.Layers = append(m.Layers, Layer{Digest: le.digest, DiffID: c.RootFS.DiffIDs[i], Size: le.size})
 			m.Bytes += le.size
 		}
 		raw, err := json.Marshal(mf)
@@ -558,6 +580,9 @@ type Selection struct {
 // ErrIncomplete is a selected manifest whose blobs the archive lacks.
 var ErrIncomplete = errors.New("the archive lacks part of the image")
 
+// HasBlob reports whether the archive holds the blob digest.
+func (a *Archive) HasBlob(digest string) bool { return a.blobs[digest] != nil }
+
 // Plan is the archive a node gets: its index and the blobs it needs.
 type Plan struct {
 	index []byte
@@ -565,10 +590,66 @@ type Plan struct {
 	// Bytes is how much the written archive holds, a little less than
 	// Write's count (tar headers).
 	Bytes int64
+	// Images are, per selection, what of it the archive carries.
+	Images []Carried
 }
 
-// Plan works out the archive of sels.
-func (a *Archive) Plan(sels []Selection) (*Plan, error) {
+// Carried is what a plan's archive carries of one selection: the layers
+// it sends and the bytes they and the image's manifest and config add
+// (a layer two selections share counts for the first), and the layers it
+// leaves out because the node has them.
+type Carried struct {
+	LayersSent, LayersReused int
+	Bytes                    int64
+}
+
+// Have is what a node already holds: content by digest, and unpacked
+// layer chains by chain ID. A layer it has either way need not be sent:
+// containerd imports an archive that lacks it, taking the blob from its
+// content store or skipping the unpack of a chain it has.
+type Have interface {
+	Blob(digest string) bool
+	Snapshot(chainID string) bool
+}
+
+// ChainIDs are the chain IDs of a stack of layers given by their diff
+// IDs, base first (the OCI image spec's ChainID: the base's diff ID,
+// then the digest of "parent chain ID, space, diff ID").
+func ChainIDs(diffIDs []string) []string {
+	out := make([]string, len(diffIDs))
+	for i, d := range diffIDs {
+		if i == 0 {
+			out[i] = d
+			continue
+		}
+		out[i] = digestOf([]byte(out[i-1] + " " + d))
+	}
+	return out
+}
+
+// reused reports, per layer of m, whether have holds it.
+func (m Manifest) reused(have Have) []bool {
+	out := make([]bool, len(m.Layers))
+	if have == nil {
+		return out
+	}
+	var diffIDs []string
+	for _, l := range m.Layers {
+		diffIDs = append(diffIDs, l.DiffID)
+	}
+	chains := ChainIDs(diffIDs)
+	known := true
+	for i, l := range m.Layers {
+		// A chain is known only while every diff ID below it is.
+		known = known && l.DiffID != ""
+		out[i] = have.Blob(l.Digest) || (known && have.Snapshot(chains[i]))
+	}
+	return out
+}
+
+// Plan works out the archive of sels for a node that holds have (nil:
+// nothing), which the archive then leaves out.
+func (a *Archive) Plan(sels []Selection, have Have) (*Plan, error) {
 	p := &Plan{blobs: map[string]bool{}}
 	idx := index{SchemaVersion: 2, MediaType: mediaOCIIndex, Manifests: []descriptor{}}
 	for _, s := range sels {
@@ -581,14 +662,27 @@ func (a *Archive) Plan(sels []Selection) (*Plan, error) {
 		if len(refs) == 0 {
 			refs = im.Refs
 		}
+		var c Carried
+		skip := map[string]bool{}
+		for i, r := range m.reused(have) {
+			if r {
+				skip[m.Layers[i].Digest] = true
+				c.LayersReused++
+			} else {
+				c.LayersSent++
+			}
+		}
 		p.blobs[m.Digest] = true
 		for _, b := range m.blobs {
-			if !p.blobs[b] {
+			if !p.blobs[b] && !skip[b] {
 				p.blobs[b] = true
 				p.Bytes += a.blobs[b].size
+				c.Bytes += a.blobs[b].size
 			}
 		}
 		p.Bytes += int64(len(m.raw))
+		c.Bytes += int64(len(m.raw))
+		p.Images = append(p.Images, c)
 		plat := &ociPlatform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant, OSVersion: m.Platform.OSVersion}
 		for _, ref := range refs {
 			idx.Manifests = append(idx.Manifests, descriptor{

@@ -131,7 +131,7 @@ func TestScanMissingPlatform(t *testing.T) {
 	if ms[0].Missing != "" || ms[1].Missing == "" {
 		t.Fatalf("missing = %q, %q; want only arm64 missing", ms[0].Missing, ms[1].Missing)
 	}
-	if _, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 1}}); !errors.Is(err, imagearchive.ErrIncomplete) {
+	if _, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 1}}, nil); !errors.Is(err, imagearchive.ErrIncomplete) {
 		t.Errorf("Plan of the missing platform: %v, want ErrIncomplete", err)
 	}
 }
@@ -176,7 +176,7 @@ func tarOf(files map[string]string) []byte {
 func rewrite(t *testing.T, src []byte, sels ...imagearchive.Selection) (from, written *imagearchive.Archive) {
 	t.Helper()
 	a := scan(t, src)
-	plan, err := a.Plan(sels)
+	plan, err := a.Plan(sels, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestWriteClassicAsOCI(t *testing.T) {
 func TestWritePoisonsOnChange(t *testing.T) {
 	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}, LayerBytes: 64 << 10})
 	a := scan(t, src)
-	plan, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 0}})
+	plan, err := a.Plan([]imagearchive.Selection{{Image: 0, Manifest: 0}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,5 +246,109 @@ func TestWritePoisonsOnChange(t *testing.T) {
 		if _, err := io.Copy(io.Discard, tr); err != nil {
 			break
 		}
+	}
+}
+
+// holds is a node's inventory for Plan: blobs by digest, snapshots by
+// chain ID.
+type holds struct{ blobs, snaps map[string]bool }
+
+func (h holds) Blob(d string) bool     { return h.blobs[d] }
+func (h holds) Snapshot(c string) bool { return h.snaps[c] }
+
+// planned plans sels against have, writes the archive and scans it.
+func planned(t *testing.T, src []byte, have imagearchive.Have, sels ...imagearchive.Selection) (*imagearchive.Plan, *imagearchive.Archive) {
+	t.Helper()
+	a := scan(t, src)
+	p, err := a.Plan(sels, have)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := a.Write(&out, bytes.NewReader(src), p); err != nil {
+		t.Fatal(err)
+	}
+	return p, scan(t, out.Bytes())
+}
+
+// TestPlanSkipsWhatTheNodeHas: a rebuilt image whose two base layers the
+// node holds as content (a classic save: blobs are diff IDs) goes with its
+// top layer only; the written archive lacks exactly those blobs and says
+// so in its figures; and a second image sharing the base in the same plan
+// does not send it either.
+func TestPlanSkipsWhatTheNodeHas(t *testing.T) {
+	base := []string{"base-os", "base-runtime"}
+	v1 := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:v1"}, Platforms: []string{"linux/amd64"}, Base: base, LayerBytes: 4096})
+	old := scan(t, v1).Images[0].Manifests[0]
+	src := imagearchivetest.Docker(
+		imagearchivetest.Image{Refs: []string{"my/app:v2"}, Platforms: []string{"linux/amd64"}, Base: base, LayerBytes: 8192},
+		imagearchivetest.Image{Refs: []string{"my/tool:v1"}, Platforms: []string{"linux/amd64"}, Base: base},
+	)
+	have := holds{blobs: map[string]bool{old.Layers[0].Digest: true, old.Layers[1].Digest: true}}
+	p, got := planned(t, src, have, imagearchive.Selection{Image: 0}, imagearchive.Selection{Image: 1})
+	a := scan(t, src)
+	m := a.Images[0].Manifests[0]
+	if len(m.Layers) != 3 || m.Layers[0].Digest != old.Layers[0].Digest || m.Layers[2].Digest == old.Layers[2].Digest {
+		t.Fatalf("the crafted images do not share their base: %+v / %+v", m.Layers, old.Layers)
+	}
+	if c := p.Images[0]; c.LayersSent != 1 || c.LayersReused != 2 || c.Bytes < 8192 || c.Bytes > 8192+4096 {
+		t.Errorf("v2 carried %+v, want 1 layer sent (its 8 KiB top), 2 reused", c)
+	}
+	if c := p.Images[1]; c.LayersSent != 1 || c.LayersReused != 2 {
+		t.Errorf("tool carried %+v, want 1 sent, 2 reused", c)
+	}
+	for _, im := range got.Images {
+		gm := im.Manifests[0]
+		if gm.Missing == "" || !have.blobs[gm.Missing] {
+			t.Errorf("%s: written archive lacks %q, want a base layer the node has", im.Name(), gm.Missing)
+		}
+	}
+	if !got.HasBlob(m.Layers[2].Digest) || got.HasBlob(m.Layers[0].Digest) || got.HasBlob(m.Layers[1].Digest) {
+		t.Error("the written archive does not hold exactly the top layers")
+	}
+	// A node with nothing gets everything.
+	full, _ := planned(t, src, holds{}, imagearchive.Selection{Image: 0})
+	if c := full.Images[0]; c.LayersSent != 3 || c.LayersReused != 0 || full.Bytes <= p.Bytes {
+		t.Errorf("with nothing on the node: %+v, %d bytes (vs %d)", c, full.Bytes, p.Bytes)
+	}
+}
+
+// TestPlanSkipsLayersUnpackedUnderAnotherCompression: the node unpacked
+// the base from a registry's gzip layer (so its content store has the
+// compressed digest, if anything), and the archive holds it
+// uncompressed: the chain of diff IDs finds the snapshot, and the layer
+// is not sent. A chain broken below (the node lacks the first layer) is
+// not taken for the second.
+func TestPlanSkipsLayersUnpackedUnderAnotherCompression(t *testing.T) {
+	base := []string{"base-os", "base-runtime"}
+	pulled := scan(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/app:v1"}, Platforms: []string{"linux/amd64"}, Base: base, Gzip: true})).Images[0].Manifests[0]
+	src := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:v2"}, Platforms: []string{"linux/amd64"}, Base: base})
+	m := scan(t, src).Images[0].Manifests[0]
+	if pulled.Layers[0].Digest == m.Layers[0].Digest || pulled.Layers[0].DiffID != m.Layers[0].DiffID {
+		t.Fatalf("want the same layer under two compressions: %+v / %+v", pulled.Layers[0], m.Layers[0])
+	}
+	chains := imagearchive.ChainIDs([]string{pulled.Layers[0].DiffID, pulled.Layers[1].DiffID})
+	have := holds{blobs: map[string]bool{pulled.Layers[0].Digest: true, pulled.Layers[1].Digest: true}, snaps: map[string]bool{chains[0]: true, chains[1]: true}}
+	p, _ := planned(t, src, have, imagearchive.Selection{Image: 0})
+	if c := p.Images[0]; c.LayersSent != 1 || c.LayersReused != 2 {
+		t.Errorf("carried %+v, want the top sent and the unpacked base reused", c)
+	}
+	otherBase := imagearchive.ChainIDs([]string{"sha256:other", pulled.Layers[1].DiffID})[1]
+	p, _ = planned(t, src, holds{snaps: map[string]bool{otherBase: true}}, imagearchive.Selection{Image: 0})
+	if c := p.Images[0]; c.LayersReused != 0 {
+		t.Errorf("a second layer over another base was taken for this one: %+v", c)
+	}
+}
+
+// TestPlanWindowsBaseLayer: a Windows image whose base layer the node's
+// image preloaded sends its own layer only.
+func TestPlanWindowsBaseLayer(t *testing.T) {
+	base := []string{"servercore-ltsc2022-base"}
+	nodeBase := scan(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"mcr.microsoft.com/windows/servercore:ltsc2022"}, Platforms: []string{"windows/amd64:10.0.20348.2655"}, Base: base, Gzip: true})).Images[0].Manifests[0]
+	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/winapp:v1"}, Platforms: []string{"windows/amd64:10.0.20348.2655"}, Base: base, Gzip: true, LayerBytes: 2048})
+	have := holds{blobs: map[string]bool{nodeBase.Layers[0].Digest: true}}
+	p, _ := planned(t, src, have, imagearchive.Selection{Image: 0})
+	if c := p.Images[0]; c.LayersSent != 1 || c.LayersReused != 1 {
+		t.Errorf("carried %+v, want the app layer sent and the base reused", c)
 	}
 }

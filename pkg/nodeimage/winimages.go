@@ -220,7 +220,7 @@ func (s *scannedArchive) extract(ref string, host imagearchive.Platform, hostPro
 		return "", err
 	}
 	want, _ := imagearchive.NormalizeRef(ref)
-	plan, err := s.a.Plan([]imagearchive.Selection{{Image: i, Manifest: j, Refs: []string{want}}})
+	plan, err := s.a.Plan([]imagearchive.Selection{{Image: i, Manifest: j, Refs: []string{want}}}, nil)
 	if err != nil {
 		return "", fmt.Errorf("--image-archive %s: %w", s.path, err)
 	}

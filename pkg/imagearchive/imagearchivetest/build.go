@@ -6,10 +6,12 @@ package imagearchivetest
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -25,6 +27,40 @@ type Image struct {
 	Drop []int
 	// LayerBytes sizes the one layer each platform gets; 0 means 1 KiB.
 	LayerBytes int
+	// Base are layers below each platform's own, by seed: the same seed
+	// makes the same layer, so images that name it share it.
+	Base []string
+	// Gzip compresses the layers (OCI layouts only), as registries hold
+	// them: a layer's digest is then not its diff ID.
+	Gzip bool
+	// Seed makes each platform's own layer (with the platform); empty
+	// is the image's place in the archive.
+	Seed string
+}
+
+// layers are a platform's layers, base first: their content (as stored)
+// and diff IDs.
+func (im Image) layers(own string) (stored [][]byte, diffIDs []string) {
+	if im.Seed != "" {
+		own = im.Seed + "-" + own[strings.Index(own, "-")+1:]
+	}
+	for _, seed := range append(slices.Clone(im.Base), own) {
+		size := im.LayerBytes
+		if seed != own {
+			size = 0
+		}
+		l := layer(seed, size)
+		diffIDs = append(diffIDs, digest(l))
+		if im.Gzip {
+			var z bytes.Buffer
+			zw := gzip.NewWriter(&z)
+			_, _ = zw.Write(l)
+			_ = zw.Close()
+			l = z.Bytes()
+		}
+		stored = append(stored, l)
+	}
+	return stored, diffIDs
 }
 
 type blob struct {
@@ -64,8 +100,8 @@ func layer(seed string, size int) []byte {
 	return b.Bytes()
 }
 
-func config(plat map[string]string, diffID string) []byte {
-	c := map[string]any{"rootfs": map[string]any{"type": "layers", "diff_ids": []string{diffID}}, "config": map[string]any{}}
+func config(plat map[string]string, diffIDs ...string) []byte {
+	c := map[string]any{"rootfs": map[string]any{"type": "layers", "diff_ids": diffIDs}, "config": map[string]any{}}
 	for k, v := range plat {
 		c[k] = v
 	}
@@ -86,14 +122,21 @@ func OCI(images ...Image) []byte {
 		var descs []map[string]any
 		for i, p := range im.Platforms {
 			plat := parse(p)
-			l := layer(fmt.Sprintf("%d-%s", n, p), im.LayerBytes)
-			ld, ls := digest(l), int64(len(l))
-			cfg := config(plat, ld)
+			stored, diffIDs := im.layers(fmt.Sprintf("%d-%s", n, p))
+			mediaType := "application/vnd.oci.image.layer.v1.tar"
+			if im.Gzip {
+				mediaType += "+gzip"
+			}
+			var lds []map[string]any
+			for _, l := range stored {
+				lds = append(lds, map[string]any{"mediaType": mediaType, "digest": digest(l), "size": len(l)})
+			}
+			cfg := config(plat, diffIDs...)
 			cd, cs := digest(cfg), int64(len(cfg))
 			mf, _ := json.Marshal(map[string]any{
 				"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
 				"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cs},
-				"layers": []map[string]any{{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": ld, "size": ls}},
+				"layers": lds,
 			})
 			dropped := false
 			for _, d := range im.Drop {
@@ -104,7 +147,9 @@ func OCI(images ...Image) []byte {
 			if dropped {
 				md, ms = digest(mf), int64(len(mf))
 			} else {
-				add(l)
+				for _, l := range stored {
+					add(l)
+				}
 				add(cfg)
 				md, ms = add(mf)
 			}
@@ -149,18 +194,26 @@ func Docker(images ...Image) []byte {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
 	var manifest []map[string]any
+	written := map[string]bool{}
 	for n, im := range images {
 		plat := parse(im.Platforms[0])
-		l := layer(fmt.Sprintf("%d-%s", n, im.Platforms[0]), im.LayerBytes)
-		ld := digest(l)
-		cfg := config(plat, ld)
+		stored, diffIDs := im.layers(fmt.Sprintf("%d-%s", n, im.Platforms[0]))
+		cfg := config(plat, diffIDs...)
 		cd := strings.TrimPrefix(digest(cfg), "sha256:")
-		dir := strings.TrimPrefix(digest([]byte(ld+cd)), "sha256:")
-		file(tw, dir+"/VERSION", []byte("1.0"))
-		file(tw, dir+"/json", []byte("{}"))
-		file(tw, dir+"/layer.tar", l)
+		var paths []string
+		for i, l := range stored {
+			// Docker names a layer's directory by a v1 ID of its chain.
+			dir := strings.TrimPrefix(digest([]byte(strings.Join(diffIDs[:i+1], " "))), "sha256:")
+			if !written[dir] {
+				written[dir] = true
+				file(tw, dir+"/VERSION", []byte("1.0"))
+				file(tw, dir+"/json", []byte("{}"))
+				file(tw, dir+"/layer.tar", l)
+			}
+			paths = append(paths, dir+"/layer.tar")
+		}
 		file(tw, cd+".json", cfg)
-		manifest = append(manifest, map[string]any{"Config": cd + ".json", "RepoTags": im.Refs, "Layers": []string{dir + "/layer.tar"}})
+		manifest = append(manifest, map[string]any{"Config": cd + ".json", "RepoTags": im.Refs, "Layers": paths})
 	}
 	mj, _ := json.Marshal(manifest)
 	file(tw, "manifest.json", mj)
