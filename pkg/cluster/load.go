@@ -503,9 +503,16 @@ func spoolEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNo
 	for _, i := range spool {
 		names = append(names, images[i].engine.SaveNames...)
 	}
+	// The scan reads the save as it comes and the file takes a copy, so
+	// that knowing the layers costs no second read of the whole image.
+	var scanned *imagearchive.Archive
+	var scanErr error
 	rc, err := images[spool[0]].eng.Save(ctx, names, nil)
 	if err == nil {
-		_, err = io.Copy(f, rc)
+		tee := io.TeeReader(rc, f)
+		if scanned, scanErr = imagearchive.Scan(tee); scanErr == nil {
+			_, err = io.Copy(io.Discard, tee) // the tar's end padding, for the file
+		}
 		rc.Close()
 	}
 	if cerr := f.Close(); err == nil {
@@ -514,11 +521,10 @@ func spoolEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNo
 	if err != nil {
 		return cleanup, fmt.Errorf("save %s from the Docker engine: %w\n  nothing was loaded", strings.Join(names, ", "), err)
 	}
-	af, err := scanArchive(f.Name())
-	if err != nil {
-		return cleanup, err
+	if scanErr != nil {
+		return cleanup, fmt.Errorf("the Docker engine's save of %s: %w\n  nothing was loaded", strings.Join(names, ", "), scanErr)
 	}
-	af.took = time.Since(start)
+	af := &archiveFile{path: f.Name(), scan: scanned, took: time.Since(start)}
 	for _, i := range spool {
 		im := images[i]
 		k := slices.IndexFunc(af.scan.Images, func(a imagearchive.Image) bool { return slices.Contains(a.Refs, im.refs[0]) })
