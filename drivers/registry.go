@@ -93,10 +93,7 @@ func check(ctx context.Context, d Driver) Availability {
 	if e, ok := d.(Experimental); ok {
 		a.Experimental, a.Limits = true, e.Limits()
 	}
-	detail, err := d.Preflight(ctx)
-	if u, ok := d.(UpChecker); ok && err == nil {
-		err = u.CheckUp(ctx)
-	}
+	detail, err := PreflightUp(ctx, d)
 	if err == nil {
 		a.Available, a.Detail = true, detail
 		if e, ok := d.(Emulator); ok {

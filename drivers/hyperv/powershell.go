@@ -301,6 +301,10 @@ func (s *Session) Close() error {
 // quote is s as a PowerShell single-quoted string, in which nothing is
 // expanded. PowerShell ends such a string at ' and at the typographic
 // single quotes too, so each of them is doubled.
+// Quote is s as a PowerShell single-quoted string, for scripts other
+// drivers send to the host through a Runner.
+func Quote(s string) string { return quote(s) }
+
 func quote(s string) string {
 	var b strings.Builder
 	b.WriteByte('\'')

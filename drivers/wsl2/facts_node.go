@@ -45,25 +45,22 @@ func factsScript() string {
 	word := func(p string) string { return `"/` + strings.ReplaceAll(p, "RELEASE", "$rel") + `"` }
 	var b strings.Builder
 	b.WriteString("rel=$(cat /proc/sys/kernel/osrelease)\nt=$(mktemp)\n")
-	b.WriteString("for p in")
-	for _, f := range files {
-		b.WriteString(" " + word(f))
+	// forEach writes a loop over paths that puts each one's content in
+	// $t with fill and sends it headed by kind.
+	forEach := func(paths []string, kind, fill string) {
+		b.WriteString("for p in")
+		for _, p := range paths {
+			b.WriteString(" " + word(p))
+		}
+		b.WriteString("; do\n" + fill +
+			"\techo \"" + kind + " $p $(wc -c <\"$t\")\"; cat \"$t\"; echo\n" +
+			"done\n")
 	}
-	b.WriteString("; do\n" +
-		"\t[ -f \"$p\" ] || continue\n" +
-		"\tcase $p in *.gz) zcat \"$p\" >\"$t\" 2>/dev/null ;; *) cat \"$p\" >\"$t\" 2>/dev/null ;; esac || continue\n" +
-		"\techo \"F $p $(wc -c <\"$t\")\"; cat \"$t\"; echo\n" +
-		"done\n")
-	b.WriteString("for p in")
-	for _, d := range dirs {
-		b.WriteString(" " + word(d))
-	}
-	b.WriteString("; do\n" +
-		"\t[ -d \"$p\" ] || continue\n" +
-		"\tls -1A \"$p\" >\"$t\"\n" +
-		"\techo \"D $p $(wc -c <\"$t\")\"; cat \"$t\"; echo\n" +
-		"done\n" +
-		"rm -f \"$t\"\n")
+	forEach(files, "F", "\t[ -f \"$p\" ] || continue\n"+
+		"\tcase $p in *.gz) zcat \"$p\" >\"$t\" 2>/dev/null ;; *) cat \"$p\" >\"$t\" 2>/dev/null ;; esac || continue\n")
+	forEach(dirs, "D", "\t[ -d \"$p\" ] || continue\n"+
+		"\tls -1A \"$p\" >\"$t\"\n")
+	b.WriteString("rm -f \"$t\"\n")
 	return b.String()
 }
 

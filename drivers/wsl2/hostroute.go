@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
@@ -56,8 +57,8 @@ if (Microsoft.PowerShell.Core\Get-Command -Module NetSecurity -Name New-NetFirew
     }
 }
 [pscustomobject]@{ routed = $true; reason = '' }
-`, psQuote(gateway.String()), psQuote(vm.String()), psQuote(address.String()+"/32"), psQuote(address.String()+"/32"), psQuote(vm.String()),
-		psQuote(firewallRule(cluster)), psQuote(firewallRule(cluster)), psQuote("hwk: cluster "+cluster+"'s node network into WSL"), psQuote(wslVMCreator), psQuote(subnet.Masked().String()))
+`, hyperv.Quote(gateway.String()), hyperv.Quote(vm.String()), hyperv.Quote(address.String()+"/32"), hyperv.Quote(address.String()+"/32"), hyperv.Quote(vm.String()),
+		hyperv.Quote(firewallRule(cluster)), hyperv.Quote(firewallRule(cluster)), hyperv.Quote("hwk: cluster "+cluster+"'s node network into WSL"), hyperv.Quote(wslVMCreator), hyperv.Quote(subnet.Masked().String()))
 }
 
 // unrouteScript removes what routeScript made for the node at address of
@@ -73,13 +74,10 @@ if (Microsoft.PowerShell.Core\Get-Command -Module NetSecurity -Name Get-NetFirew
     if ($rule) { if ($elevated) { $rule | NetSecurity\Remove-NetFirewallHyperVRule } else { $kept += 'firewall rule' } }
 }
 [pscustomobject]@{ kept = $kept }
-`, psQuote(address.String()+"/32"), psQuote(firewallRule(cluster)))
+`, hyperv.Quote(address.String()+"/32"), hyperv.Quote(firewallRule(cluster)))
 }
 
 func firewallRule(cluster string) string { return "hwk-wsl-" + cluster }
-
-// psQuote is a PowerShell single-quoted string.
-func psQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // Scripts is every PowerShell script this package makes, for the check
 // of every script hwk sends to Windows (internal/pscatalog).

@@ -140,23 +140,32 @@ func judgeNode(f hostFacts, cluster string, memory int64, busy []uint16) error {
 				fmt.Sprintf("`hwk down --name %s`, or put this cluster's control plane on another driver", c))
 		}
 	}
-	if len(busy) > 0 {
-		var ports []string
-		for _, p := range busy {
-			ports = append(ports, strconv.Itoa(int(p)))
-		}
-		what := "port " + ports[0] + " is"
-		if len(ports) > 1 {
-			what = "ports " + strings.Join(ports, ", ") + " are"
-		}
-		return unavailable(what+" taken, on this host or in WSL's network, which all distributions share (Docker Desktop's or Rancher Desktop's Kubernetes?)",
-			"turn off the other Kubernetes (Docker Desktop: Settings > Kubernetes), or put this cluster's control plane on another driver")
+	if err := portsTaken(busy); err != nil {
+		return err
 	}
 	if limit := f.config.memoryLimit(); limit > 0 && limit < memory {
 		return unavailable(fmt.Sprintf("%%UserProfile%%\\.wslconfig limits WSL's VM to %d MiB, and the node needs %d MiB", limit>>20, memory>>20),
 			fmt.Sprintf("raise `memory=` under [wsl2] in %%UserProfile%%\\.wslconfig to %dGB or more, then `wsl --shutdown`", (memory+(1<<30)-1)>>30))
 	}
 	return nil
+}
+
+// portsTaken refuses busy, the ports a node needs that something else
+// holds, on the host or in WSL's network; nil when there are none.
+func portsTaken(busy []uint16) error {
+	if len(busy) == 0 {
+		return nil
+	}
+	var ports []string
+	for _, p := range busy {
+		ports = append(ports, strconv.Itoa(int(p)))
+	}
+	what := "port " + ports[0] + " is"
+	if len(ports) > 1 {
+		what = "ports " + strings.Join(ports, ", ") + " are"
+	}
+	return unavailable(what+" taken, on this host or in WSL's network, which all distributions share (Docker Desktop's or Rancher Desktop's Kubernetes?)",
+		"turn off the other Kubernetes (Docker Desktop: Settings > Kubernetes), or put this cluster's control plane on another driver")
 }
 
 // windowsBuildRE is the build in --version's last line, whose label is

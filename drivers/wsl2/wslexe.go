@@ -74,10 +74,8 @@ func (CLI) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, a
 	if err != nil {
 		return 0, err
 	}
-	cmd := exec.CommandContext(ctx, p, args...)
-	cmd.Env = append(os.Environ(), "WSL_UTF8=1")
+	cmd := command(exec.CommandContext(ctx, p, args...))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
-	console.Hide(cmd)
 	err = cmd.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
@@ -94,15 +92,20 @@ func (CLI) Spawn(args ...string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p, args...)
-	cmd.Env = append(os.Environ(), "WSL_UTF8=1")
-	console.Hide(cmd)
+	cmd := command(exec.Command(p, args...))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start wsl.exe %s: %w", strings.Join(args, " "), err)
 	}
 	// Reaped if it ends while hwk runs; never waited for.
 	go func() { _ = cmd.Wait() }()
 	return nil
+}
+
+// command readies a wsl.exe command: UTF-8 asked for, no window.
+func command(cmd *exec.Cmd) *exec.Cmd {
+	cmd.Env = append(os.Environ(), "WSL_UTF8=1")
+	console.Hide(cmd)
+	return cmd
 }
 
 // decode turns wsl.exe's own output into text: UTF-16LE (without a BOM,

@@ -482,9 +482,13 @@ func spoolEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNo
 		if im.engine == nil || im.engine.Multi || len(im.engine.DiffIDs) == 0 {
 			continue
 		}
-		chains := imagearchive.ChainIDs(im.engine.DiffIDs)
+		// A classic save's layer blobs are their diff IDs.
+		var layers []imagearchive.Layer
+		for _, d := range im.engine.DiffIDs {
+			layers = append(layers, imagearchive.Layer{Digest: d, DiffID: d})
+		}
 		for j, n := range nodes {
-			if plan[i][j].outcome == LoadLoaded && (slices.ContainsFunc(chains, n.inv.Snapshot) || slices.ContainsFunc(im.engine.DiffIDs, n.inv.Blob)) {
+			if plan[i][j].outcome == LoadLoaded && slices.Contains(imagearchive.Reused(n.inv, layers), true) {
 				spool = append(spool, i)
 				break
 			}

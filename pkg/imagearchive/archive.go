@@ -627,19 +627,20 @@ func ChainIDs(diffIDs []string) []string {
 	return out
 }
 
-// reused reports, per layer of m, whether have holds it.
-func (m Manifest) reused(have Have) []bool {
-	out := make([]bool, len(m.Layers))
+// Reused reports, per layer (base first), whether have holds it: its
+// blob, or its chain unpacked (nil have holds nothing).
+func Reused(have Have, layers []Layer) []bool {
+	out := make([]bool, len(layers))
 	if have == nil {
 		return out
 	}
 	var diffIDs []string
-	for _, l := range m.Layers {
+	for _, l := range layers {
 		diffIDs = append(diffIDs, l.DiffID)
 	}
 	chains := ChainIDs(diffIDs)
 	known := true
-	for i, l := range m.Layers {
+	for i, l := range layers {
 		// A chain is known only while every diff ID below it is.
 		known = known && l.DiffID != ""
 		out[i] = have.Blob(l.Digest) || (known && have.Snapshot(chains[i]))
@@ -664,7 +665,7 @@ func (a *Archive) Plan(sels []Selection, have Have) (*Plan, error) {
 		}
 		var c Carried
 		skip := map[string]bool{}
-		for i, r := range m.reused(have) {
+		for i, r := range Reused(have, m.Layers) {
 			if r {
 				skip[m.Layers[i].Digest] = true
 				c.LayersReused++

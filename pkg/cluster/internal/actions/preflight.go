@@ -60,10 +60,7 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 			continue
 		}
 		checked[n.Driver] = true
-		detail, err := d.Preflight(ctx)
-		if u, ok := d.(drivers.UpChecker); ok && err == nil {
-			err = u.CheckUp(ctx)
-		}
+		detail, err := drivers.PreflightUp(ctx, d)
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
