@@ -146,9 +146,7 @@ func Scan(r io.Reader) (*Archive, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Archive{entries: map[string]*entry{}, blobs: map[string]*entry{}}
-	links := map[string]string{}
-	buf := make([]byte, 1<<20)
+	s := newScanner()
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -157,58 +155,94 @@ func Scan(r io.Reader) (*Archive, error) {
 		if err != nil {
 			return nil, formatErr("not a readable tar archive: %v", err)
 		}
-		name := cleanName(h.Name)
-		switch h.Typeflag {
-		case tar.TypeReg:
-		case tar.TypeSymlink, tar.TypeLink:
-			target := h.Linkname
-			if h.Typeflag == tar.TypeSymlink {
-				target = path.Join(path.Dir(name), target)
-			}
-			links[name] = cleanName(target)
-			continue
-		default:
-			continue
-		}
-		e := &entry{name: name, size: h.Size}
-		hash := sha256.New()
-		var small bytes.Buffer
-		w := io.Writer(hash)
-		if h.Size <= smallEntry {
-			w = io.MultiWriter(hash, &small)
-		}
-		hw := &headWriter{n: 8}
-		n, err := io.CopyBuffer(io.MultiWriter(w, hw), tr, buf)
-		if err != nil {
-			return nil, formatErr("archive is cut short or unreadable in %s: %v", name, err)
-		}
-		if n != h.Size {
-			return nil, formatErr("archive is cut short in %s", name)
-		}
-		e.digest = "sha256:" + hex.EncodeToString(hash.Sum(nil))
-		e.head = hw.b
-		if h.Size <= smallEntry {
-			e.data = small.Bytes()
-		}
-		a.entries[name] = e
-		a.Bytes += h.Size
-		if d, ok := blobDigest(name); ok {
-			if d != e.digest {
-				return nil, formatErr("archive is corrupt: %s holds content with digest %s", name, e.digest)
-			}
-			a.blobs[d] = e
+		if err := s.read(h, tr, io.Discard); err != nil {
+			return nil, err
 		}
 	}
-	for name, target := range links {
+	return s.finish()
+}
+
+// scanner builds an Archive from a tar's entries as they are read.
+type scanner struct {
+	a     *Archive
+	links map[string]string
+	buf   []byte
+}
+
+func newScanner() *scanner {
+	return &scanner{
+		a:     &Archive{entries: map[string]*entry{}, blobs: map[string]*entry{}},
+		links: map[string]string{},
+		buf:   make([]byte, 1<<20),
+	}
+}
+
+// read takes in the entry h, its content read from r and copied to w. A
+// blob whose content does not match its name's digest is an error.
+func (s *scanner) read(h *tar.Header, r io.Reader, w io.Writer) error {
+	name := cleanName(h.Name)
+	switch h.Typeflag {
+	case tar.TypeReg:
+	case tar.TypeSymlink, tar.TypeLink:
+		target := h.Linkname
+		if h.Typeflag == tar.TypeSymlink {
+			target = path.Join(path.Dir(name), target)
+		}
+		s.links[name] = cleanName(target)
+		return nil
+	default:
+		return nil
+	}
+	e := &entry{name: name, size: h.Size}
+	hash := sha256.New()
+	var small bytes.Buffer
+	sinks := []io.Writer{hash, w}
+	if h.Size <= smallEntry {
+		sinks = append(sinks, &small)
+	}
+	hw := &headWriter{n: 8}
+	n, err := io.CopyBuffer(io.MultiWriter(append(sinks, hw)...), r, s.buf)
+	if err != nil {
+		return formatErr("archive is cut short or unreadable in %s: %v", name, err)
+	}
+	if n != h.Size {
+		return formatErr("archive is cut short in %s", name)
+	}
+	e.digest = "sha256:" + hex.EncodeToString(hash.Sum(nil))
+	e.head = hw.b
+	if h.Size <= smallEntry {
+		e.data = small.Bytes()
+	}
+	if d, ok := blobDigest(name); ok && d != e.digest {
+		return formatErr("archive is corrupt: %s holds content with digest %s", name, e.digest)
+	}
+	s.add(e)
+	return nil
+}
+
+// add records an entry whose content has been checked or passed over.
+func (s *scanner) add(e *entry) {
+	s.a.entries[e.name] = e
+	s.a.Bytes += e.size
+	if d, ok := blobDigest(e.name); ok {
+		s.a.blobs[d] = e
+	}
+}
+
+// finish resolves links and reads the archive's index.
+func (s *scanner) finish() (*Archive, error) {
+	a := s.a
+	for name, target := range s.links {
 		// A link's chain is short (docker save links a repeated layer to
 		// its first copy); a few hops catch a loop.
-		for i := 0; i < 8 && a.entries[target] == nil && links[target] != ""; i++ {
-			target = links[target]
+		for i := 0; i < 8 && a.entries[target] == nil && s.links[target] != ""; i++ {
+			target = s.links[target]
 		}
 		if e := a.entries[target]; e != nil {
 			a.entries[name] = e
 		}
 	}
+	var err error
 	switch {
 	case a.entries["index.json"] != nil:
 		err = a.readOCI()
