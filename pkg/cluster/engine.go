@@ -40,6 +40,9 @@ type EngineImage struct {
 	// Multi is true when the engine keeps several platforms under one
 	// name (its containerd store), so a save must say which.
 	Multi bool
+	// OCI is true when the engine saves an OCI layout (Docker 25 and
+	// later, either store), whose blobs are named by digest.
+	OCI bool
 	// Size is the engine's idea of the image's size, for progress.
 	Size int64
 	// DiffIDs are the image's layers (base first), by the digest of
@@ -83,6 +86,10 @@ func (e *dockerEngine) wrap(err error) error {
 	return err
 }
 
+// ociSaveAPI is the first API version whose save writes an OCI layout
+// (Docker 25).
+const ociSaveAPI = "1.44"
+
 // manifestsAPI is the first API version whose image inspect lists an
 // image's platforms and whose save takes a platform (Docker 28).
 const manifestsAPI = "1.48"
@@ -102,7 +109,12 @@ func (e *dockerEngine) Inspect(ctx context.Context, name string) (*EngineImage, 
 		}
 		return nil, e.wrap(fmt.Errorf("inspect image %s: %w", name, err))
 	}
-	return engineImage(name, res.InspectResponse)
+	ei, err := engineImage(name, res.InspectResponse)
+	if err != nil {
+		return nil, err
+	}
+	ei.OCI = !versions.LessThan(e.c.ClientVersion(), ociSaveAPI)
+	return ei, nil
 }
 
 // engineImage reads an inspect response: the names to load the image

@@ -230,3 +230,120 @@ func TestLoadBrokenStreamLoadsNothing(t *testing.T) {
 		}
 	}
 }
+
+// storeImage is my/app:VERSION as Docker's containerd store saves it: an
+// OCI layout of gzip layers over a two-layer base, and the inspect
+// answer of API 1.52 for it.
+func storeImage(t *testing.T, version string, gz bool) (archive []byte, inspect map[string]any, m imagearchive.Manifest) {
+	t.Helper()
+	archive = imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"docker.io/my/app:" + version}, Platforms: []string{"linux/amd64"},
+		Base: []string{"app-base-os", "app-base-deps"}, Seed: "app-" + version, LayerBytes: 32 << 10, Gzip: gz})
+	a, err := imagearchive.Scan(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = a.Images[0].Manifests[0]
+	var diffIDs []string
+	for _, l := range m.Layers {
+		diffIDs = append(diffIDs, l.DiffID)
+	}
+	inspect = map[string]any{
+		"Id": m.Digest, "RepoTags": []string{"my/app:" + version}, "Os": "linux", "Architecture": "amd64", "Size": len(archive),
+		"RootFS": map[string]any{"Type": "layers", "Layers": diffIDs},
+		"Manifests": []map[string]any{
+			{"ID": m.Digest, "Kind": "image", "Available": true, "ImageData": map[string]any{"Platform": map[string]string{"os": "linux", "architecture": "amd64"}}},
+		},
+	}
+	return archive, inspect, m
+}
+
+// TestLoadContainerdStoreRebuild: a rebuilt image in Docker's containerd
+// store is saved once and filtered as it streams, per node: the node
+// holding the base gets the new top layer only, the node holding nothing
+// gets all of it, and each says so. Nothing is spooled to disk.
+func TestLoadContainerdStoreRebuild(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	ctx := context.Background()
+	v1, _, _ := storeImage(t, "v1", true)
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}, Nodes: []string{"cp"}}); err != nil {
+		t.Fatal(err)
+	}
+	v2, inspect, m := storeImage(t, "v2", true)
+	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect}
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, w := res.Images[0].Nodes[0], res.Images[0].Nodes[1]
+	if cp.Outcome != LoadLoaded || cp.LayersSent != 1 || cp.LayersReused != 2 || cp.Bytes < m.Layers[2].Size || cp.Bytes > m.Layers[2].Size+8<<10 {
+		t.Errorf("cp: %+v, want 1 layer sent (%d bytes and the config), 2 reused", cp, m.Layers[2].Size)
+	}
+	if w.Outcome != LoadLoaded || w.LayersSent != 3 || w.LayersReused != 0 {
+		t.Errorf("w: %+v, want all 3 layers sent", w)
+	}
+	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
+		t.Errorf("cp received %v, want the top layer only", got[len(got)-1])
+	}
+	if got := d.nodes["w"].received; len(got[len(got)-1]) != 3 {
+		t.Errorf("w received %v, want 3 layers", got[len(got)-1])
+	}
+	for _, n := range []string{"cp", "w"} {
+		if _, ok := d.nodes[n].holds()["docker.io/my/app:v2"]; !ok {
+			t.Errorf("%s does not hold my/app:v2", n)
+		}
+	}
+	if n := len(f.saw("/images/get")); n != 1 {
+		t.Errorf("the engine saved %d times, want once for both nodes", n)
+	}
+}
+
+// TestLoadContainerdStoreCorruptTopLoadsNothing: with the base left out,
+// a top layer that does not match its digest fails the load on the node,
+// which imports nothing.
+func TestLoadContainerdStoreCorruptTopLoadsNothing(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	ctx := context.Background()
+	v1, _, _ := storeImage(t, "v1", false)
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}}); err != nil {
+		t.Fatal(err)
+	}
+	before := d.nodes["cp"].imports
+	v2, inspect, _ := storeImage(t, "v2", false)
+	f := &fakeEngine{api: "1.52", archive: imagearchivetest.Corrupt(v2, []byte("app-v2-linux/amd64app-v2")), inspect: inspect}
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	if err == nil || !strings.Contains(err.Error(), "archive is corrupt") {
+		t.Fatalf("LoadImages = %v, want a corrupt-archive error", err)
+	}
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadFailed {
+		t.Errorf("cp: %+v, want failed", nl)
+	}
+	if _, ok := d.nodes["cp"].holds()["docker.io/my/app:v2"]; ok {
+		t.Error("the corrupt image is on the node")
+	}
+	if got := d.nodes["cp"].imports - before; got > 1 {
+		t.Errorf("the node imported %d times", got)
+	}
+}
+
+// TestLoadClassicStoreOCISaveUsesUnpackedChains: Docker 25's classic store
+// saves layers uncompressed, named by diff ID; a node that unpacked the
+// base from a registry's gzip blobs has its chains but not those blobs,
+// and still gets the top layer only.
+func TestLoadClassicStoreOCISaveUsesUnpackedChains(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	v2, inspect, m := storeImage(t, "v2", false)
+	delete(inspect, "Manifests")
+	chains := imagearchive.ChainIDs([]string{m.Layers[0].DiffID, m.Layers[1].DiffID})
+	d.nodes["cp"].snaps[chains[0]], d.nodes["cp"].snaps[chains[1]] = true, true
+	f := &fakeEngine{api: "1.44", archive: v2, inspect: inspect}
+	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := res.Images[0].Nodes[0]; nl.LayersSent != 1 || nl.LayersReused != 2 {
+		t.Errorf("cp: %+v, want the top sent and the unpacked base reused", nl)
+	}
+	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
+		t.Errorf("cp received %v, want the top layer only", got[len(got)-1])
+	}
+}

@@ -470,16 +470,18 @@ func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*lo
 }
 
 // spoolEngineImages saves to a file the engine images that a node
-// already holds some layers of, and makes them archive images, so that
-// each node gets only the layers it lacks: the engine's save always
-// carries every layer, in the classic store under names that do not say
-// which layer is which, so the file is read once through to know them.
-// Images no node has any layer of keep streaming straight from the
-// engine. It returns what removes the file.
+// already holds some layers of, when the engine is older than Docker 25,
+// and makes them archive images, so that each node gets only the layers
+// it lacks: such an engine's save always carries every layer under names
+// that do not say which layer is which, so the file is read once through
+// to know them. Newer engines name their blobs by digest, and their
+// saves are filtered as they stream (see engineJob); images no node has
+// any layer of stream straight from the engine too. It returns what
+// removes the file.
 func spoolEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNode, plan [][]decision) (func(), error) {
 	var spool []int
 	for i, im := range images {
-		if im.engine == nil || im.engine.Multi || len(im.engine.DiffIDs) == 0 {
+		if im.engine == nil || im.engine.OCI || len(im.engine.DiffIDs) == 0 {
 			continue
 		}
 		// A classic save's layer blobs are their diff IDs.
@@ -558,6 +560,13 @@ type streamJob struct {
 	// missed a layer it was counted on to have (its containerd collected
 	// it since it was asked); nil when the job sends every layer anyway.
 	full *streamJob
+	// filter, when set, leaves out of each node's stream the blobs the
+	// node holds, by digest as they come (engine saves in an OCI
+	// layout); refs are then the names to report each image's figures
+	// by, and chains the chain IDs each diff ID stands at.
+	filter bool
+	refs   []string
+	chains map[string][]string
 }
 
 // streamJobs groups the imports: one job per archive file per node (a
@@ -670,11 +679,11 @@ func (job *streamJob) reuses() bool {
 }
 
 func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes []*loadNode) *streamJob {
-	job := &streamJob{images: idx, loadNodes: nodes}
+	job := &streamJob{images: idx, loadNodes: nodes, chains: map[string][]string{}}
 	var names []string
 	var platforms []imagearchive.Platform
 	var eng Engine
-	multi := false
+	multi, oci := false, true
 	for _, i := range idx {
 		ei := images[i].engine
 		eng = images[i].eng
@@ -684,9 +693,14 @@ func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes [
 			platforms = append(platforms, p)
 		}
 		multi = multi || ei.Multi
+		oci = oci && ei.OCI
 		job.total += ei.Size
 		// The engine's save carries the whole image.
 		job.carried = append(job.carried, imagearchive.Carried{LayersSent: len(ei.DiffIDs), Bytes: ei.Size})
+		job.refs = append(job.refs, images[i].refs[0])
+		for k, c := range imagearchive.ChainIDs(ei.DiffIDs) {
+			job.chains[ei.DiffIDs[k]] = append(job.chains[ei.DiffIDs[k]], c)
+		}
 	}
 	if !multi {
 		// The classic store holds one platform per image; an engine
@@ -696,7 +710,29 @@ func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes [
 	job.open = func(ctx context.Context) (io.ReadCloser, error) {
 		return eng.Save(ctx, names, platforms)
 	}
+	if oci {
+		full := *job
+		job.filter, job.full = true, &full
+	}
 	return job
+}
+
+// skipFor says which blobs of the job's stream node n need not get: those
+// it holds, and layers whose every chain it has unpacked (an OCI save of
+// Docker's classic store names a layer blob by its diff ID).
+func (job *streamJob) skipFor(n *loadNode) func(digest string) bool {
+	return func(d string) bool {
+		if n.inv.Blob(d) {
+			return true
+		}
+		chains := job.chains[d]
+		for _, c := range chains {
+			if !n.inv.Snapshot(c) {
+				return false
+			}
+		}
+		return len(chains) > 0
+	}
 }
 
 // run streams the job's archive into each of its nodes at once and
@@ -704,14 +740,16 @@ func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes [
 // counted on to have gets the full job once more.
 func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int, carried []imagearchive.Carried, took time.Duration, err error)) {
 	start := time.Now().Add(-job.before)
-	job.stream(ctx, opts, func(j int, _ int64, err error) {
+	job.stream(ctx, opts, func(j int, carried []imagearchive.Carried, err error) {
 		if err != nil && job.full != nil && isMissingContent(err) {
-			job.full.run(ctx, opts, func(j int, carried []imagearchive.Carried, _ time.Duration, err error) {
+			full := *job.full
+			full.nodes = []int{j}
+			full.run(ctx, opts, func(j int, carried []imagearchive.Carried, _ time.Duration, err error) {
 				done(j, carried, time.Since(start), err)
 			})
 			return
 		}
-		done(j, job.carried, time.Since(start), err)
+		done(j, carried, time.Since(start), err)
 	})
 }
 
@@ -722,36 +760,62 @@ func isMissingContent(err error) bool {
 	return errors.As(err, &ee) && strings.Contains(ee.Error(), "not found")
 }
 
-// stream sends the job's archive and reports each node's end with the
-// bytes it took.
-func (job *streamJob) stream(ctx context.Context, opts LoadOptions, done func(j int, sent int64, err error)) {
+// stream sends the job's archive and reports each node's end with what
+// it carried of each image.
+func (job *streamJob) stream(ctx context.Context, opts LoadOptions, done func(j int, carried []imagearchive.Carried, err error)) {
 	src, err := job.open(ctx)
 	if err != nil {
 		for _, j := range job.nodes {
-			done(j, 0, err)
+			done(j, job.carried, err)
 		}
 		return
 	}
 	defer src.Close()
 	type sink struct {
-		j    int
-		pw   *io.PipeWriter
-		sent atomic.Int64
+		j       int
+		pw      *io.PipeWriter
+		sent    atomic.Int64
+		carried []imagearchive.Carried
 	}
 	sinks := make([]*sink, len(job.nodes))
 	errs := make([]error, len(job.nodes))
 	var wg sync.WaitGroup
 	for s, j := range job.nodes {
 		pr, pw := io.Pipe()
-		sk := &sink{j: j, pw: pw}
+		sk := &sink{j: j, pw: pw, carried: job.carried}
 		sinks[s] = sk
 		n := job.loadNodes[j]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[s] = containerd.Import(ctx, n.handle, pr)
-			// A node that fails stops reading; the others go on.
-			pr.CloseWithError(errNodeGone)
+			if !job.filter {
+				errs[s] = containerd.Import(ctx, n.handle, pr)
+				// A node that fails stops reading; the others go on.
+				pr.CloseWithError(errNodeGone)
+				return
+			}
+			fr, fw := io.Pipe()
+			filtered := make(chan error, 1)
+			go func() {
+				f, err := imagearchive.Filter(fw, pr, job.skipFor(n))
+				if err == nil {
+					sk.carried = make([]imagearchive.Carried, len(job.refs))
+					for k, ref := range job.refs {
+						sk.carried[k] = f.Carried(ref)
+					}
+				}
+				fw.CloseWithError(err)
+				pr.CloseWithError(errNodeGone)
+				filtered <- err
+			}()
+			err := containerd.Import(ctx, n.handle, fr)
+			fr.CloseWithError(errNodeGone)
+			// The filter's own failure (a corrupt blob) is the cause of
+			// the import's.
+			if ferr := <-filtered; ferr != nil && !errors.Is(ferr, errNodeGone) {
+				err = ferr
+			}
+			errs[s] = err
 		}()
 	}
 	// Fan out: each chunk of the source goes to every node still taking
@@ -805,7 +869,7 @@ func (job *streamJob) stream(ctx context.Context, opts LoadOptions, done func(j 
 			// The node's failure only echoes the broken source.
 			err = readErr
 		}
-		done(sk.j, sk.sent.Load(), err)
+		done(sk.j, sk.carried, err)
 	}
 }
 
