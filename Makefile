@@ -26,7 +26,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e up test-libvirt test-wsl2 bench-load site docs release-snapshot release
+.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load site docs release-snapshot release
 
 all: build
 
@@ -106,6 +106,16 @@ e2e: build
 	$(BIN)/hwk node-image build linux --source source --formats docker
 	HWK_BIN=$(CURDIR)/$(BIN)/hwk $(GO) test -tags e2e -count=1 -timeout 80m -v ./e2e/
 
+# load-image from Docker's containerd image store (Docker Engine 28.5.2
+# built from the module proxy by hack/dockerd-store.sh, which stands in
+# for the running engine meanwhile): a rebuilt image's save is filtered as
+# it streams, and each node gets only its new layer. Root.
+e2e-store: build
+	hack/dockerd-store.sh start
+	$(BIN)/hwk node-image build linux --source source --formats docker
+	HWK_E2E_CONTAINERD_STORE=1 HWK_BIN=$(CURDIR)/$(BIN)/hwk $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestLoadFromContainerdStore ./e2e/; \
+		rc=$$?; hack/dockerd-store.sh stop; exit $$rc
+
 # The main job on a fresh Linux machine: installs what is missing, builds
 # the node image when none is cached, and brings up a cluster. Arguments
 # for hwk up go in ARGS.
@@ -114,7 +124,8 @@ up:
 
 # hwk load-image beside kind load docker-image: the same ~500 MB image into
 # the same node (a one-node hwk cluster labelled for kind), several
-# rounds, medians and the throughput ratio. Needs root and a Docker engine
+# rounds of first loads and of rebuilds (warm and cold page cache),
+# medians and ratios. Needs root and a Docker engine
 # and the node image (docker format). Flags for hack/benchload in ARGS
 # (e.g. ARGS="-rounds 5").
 bench-load: build $(KIND)

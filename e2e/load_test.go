@@ -183,7 +183,51 @@ func testLoadRebuilt(t *testing.T, e *env, cs kubernetes.Interface, cluster, cp,
 		_ = cs.CoreV1().Pods("default").Delete(context.Background(), "rebuilt", metav1.DeleteOptions{})
 	}()
 	got := waitPod(t, cs, "rebuilt", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && bootstrap.PodReady(p) })
-	if st := got.Status.ContainerStatuses; len(st) != 1 || !strings.Contains(st[0].ImageID, strings.TrimPrefix(id, "sha256:")) {
-		t.Errorf("the pod runs %+v, want the rebuilt image %s", st, id)
+	want := criImageID(t, worker, ref, id)
+	if st := got.Status.ContainerStatuses; len(st) != 1 || !strings.Contains(st[0].ImageID, strings.TrimPrefix(want, "sha256:")) {
+		t.Errorf("the pod runs %+v, want the rebuilt image %s", st, want)
 	}
+}
+
+// criImageID is the image ID the node's CRI gives ref, after checking that
+// it is the engine's image id: in Docker's classic store the engine's ID
+// is that same config digest; in its containerd store it is the index or
+// manifest digest, which is then the target of the node's containerd image.
+func criImageID(t *testing.T, node, ref, id string) string {
+	t.Helper()
+	cri := strings.TrimSpace(docker(t, nil, "exec", node, "crictl", "inspecti", "-o", "go-template", "--template", "{{.status.id}}", ref))
+	if cri == id {
+		return cri
+	}
+	ls := docker(t, nil, "exec", node, "ctr", "-n", "k8s.io", "images", "ls", "name=="+ref)
+	if !strings.Contains(ls, id) {
+		t.Errorf("%s holds %s as %s, and its containerd image's target is not the engine's %s:\n%s", node, ref, cri, id, ls)
+	}
+	return cri
+}
+
+// TestLoadFromContainerdStore loads a rebuilt image from Docker's
+// containerd image store (the default of Docker Desktop's new installs
+// and of Docker Engine 29): its save is an OCI layout whose blobs hwk
+// filters as they stream, so each node gets only the new top layer, and
+// a pod runs the result. `make e2e-store` starts such an engine
+// (hack/dockerd-store.sh) and sets HWK_E2E_CONTAINERD_STORE=1; without
+// it the test is skipped.
+func TestLoadFromContainerdStore(t *testing.T) {
+	if os.Getenv("HWK_E2E_CONTAINERD_STORE") == "" {
+		t.Skip("needs Docker's containerd image store: run make e2e-store")
+	}
+	if st := docker(t, nil, "info", "-f", "{{.DriverStatus}}"); !strings.Contains(st, "io.containerd.snapshotter") {
+		t.Fatalf("the engine does not use the containerd image store (driver status %s)", st)
+	}
+	e := newEnv(t)
+	const name = "store"
+	cp, worker := name+"-cp", name+"-linux-1"
+	t.Cleanup(func() { e.hwk("down", "--name", name) })
+	if _, _, err := e.hwk("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker"); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	cs := client(t, e.kubeconfig, "hwk-"+name)
+	buildProbe(t, probeImage)
+	testLoadRebuilt(t, e, cs, name, cp, worker)
 }
