@@ -7,7 +7,9 @@
 //   - rebuilds, a developer's inner loop: the image rebuilt with a new top
 //     layer of a few MiB each round, loaded into a node that holds the
 //     image it was built on (and not the rebuilt one: each load of a
-//     round finds the node as the last build left it).
+//     round finds the node as the last build left it), once with a warm
+//     page cache (a docker save read through just before, as the loop's
+//     last build and load leave it) and once cold.
 //
 // The node is a one-node hwk cluster on the docker driver whose container
 // also carries kind's labels, so kind finds it as the only node of a kind
@@ -165,14 +167,9 @@ func run(hwkBin, kindBin string, rounds, randomMB, topMB int, tree string, keep 
 				return err
 			}
 			t := tools[i]
-			start := time.Now()
-			out, err := t.cmd().CombinedOutput()
-			took := time.Since(start)
+			took, err := t.time(func() error { return checkLoaded(node, id) })
 			if err != nil {
-				return fmt.Errorf("%s: %w\n%s", t.name, err, out)
-			}
-			if err := checkLoaded(node, id); err != nil {
-				return fmt.Errorf("after %s: %w", t.name, err)
+				return err
 			}
 			times[i] = append(times[i], took)
 			line = append(line, fmt.Sprintf("%s %s (%s/s)", t.name, took.Round(10*time.Millisecond), mib(rate(size, took))))
@@ -196,16 +193,19 @@ func run(hwkBin, kindBin string, rounds, randomMB, topMB int, tree string, keep 
 		defer exec.Command("docker", "rmi", "-f", rebuilt).Run()
 	}
 	fmt.Printf("rebuilds: %s with a new %d MiB top layer each round, into a node that holds %s\n", rebuilt, topMB, image)
+	fmt.Println("  warm: the page cache holds the image, as the inner loop's last load and build leave it (a docker save is read through before each load: its time is docker save's own, warm)")
+	fmt.Println("  cold: the page cache is dropped before each load, as after a reboot")
 	rtools := toolsFor(rebuilt)
-	rtimes := make([][]time.Duration, len(rtools))
-	var saves []time.Duration
+	const warm, cold = 0, 1
+	var rtimes [2][2][]time.Duration // [warm|cold][tool]
+	var saves [2][]time.Duration
 	var rsize int64
 	for r := 0; r < rounds; r++ {
 		rid, err := buildRebuilt(topMB)
 		if err != nil {
 			return err
 		}
-		if rsize, saves, err = timeSave(rebuilt, saves); err != nil {
+		if rsize, saves[cold], err = timeSave(rebuilt, saves[cold]); err != nil {
 			return err
 		}
 		order := []int{0, 1}
@@ -213,30 +213,35 @@ func run(hwkBin, kindBin string, rounds, randomMB, topMB int, tree string, keep 
 			order = []int{1, 0}
 		}
 		var line []string
-		for _, i := range order {
-			if err := removeRef(node, rebuilt, rid); err != nil {
-				return err
+		for _, cache := range []int{warm, cold} {
+			for _, i := range order {
+				if err := removeRef(node, rebuilt, rid); err != nil {
+					return err
+				}
+				if cache == warm {
+					if _, saves[warm], err = readSave(rebuilt, saves[warm]); err != nil {
+						return err
+					}
+				}
+				t := rtools[i]
+				took, err := t.time(func() error { return checkRef(node, rebuilt, rid) })
+				if err != nil {
+					return err
+				}
+				rtimes[cache][i] = append(rtimes[cache][i], took)
+				line = append(line, fmt.Sprintf("%s %s %s", []string{"warm", "cold"}[cache], t.name, took.Round(10*time.Millisecond)))
 			}
-			t := rtools[i]
-			start := time.Now()
-			out, err := t.cmd().CombinedOutput()
-			took := time.Since(start)
-			if err != nil {
-				return fmt.Errorf("%s: %w\n%s", t.name, err, out)
-			}
-			if err := checkRef(node, rebuilt, rid); err != nil {
-				return fmt.Errorf("after %s: %w", t.name, err)
-			}
-			rtimes[i] = append(rtimes[i], took)
-			line = append(line, fmt.Sprintf("%s %s", t.name, took.Round(10*time.Millisecond)))
 		}
 		fmt.Printf("rebuild %d: %s\n", r+1, strings.Join(line, ", "))
 	}
-	rh, rk := median(rtimes[0]), median(rtimes[1])
-	fmt.Printf("median rebuild: hwk load-image %s, kind load docker-image %s (the rebuilt image is %s as docker save writes it; docker save alone takes %s)\n",
-		rh.Round(10*time.Millisecond), rk.Round(10*time.Millisecond), mib(rsize), median(saves).Round(10*time.Millisecond))
+	for _, cache := range []int{warm, cold} {
+		fmt.Printf("median rebuild, %s: hwk load-image %s, kind load docker-image %s (docker save alone: %s)\n", []string{"warm", "cold"}[cache],
+			median(rtimes[cache][0]).Round(10*time.Millisecond), median(rtimes[cache][1]).Round(10*time.Millisecond), median(saves[cache]).Round(10*time.Millisecond))
+	}
+	fmt.Printf("the rebuilt image is %s as docker save writes it\n", mib(rsize))
 	fmt.Printf("first-load ratio: %.2f\n", firstRatio)
-	fmt.Printf("rebuild ratio: %.2f\n", rk.Seconds()/rh.Seconds())
+	fmt.Printf("rebuild ratio: %.2f\n", median(rtimes[warm][1]).Seconds()/median(rtimes[warm][0]).Seconds())
+	fmt.Printf("cold rebuild ratio: %.2f\n", median(rtimes[cold][1]).Seconds()/median(rtimes[cold][0]).Seconds())
 	return nil
 }
 
@@ -269,11 +274,15 @@ func buildRebuilt(topMB int) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// timeSave times a docker save of ref to nowhere: the part of a load no
-// tool avoids with this engine. It returns the archive's size and saves
-// with this one's time added.
+// timeSave times a docker save of ref to nowhere from a cold page cache.
+// It returns the archive's size and saves with this one's time added.
 func timeSave(ref string, saves []time.Duration) (int64, []time.Duration, error) {
 	settle()
+	return readSave(ref, saves)
+}
+
+// readSave times a docker save of ref to nowhere as the cache stands.
+func readSave(ref string, saves []time.Duration) (int64, []time.Duration, error) {
 	start := time.Now()
 	save := exec.Command("docker", "save", ref)
 	r, err := save.StdoutPipe()
@@ -296,19 +305,33 @@ func timeSave(ref string, saves []time.Duration) (int64, []time.Duration, error)
 // removeRef takes ref (by name and ID) off the node and nothing else:
 // the image it was built on stays, with its layers.
 func removeRef(node, ref, id string) error {
-	out, err := exec.Command("docker", "exec", node, "sh", "-c",
-		"ctr -n k8s.io images ls -q | grep -F -x -e 'docker.io/"+ref+"' -e '"+id+"' | xargs -r ctr -n k8s.io images rm --sync").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("remove %s from %s: %v\n%s", ref, node, err, out)
-	}
-	out, _ = exec.Command("docker", "exec", node, "crictl", "inspecti", "-q", "docker.io/"+ref).CombinedOutput()
-	if bytes.Contains(out, []byte(id)) {
-		return fmt.Errorf("%s is still on %s after removal", ref, node)
+	if err := drop(node, ref, id); err != nil {
+		return err
 	}
 	if err := checkLoaded(node, mustID(image)); err != nil {
 		return fmt.Errorf("the base went with %s: %w", ref, err)
 	}
 	settle()
+	return nil
+}
+
+// drop removes every name of ref from the node: its own, the engine's ID
+// and the CRI's (the config digest, which is not the engine's ID in the
+// containerd store), so that its content can go.
+func drop(node, ref, id string) error {
+	cri, _ := exec.Command("docker", "exec", node, "crictl", "inspecti", "-o", "go-template", "--template", "{{.status.id}}", "docker.io/"+ref).Output()
+	names := []string{"docker.io/" + ref, id}
+	if c := strings.TrimSpace(string(cri)); c != "" {
+		names = append(names, c)
+	}
+	out, err := exec.Command("docker", "exec", node, "sh", "-c",
+		"ctr -n k8s.io images ls -q | grep -F -x -e '"+strings.Join(names, "' -e '")+"' | xargs -r ctr -n k8s.io images rm --sync").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("remove %s from %s: %v\n%s", ref, node, err, out)
+	}
+	if out, err := exec.Command("docker", "exec", node, "crictl", "inspecti", "-q", "docker.io/"+ref).CombinedOutput(); err == nil && len(bytes.TrimSpace(out)) > 0 {
+		return fmt.Errorf("%s is still on %s after removal", ref, node)
+	}
 	return nil
 }
 
@@ -318,11 +341,24 @@ func mustID(ref string) string {
 }
 
 // checkRef proves a load of ref happened: the kubelet's CRI sees it under
-// its name with the engine's ID.
+// its name, as the engine's image ID. That ID is the config digest in the
+// classic store, which is the CRI's image ID, and the index or manifest
+// digest in the containerd store, which is the target of the node's
+// containerd image.
 func checkRef(node, ref, id string) error {
 	out, err := exec.Command("docker", "exec", node, "crictl", "inspecti", "-o", "go-template", "--template", "{{.status.id}}", "docker.io/"+ref).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != id {
-		return fmt.Errorf("the node's CRI does not hold %s as %s: %v\n%s", ref, id, err, out)
+	if err != nil {
+		return fmt.Errorf("the node's CRI does not hold %s: %v\n%s", ref, err, out)
+	}
+	if strings.TrimSpace(string(out)) == id {
+		return nil
+	}
+	target, err := exec.Command("docker", "exec", node, "ctr", "-n", "k8s.io", "images", "ls", "name==docker.io/"+ref).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("the node's containerd: %v\n%s", err, target)
+	}
+	if !bytes.Contains(target, []byte(id)) {
+		return fmt.Errorf("the node holds %s as %s, not as %s\n%s", ref, strings.TrimSpace(string(out)), id, target)
 	}
 	return nil
 }
@@ -330,6 +366,21 @@ func checkRef(node, ref, id string) error {
 type tool struct {
 	name string
 	cmd  func() *exec.Cmd
+}
+
+// time runs the tool once and, once it has ended, check, which proves the
+// load happened; it returns how long the tool took.
+func (t tool) time(check func() error) (time.Duration, error) {
+	start := time.Now()
+	out, err := t.cmd().CombinedOutput()
+	took := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w\n%s", t.name, err, out)
+	}
+	if err := check(); err != nil {
+		return 0, fmt.Errorf("after %s: %w", t.name, err)
+	}
+	return took, nil
 }
 
 // buildImage makes image: one layer of a real tree (many small files, as
@@ -389,12 +440,7 @@ func imageSize() (int64, string, error) {
 // removeImage takes the image off the node, content and unpacked layers
 // too, so the next load is a first one.
 func removeImage(node, id string) error {
-	out, err := exec.Command("docker", "exec", node, "sh", "-c",
-		"ctr -n k8s.io images ls -q | grep -F -e 'hwk-bench/load' -e '"+id+"' | xargs -r ctr -n k8s.io images rm --sync").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("remove %s from %s: %v\n%s", image, node, err, out)
-	}
-	if err := checkGone(node, id); err != nil {
+	if err := drop(node, image, id); err != nil {
 		return err
 	}
 	settle()
@@ -421,23 +467,8 @@ var dropCaches = func() bool {
 	return true
 }()
 
-func checkGone(node, id string) error {
-	out, _ := exec.Command("docker", "exec", node, "crictl", "inspecti", "-q", "docker.io/"+image).CombinedOutput()
-	if bytes.Contains(out, []byte(id)) {
-		return fmt.Errorf("%s is still on %s after removal", image, node)
-	}
-	return nil
-}
-
-// checkLoaded proves a load happened: the kubelet's CRI sees the image
-// under its name with the engine's ID.
-func checkLoaded(node, id string) error {
-	out, err := exec.Command("docker", "exec", node, "crictl", "inspecti", "-o", "go-template", "--template", "{{.status.id}}", "docker.io/"+image).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != id {
-		return fmt.Errorf("the node's CRI does not hold %s as %s: %v\n%s", image, id, err, out)
-	}
-	return nil
-}
+// checkLoaded proves a load of image happened (see checkRef).
+func checkLoaded(node, id string) error { return checkRef(node, image, id) }
 
 // kindEnvironment is kind's environment: a PATH whose docker drops
 // `exec --privileged` when the engine refuses it.
