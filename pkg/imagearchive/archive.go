@@ -690,9 +690,6 @@ func (a *Archive) Plan(sels []Selection, have Have) (*Plan, error) {
 	for _, s := range sels {
 		im := a.Images[s.Image]
 		m := im.Manifests[s.Manifest]
-		if m.Missing != "" {
-			return nil, fmt.Errorf("%s (%s): %w: blob %s is not in it", im.Name(), m.Platform, ErrIncomplete, m.Missing)
-		}
 		refs := s.Refs
 		if len(refs) == 0 {
 			refs = im.Refs
@@ -707,9 +704,19 @@ func (a *Archive) Plan(sels []Selection, have Have) (*Plan, error) {
 				c.LayersSent++
 			}
 		}
+		// An archive may lack what the node holds (one made of what a
+		// push sent), never anything else.
+		for _, b := range m.blobs {
+			if a.blobs[b] == nil && !skip[b] && (have == nil || !have.Blob(b)) {
+				return nil, fmt.Errorf("%s (%s): %w: blob %s is not in it", im.Name(), m.Platform, ErrIncomplete, b)
+			}
+		}
+		if m.raw == nil {
+			return nil, fmt.Errorf("%s (%s): %w: manifest %s is not in it", im.Name(), m.Platform, ErrIncomplete, m.Digest)
+		}
 		p.blobs[m.Digest] = true
 		for _, b := range m.blobs {
-			if !p.blobs[b] && !skip[b] {
+			if !p.blobs[b] && !skip[b] && a.blobs[b] != nil {
 				p.blobs[b] = true
 				p.Bytes += a.blobs[b].size
 				c.Bytes += a.blobs[b].size

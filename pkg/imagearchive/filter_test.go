@@ -159,3 +159,32 @@ func TestFilterPassesClassicLayoutsOn(t *testing.T) {
 		t.Errorf("carried %+v, want both layers sent", c)
 	}
 }
+
+// TestPlanPartialArchive: an archive that lacks layers (what a push sent
+// hwk) plans for a node that holds them, and for no other.
+func TestPlanPartialArchive(t *testing.T) {
+	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/app:v2"}, Platforms: []string{"linux/amd64"}, Base: []string{"base-os", "base-runtime"}, LayerBytes: 2048, Gzip: true})
+	m := scan(t, src).Images[0].Manifests[0]
+	var partial bytes.Buffer
+	if _, err := imagearchive.Filter(&partial, bytes.NewReader(src), skipping(m.Layers[0].Digest, m.Layers[1].Digest)); err != nil {
+		t.Fatal(err)
+	}
+	a := scan(t, partial.Bytes())
+	both := holds{blobs: map[string]bool{m.Layers[0].Digest: true, m.Layers[1].Digest: true}}
+	p, err := a.Plan([]imagearchive.Selection{{Image: 0}}, both)
+	if err != nil {
+		t.Fatalf("Plan for a node holding the missing layers: %v", err)
+	}
+	if c := p.Images[0]; c.LayersSent != 1 || c.LayersReused != 2 {
+		t.Errorf("carried %+v, want 1 sent, 2 reused", c)
+	}
+	var out bytes.Buffer
+	if err := a.Write(&out, bytes.NewReader(partial.Bytes()), p); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	for _, have := range []imagearchive.Have{nil, holds{blobs: map[string]bool{m.Layers[0].Digest: true}}} {
+		if _, err := a.Plan([]imagearchive.Selection{{Image: 0}}, have); !errors.Is(err, imagearchive.ErrIncomplete) {
+			t.Errorf("Plan for a node holding %v: %v, want ErrIncomplete", have, err)
+		}
+	}
+}

@@ -1,0 +1,294 @@
+package cluster
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/imagearchive"
+)
+
+// pushEngineImages gets from the engine, by a registry push to hwk
+// itself, only the blobs the nodes lack of each engine image that Linux
+// nodes already hold layers of, and makes those images archive images of
+// what came. The Docker API has no way to export part of an image, but a
+// push asks the registry about every blob first and sends only those it
+// lacks; hwk's registry answers for the nodes. It suits Docker's
+// containerd image store, which pushes the compressed blobs it keeps;
+// the classic store would compress every layer first to learn its digest.
+//
+// The registry listens on 127.0.0.1 for the length of the call, under a
+// random repository name; the engine reaches it where it shares the
+// host's network (a native Linux engine, not Docker Desktop's VM or a
+// rootless engine). Where a push fails, the image stays an engine image
+// and goes by a filtered save as before. It returns what removes the
+// received blobs.
+func pushEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNode, plan [][]decision) (func(), error) {
+	type pushImage struct {
+		i       int
+		targets []int // nodes that load it
+	}
+	var todo []pushImage
+	for i, im := range images {
+		if im.engine == nil || !im.engine.Multi {
+			continue
+		}
+		var targets []int
+		holds, windows := false, false
+		var layers []imagearchive.Layer
+		for _, d := range im.engine.DiffIDs {
+			layers = append(layers, imagearchive.Layer{DiffID: d})
+		}
+		for j, n := range nodes {
+			if plan[i][j].outcome != LoadLoaded {
+				continue
+			}
+			targets = append(targets, j)
+			windows = windows || n.handle.OS() == config.Windows
+			holds = holds || slices.Contains(imagearchive.Reused(n.inv, layers), true)
+		}
+		// Windows nodes take archives through a spool file anyway, and
+		// a node that holds nothing of the image gains nothing.
+		if holds && !windows {
+			todo = append(todo, pushImage{i: i, targets: targets})
+		}
+	}
+	if len(todo) == 0 {
+		return func() {}, nil
+	}
+
+	dir, err := os.MkdirTemp("", "hwk-push-")
+	if err != nil {
+		return func() {}, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	store, err := newPushStore(dir)
+	if err != nil {
+		return cleanup, err
+	}
+	handler := registry.New(registry.WithBlobHandler(store), registry.Logger(log.New(io.Discard, "", 0)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return cleanup, err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		return cleanup, err
+	}
+
+	for _, p := range todo {
+		im := images[p.i]
+		start := time.Now()
+		repo := fmt.Sprintf("hwk-load-%s/%d", hex.EncodeToString(secret), p.i)
+		var held []*loadNode
+		for _, j := range p.targets {
+			held = append(held, nodes[j])
+		}
+		store.setRepo(repo, held)
+		platform := im.platforms[plan[p.i][p.targets[0]].manifest]
+		target := fmt.Sprintf("%s/%s:load", ln.Addr(), repo)
+		if err := im.eng.Push(ctx, im.engine.ID, target, platform); err != nil {
+			if ctx.Err() != nil {
+				return cleanup, ctx.Err()
+			}
+			continue // the filtered save still works
+		}
+		af, err := store.archive(handler, repo, im.refs, filepath.Join(dir, fmt.Sprintf("image-%d.tar", p.i)))
+		if err != nil {
+			return cleanup, fmt.Errorf("image %s as the Docker engine pushed it: %w\n  nothing was loaded", im.name, err)
+		}
+		k := 0
+		if want := im.ids[plan[p.i][p.targets[0]].manifest]; len(af.scan.Images) != 1 || !slices.Contains(want, af.scan.Images[0].Manifests[0].Digest) {
+			return cleanup, fmt.Errorf("image %s changed in the Docker engine while it was being loaded; load it again\n  nothing was loaded", im.name)
+		}
+		af.took, af.partial = time.Since(start), true
+		im.archive, im.index, im.engine = af, k, nil
+	}
+	return cleanup, nil
+}
+
+// pushStore keeps the blobs a push sends in go-containerregistry's disk
+// store, and tells the pushing engine which blobs it need not send: those
+// every node that loads the repository's image holds.
+type pushStore struct {
+	disk diskStore
+	dir  string
+	mu   sync.Mutex
+	// repos are the nodes each repository's image goes to.
+	repos map[string][]*loadNode
+}
+
+// diskStore is what go-containerregistry's disk blob handler does.
+type diskStore interface {
+	registry.BlobHandler
+	registry.BlobStatHandler
+	registry.BlobPutHandler
+}
+
+func newPushStore(dir string) (*pushStore, error) {
+	disk, ok := registry.NewDiskBlobHandler(dir).(diskStore)
+	if !ok {
+		return nil, errors.New("go-containerregistry's disk blob handler no longer stats and puts blobs")
+	}
+	return &pushStore{disk: disk, dir: dir, repos: map[string][]*loadNode{}}, nil
+}
+
+func (s *pushStore) setRepo(repo string, nodes []*loadNode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.repos[repo] = nodes
+}
+
+func (s *pushStore) Get(ctx context.Context, repo string, h v1.Hash) (io.ReadCloser, error) {
+	return s.disk.Get(ctx, repo, h)
+}
+
+// Stat says a blob is there when every node the image goes to holds it,
+// or when the push sent it; else the disk store's own "not found".
+func (s *pushStore) Stat(ctx context.Context, repo string, h v1.Hash) (int64, error) {
+	s.mu.Lock()
+	nodes := s.repos[repo]
+	s.mu.Unlock()
+	held := len(nodes) > 0
+	for _, n := range nodes {
+		held = held && n.inv.Blob(h.String())
+	}
+	if held {
+		// A pusher asks only whether the blob is there.
+		return 0, nil
+	}
+	return s.disk.Stat(ctx, repo, h)
+}
+
+// Put stores a blob; the registry checks its digest as it is read.
+func (s *pushStore) Put(ctx context.Context, repo string, h v1.Hash, rc io.ReadCloser) error {
+	return s.disk.Put(ctx, repo, h, rc)
+}
+
+// path is where a blob the push sent is kept.
+func (s *pushStore) path(digest string) string {
+	alg, hex, _ := strings.Cut(digest, ":")
+	return filepath.Join(s.dir, alg, hex)
+}
+
+// archive writes the image pushed to repo as an OCI layout tar named
+// refs: the manifest, and every blob the push sent (what the nodes
+// already hold is not in it), and scans it.
+func (s *pushStore) archive(handler http.Handler, repo string, refs []string, path string) (*archiveFile, error) {
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v2/"+repo+"/manifests/load", nil))
+	if rec.Code != http.StatusOK {
+		return nil, fmt.Errorf("the push left no manifest (%d %s)", rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	raw := rec.Body.Bytes()
+	mediaType := rec.Header().Get("Content-Type")
+	var mf struct {
+		MediaType string `json:"mediaType"`
+		Config    struct {
+			Digest string `json:"digest"`
+		} `json:"config"`
+		Layers []struct {
+			Digest string `json:"digest"`
+		} `json:"layers"`
+	}
+	if err := json.Unmarshal(raw, &mf); err != nil {
+		return nil, fmt.Errorf("the pushed manifest: %w", err)
+	}
+	if mf.Config.Digest == "" {
+		return nil, fmt.Errorf("the push sent a %s, not an image manifest", mediaType)
+	}
+	sum := sha256.Sum256(raw)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	type desc struct {
+		MediaType   string            `json:"mediaType"`
+		Digest      string            `json:"digest"`
+		Size        int64             `json:"size"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	idx := struct {
+		SchemaVersion int    `json:"schemaVersion"`
+		MediaType     string `json:"mediaType"`
+		Manifests     []desc `json:"manifests"`
+	}{SchemaVersion: 2, MediaType: "application/vnd.oci.image.index.v1+json"}
+	for _, ref := range refs {
+		idx.Manifests = append(idx.Manifests, desc{MediaType: mediaType, Digest: digest, Size: int64(len(raw)),
+			Annotations: map[string]string{"io.containerd.image.name": ref}})
+	}
+	index, err := json.Marshal(idx)
+	if err != nil {
+		return nil, err
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(f)
+	add := func(name string, size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o444, Size: size, Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	}
+	err = add("oci-layout", int64(len(ociLayout)), strings.NewReader(ociLayout))
+	if err == nil {
+		err = add("index.json", int64(len(index)), strings.NewReader(string(index)))
+	}
+	if err == nil {
+		err = add("blobs/sha256/"+strings.TrimPrefix(digest, "sha256:"), int64(len(raw)), strings.NewReader(string(raw)))
+	}
+	blobs := []string{mf.Config.Digest}
+	for _, l := range mf.Layers {
+		blobs = append(blobs, l.Digest)
+	}
+	for _, d := range dedupe(blobs) {
+		if err != nil {
+			break
+		}
+		fi, serr := os.Stat(s.path(d))
+		if serr != nil {
+			continue // held by the nodes, not sent
+		}
+		var bf *os.File
+		if bf, err = os.Open(s.path(d)); err == nil {
+			err = add("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), fi.Size(), bf)
+			bf.Close()
+		}
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return scanArchive(path)
+}
+
+const ociLayout = `{"imageLayoutVersion":"1.0.0"}`
