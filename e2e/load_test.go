@@ -229,5 +229,22 @@ func TestLoadFromContainerdStore(t *testing.T) {
 	}
 	cs := client(t, e.kubeconfig, "hwk-"+name)
 	buildProbe(t, probeImage)
+	since := time.Now().Add(-time.Second).Unix()
 	testLoadRebuilt(t, e, cs, name, cp, worker)
+	// The first load (the nodes hold nothing of the image) reads a save;
+	// the rebuilt one comes by a push to hwk's registry, which the
+	// engine records as a push, between a tag and its removal.
+	events := docker(t, nil, "events", "--since", fmt.Sprint(since), "--until", fmt.Sprint(time.Now().Unix()),
+		"--filter", "type=image", "--format", "{{.Action}}")
+	count := map[string]int{}
+	for _, a := range strings.Fields(events) {
+		count[a]++
+	}
+	t.Logf("image events during the loads: %v", count)
+	if count["save"] != 1 || count["push"] != 1 {
+		t.Errorf("image events %v, want one save (the first load) and one push (the rebuilt one)", count)
+	}
+	if repos := docker(t, nil, "image", "ls", "--format", "{{.Repository}}"); strings.Contains(repos, "hwk-load-") {
+		t.Errorf("hwk's push left a tag in the engine:\n%s", repos)
+	}
 }

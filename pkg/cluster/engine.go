@@ -23,6 +23,10 @@ type Engine interface {
 	// Save streams an archive of the named images (docker save). With
 	// platforms, only those platforms of multi-platform images.
 	Save(ctx context.Context, names []string, platforms []imagearchive.Platform) (io.ReadCloser, error)
+	// Push pushes platform of image to the registry reference target
+	// under a tag of its own, which it removes again however the push
+	// ends.
+	Push(ctx context.Context, image, target string, platform imagearchive.Platform) error
 }
 
 // EngineImage is an image of the engine.
@@ -179,4 +183,27 @@ func (e *dockerEngine) Save(ctx context.Context, names []string, platforms []ima
 		return nil, e.wrap(fmt.Errorf("docker save %s: %w", strings.Join(names, " "), err))
 	}
 	return rc, nil
+}
+
+func (e *dockerEngine) Push(ctx context.Context, image, target string, platform imagearchive.Platform) (err error) {
+	if _, err := e.c.ImageTag(ctx, client.ImageTagOptions{Source: image, Target: target}); err != nil {
+		return e.wrap(fmt.Errorf("tag %s as %s: %w", image, target, err))
+	}
+	defer func() {
+		_, rmErr := e.c.ImageRemove(context.WithoutCancel(ctx), target, client.ImageRemoveOptions{})
+		if err == nil && rmErr != nil {
+			err = fmt.Errorf("remove the tag %s again: %w", target, rmErr)
+		}
+	}()
+	p := ocispec.Platform{OS: platform.OS, Architecture: platform.Architecture, Variant: platform.Variant, OSVersion: platform.OSVersion}
+	// The engine wants credentials even for a registry that asks for
+	// none: an empty set ("{}").
+	res, err := e.c.ImagePush(ctx, target, client.ImagePushOptions{RegistryAuth: "e30=", Platform: &p})
+	if err != nil {
+		return e.wrap(fmt.Errorf("push %s: %w", target, err))
+	}
+	if err := res.Wait(ctx); err != nil {
+		return fmt.Errorf("push %s: %w", target, err)
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -8,10 +9,16 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/moby/moby/client"
 
 	"github.com/hwk-dev/hwk/pkg/imagearchive"
@@ -26,6 +33,14 @@ type fakeEngine struct {
 	api     string
 	inspect map[string]any
 	archive []byte
+	// pushes makes the engine push: the archive's first image, with
+	// go-containerregistry's client (which, as Docker's, asks the
+	// registry about each blob first and sends only those it lacks).
+	pushes bool
+	// unreachable makes its pushes go nowhere, as from an engine that
+	// does not share the host's network.
+	unreachable bool
+	tags        []string
 
 	mu       sync.Mutex
 	requests []string
@@ -46,6 +61,26 @@ func (f *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case path == "/images/get":
 		w.Header().Set("Content-Type", "application/x-tar")
 		_, _ = w.Write(f.archive)
+	case f.pushes && strings.HasSuffix(path, "/tag") && r.Method == http.MethodPost:
+		f.mu.Lock()
+		f.tags = append(f.tags, r.URL.Query().Get("repo")+":"+r.URL.Query().Get("tag"))
+		f.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	case f.pushes && strings.HasSuffix(path, "/push") && r.Method == http.MethodPost:
+		ref := strings.TrimSuffix(strings.TrimPrefix(path, "/images/"), "/push") + ":" + r.URL.Query().Get("tag")
+		if f.unreachable {
+			ref = "127.0.0.1:1/" + ref[strings.Index(ref, "/")+1:]
+		}
+		if err := pushArchive(f.archive, ref); err != nil {
+			_ = json.NewEncoder(w).Encode(map[string]any{"errorDetail": map[string]string{"message": err.Error()}, "error": err.Error()})
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]string{"status": "load: digest: sha256:... size: 1"})
+	case f.pushes && r.Method == http.MethodDelete && strings.HasPrefix(path, "/images/"):
+		f.mu.Lock()
+		f.tags = slices.DeleteFunc(f.tags, func(t string) bool { return t == strings.TrimPrefix(path, "/images/") })
+		f.mu.Unlock()
+		_ = json.NewEncoder(w).Encode([]map[string]string{{"Untagged": strings.TrimPrefix(path, "/images/")}})
 	default:
 		http.Error(w, `{"message":"unexpected"}`, http.StatusNotFound)
 	}
@@ -345,5 +380,153 @@ func TestLoadClassicStoreOCISaveUsesUnpackedChains(t *testing.T) {
 	}
 	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
 		t.Errorf("cp received %v, want the top layer only", got[len(got)-1])
+	}
+}
+
+// pushArchive pushes the first image of an OCI layout tar to ref.
+func pushArchive(archive []byte, ref string) error {
+	dir, err := os.MkdirTemp("", "hwk-fake-push-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(dir, filepath.FromSlash(h.Name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			return err
+		}
+	}
+	idx, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return err
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return err
+	}
+	img, err := idx.Image(m.Manifests[0].Digest)
+	if err != nil {
+		return err
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return remote.Write(r, img)
+}
+
+// TestLoadContainerdStorePushesOnlyMissing: with Docker's containerd
+// store, a rebuilt image of which the node holds the base comes by a
+// push to hwk's own registry, which tells the engine the base is there:
+// the engine sends the new layer and config only, never saves, and the
+// node gets the one layer; the temporary tag is gone afterwards.
+func TestLoadContainerdStorePushesOnlyMissing(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	ctx := context.Background()
+	v1, _, _ := storeImage(t, "v1", true)
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}}); err != nil {
+		t.Fatal(err)
+	}
+	v2, inspect, m := storeImage(t, "v2", true)
+	// The engine knows of an arm64 platform it never pulled, listed
+	// first: the node's is the second.
+	inspect["Manifests"] = append([]map[string]any{{"ID": "sha256:" + strings.Repeat("cd", 32), "Kind": "image", "Available": false,
+		"ImageData": map[string]any{"Platform": map[string]string{"os": "linux", "architecture": "arm64"}}}}, inspect["Manifests"].([]map[string]any)...)
+	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true}
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 2 || nl.Bytes < m.Layers[2].Size || nl.Bytes > m.Layers[2].Size+8<<10 {
+		t.Errorf("cp: %+v, want 1 layer sent (%d bytes and the config), 2 reused", nl, m.Layers[2].Size)
+	}
+	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
+		t.Errorf("cp received %v, want the top layer only", got[len(got)-1])
+	}
+	if _, ok := d.nodes["cp"].holds()["docker.io/my/app:v2"]; !ok {
+		t.Error("cp does not hold my/app:v2")
+	}
+	if saves, pushes := f.saw("/images/get"), f.saw("/push"); len(saves) != 0 || len(pushes) != 1 || !strings.Contains(pushes[0], "platform=") {
+		t.Errorf("saves %v, pushes %v; want one push of the node's platform and no save", saves, pushes)
+	}
+	if len(f.tags) != 0 {
+		t.Errorf("tags left in the engine: %v", f.tags)
+	}
+}
+
+// TestLoadContainerdStorePushUnreachable: an engine that cannot reach
+// hwk's registry (Docker Desktop's VM, a rootless engine) fails the push,
+// and the image comes by a filtered save instead.
+func TestLoadContainerdStorePushUnreachable(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux")
+	ctx := context.Background()
+	v1, _, _ := storeImage(t, "v1", true)
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}}); err != nil {
+		t.Fatal(err)
+	}
+	v2, inspect, m := storeImage(t, "v2", true)
+	// The push goes to a port nothing listens on from the engine's side.
+	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true, unreachable: true}
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nl := res.Images[0].Nodes[0]; nl.LayersSent != 1 || nl.LayersReused != 2 {
+		t.Errorf("cp: %+v, want 1 layer sent, 2 reused", nl)
+	}
+	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
+		t.Errorf("cp received %v, want the top layer only", got[len(got)-1])
+	}
+	if saves := f.saw("/images/get"); len(saves) != 1 {
+		t.Errorf("saves %v, want one after the failed push", saves)
+	}
+	if len(f.tags) != 0 {
+		t.Errorf("tags left in the engine: %v", f.tags)
+	}
+}
+
+// TestLoadContainerdStorePushForNodesThatDiffer: one node holds the base,
+// the other nothing; the registry says "present" only for what both hold,
+// so the engine sends everything once, and each node still gets only
+// what it lacks.
+func TestLoadContainerdStorePushForNodesThatDiffer(t *testing.T) {
+	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	ctx := context.Background()
+	v1, _, _ := storeImage(t, "v1", true)
+	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}, Nodes: []string{"cp"}}); err != nil {
+		t.Fatal(err)
+	}
+	v2, inspect, m := storeImage(t, "v2", true)
+	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true}
+	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp, w := res.Images[0].Nodes[0], res.Images[0].Nodes[1]; cp.LayersSent != 1 || cp.LayersReused != 2 || w.LayersSent != 3 || w.LayersReused != 0 {
+		t.Errorf("cp %+v, w %+v; want cp 1 sent 2 reused, w 3 sent", cp, w)
+	}
+	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
+		t.Errorf("cp received %v, want the top layer only", got[len(got)-1])
+	}
+	if got := d.nodes["w"].received; len(got[len(got)-1]) != 3 {
+		t.Errorf("w received %v, want all 3 layers", got[len(got)-1])
+	}
+	if saves := f.saw("/images/get"); len(saves) != 0 {
+		t.Errorf("saves %v, want none", saves)
 	}
 }

@@ -107,9 +107,12 @@ type loadImage struct {
 type archiveFile struct {
 	path string
 	scan *imagearchive.Archive
-	// took is how long making the file took (an engine save hwk spooled),
-	// which its loads' times include.
+	// took is how long making the file took (an engine save hwk spooled
+	// or a push it took in), which its loads' times include.
 	took time.Duration
+	// partial is set when the file lacks what the nodes held when asked
+	// (what a push sent), so there is no whole image to fall back on.
+	partial bool
 }
 
 // decision is what happens to one image on one node.
@@ -401,8 +404,13 @@ func (p *Provider) execute(ctx context.Context, images []*loadImage, nodes []*lo
 		f(&res.Images[i].Nodes[j])
 	}
 
-	// Before anything changes on a node: an engine save that fails leaves
-	// every node as it was.
+	// Before anything changes on a node: an engine push or save that
+	// fails leaves every node as it was.
+	unpush, err := pushEngineImages(ctx, images, nodes, plan)
+	defer unpush()
+	if err != nil {
+		return nil, err
+	}
 	cleanup, err := spoolEngineImages(ctx, images, nodes, plan)
 	defer cleanup()
 	if err != nil {
@@ -602,7 +610,7 @@ func (p *Provider) streamJobs(images []*loadImage, nodes []*loadNode, plan [][]d
 				continue
 			}
 			job := archiveJob(af, sels, idx, j, nodes, nodes[j].inv)
-			if job.reuses() {
+			if job.reuses() && !af.partial {
 				job.full = archiveJob(af, sels, idx, j, nodes, nil)
 			}
 			jobs = append(jobs, job)
@@ -748,6 +756,9 @@ func (job *streamJob) run(ctx context.Context, opts LoadOptions, done func(j int
 				done(j, carried, time.Since(start), err)
 			})
 			return
+		}
+		if err != nil && job.full == nil && isMissingContent(err) {
+			err = fmt.Errorf("%w\n  the node no longer holds a layer it held when hwk asked (its containerd removed it meanwhile); load the image again", err)
 		}
 		done(j, carried, time.Since(start), err)
 	})

@@ -59,17 +59,20 @@ func pushEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNod
 		for _, d := range im.engine.DiffIDs {
 			layers = append(layers, imagearchive.Layer{DiffID: d})
 		}
+		same := true
 		for j, n := range nodes {
 			if plan[i][j].outcome != LoadLoaded {
 				continue
 			}
 			targets = append(targets, j)
 			windows = windows || n.handle.OS() == config.Windows
+			same = same && plan[i][j].manifest == plan[i][targets[0]].manifest
 			holds = holds || slices.Contains(imagearchive.Reused(n.inv, layers), true)
 		}
-		// Windows nodes take archives through a spool file anyway, and
-		// a node that holds nothing of the image gains nothing.
-		if holds && !windows {
+		// Windows nodes take archives through a spool file anyway, a
+		// node that holds nothing of the image gains nothing, and a push
+		// carries one platform.
+		if holds && !windows && same {
 			todo = append(todo, pushImage{i: i, targets: targets})
 		}
 	}
@@ -120,12 +123,15 @@ func pushEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNod
 		if err != nil {
 			return cleanup, fmt.Errorf("image %s as the Docker engine pushed it: %w\n  nothing was loaded", im.name, err)
 		}
-		k := 0
 		if want := im.ids[plan[p.i][p.targets[0]].manifest]; len(af.scan.Images) != 1 || !slices.Contains(want, af.scan.Images[0].Manifests[0].Digest) {
 			return cleanup, fmt.Errorf("image %s changed in the Docker engine while it was being loaded; load it again\n  nothing was loaded", im.name)
 		}
 		af.took, af.partial = time.Since(start), true
-		im.archive, im.index, im.engine = af, k, nil
+		im.archive, im.index, im.engine = af, 0, nil
+		// The archive holds the one platform pushed.
+		for _, j := range p.targets {
+			plan[p.i][j].manifest = 0
+		}
 	}
 	return cleanup, nil
 }
