@@ -315,9 +315,11 @@ func removeRef(node, ref, id string) error {
 	return nil
 }
 
-// drop removes every name of ref from the node: its own, the engine's ID
-// and the CRI's (the config digest, which is not the engine's ID in the
-// containerd store), so that its content can go.
+// drop removes ref from the node under every name it has there: its own,
+// the engine's ID, the CRI's (the config digest, which is not the
+// engine's ID in the containerd store) and the import-DATE@DIGEST names
+// `ctr import --digests` gives what kind loads; then its content is
+// collected, which drop checks.
 func drop(node, ref, id string) error {
 	cri, _ := exec.Command("docker", "exec", node, "crictl", "inspecti", "-o", "go-template", "--template", "{{.status.id}}", "docker.io/"+ref).Output()
 	names := []string{"docker.io/" + ref, id}
@@ -325,12 +327,21 @@ func drop(node, ref, id string) error {
 		names = append(names, c)
 	}
 	out, err := exec.Command("docker", "exec", node, "sh", "-c",
-		"ctr -n k8s.io images ls -q | grep -F -x -e '"+strings.Join(names, "' -e '")+"' | xargs -r ctr -n k8s.io images rm --sync").CombinedOutput()
+		"ls=$(ctr -n k8s.io images ls -q) && { echo \"$ls\" | grep '^import-'; echo \"$ls\" | grep -F -x -e '"+strings.Join(names, "' -e '")+"'; } | xargs -r ctr -n k8s.io images rm --sync").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("remove %s from %s: %v\n%s", ref, node, err, out)
 	}
 	if out, err := exec.Command("docker", "exec", node, "crictl", "inspecti", "-q", "docker.io/"+ref).CombinedOutput(); err == nil && len(bytes.TrimSpace(out)) > 0 {
 		return fmt.Errorf("%s is still on %s after removal", ref, node)
+	}
+	content, err := exec.Command("docker", "exec", node, "ctr", "-n", "k8s.io", "content", "ls", "-q").Output()
+	if err != nil {
+		return fmt.Errorf("list %s's content: %w", node, err)
+	}
+	for _, d := range names[1:] {
+		if bytes.Contains(content, []byte(d)) {
+			return fmt.Errorf("%s still holds %s (named %v) after removal", node, d, names)
+		}
 	}
 	return nil
 }
