@@ -266,6 +266,16 @@ func TestLoadBrokenStreamLoadsNothing(t *testing.T) {
 	}
 }
 
+// loadBase loads my/app:v1 (see storeImage) from an archive into nodes
+// (all when none are named), so that they hold the base of v2.
+func loadBase(t *testing.T, p *Provider, gz bool, nodes ...string) {
+	t.Helper()
+	v1, _, _ := storeImage(t, "v1", gz)
+	if _, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}, Nodes: nodes}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // storeImage is my/app:VERSION as Docker's containerd store saves it: an
 // OCI layout of gzip layers over a two-layer base, and the inspect
 // answer of API 1.52 for it.
@@ -299,10 +309,7 @@ func storeImage(t *testing.T, version string, gz bool) (archive []byte, inspect 
 func TestLoadContainerdStoreRebuild(t *testing.T) {
 	p, d := loadCluster(t, "cp", "linux", "w", "linux")
 	ctx := context.Background()
-	v1, _, _ := storeImage(t, "v1", true)
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}, Nodes: []string{"cp"}}); err != nil {
-		t.Fatal(err)
-	}
+	loadBase(t, p, true, "cp")
 	v2, inspect, m := storeImage(t, "v2", true)
 	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect}
 	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
@@ -338,10 +345,7 @@ func TestLoadContainerdStoreRebuild(t *testing.T) {
 func TestLoadContainerdStoreCorruptTopLoadsNothing(t *testing.T) {
 	p, d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	v1, _, _ := storeImage(t, "v1", false)
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}}); err != nil {
-		t.Fatal(err)
-	}
+	loadBase(t, p, false)
 	before := d.nodes["cp"].imports
 	v2, inspect, _ := storeImage(t, "v2", false)
 	f := &fakeEngine{api: "1.52", archive: imagearchivetest.Corrupt(v2, []byte("app-v2-linux/amd64app-v2")), inspect: inspect}
@@ -438,10 +442,7 @@ func pushArchive(archive []byte, ref string) error {
 func TestLoadContainerdStorePushesOnlyMissing(t *testing.T) {
 	p, d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	v1, _, _ := storeImage(t, "v1", true)
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}}); err != nil {
-		t.Fatal(err)
-	}
+	loadBase(t, p, true)
 	v2, inspect, m := storeImage(t, "v2", true)
 	// The engine knows of an arm64 platform it never pulled, listed
 	// first: the node's is the second.
@@ -475,10 +476,7 @@ func TestLoadContainerdStorePushesOnlyMissing(t *testing.T) {
 func TestLoadContainerdStorePushUnreachable(t *testing.T) {
 	p, d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	v1, _, _ := storeImage(t, "v1", true)
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}}); err != nil {
-		t.Fatal(err)
-	}
+	loadBase(t, p, true)
 	v2, inspect, m := storeImage(t, "v2", true)
 	// The push goes to a port nothing listens on from the engine's side.
 	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true, unreachable: true}
@@ -507,10 +505,7 @@ func TestLoadContainerdStorePushUnreachable(t *testing.T) {
 func TestLoadContainerdStorePushForNodesThatDiffer(t *testing.T) {
 	p, d := loadCluster(t, "cp", "linux", "w", "linux")
 	ctx := context.Background()
-	v1, _, _ := storeImage(t, "v1", true)
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}, Nodes: []string{"cp"}}); err != nil {
-		t.Fatal(err)
-	}
+	loadBase(t, p, true, "cp")
 	v2, inspect, m := storeImage(t, "v2", true)
 	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true}
 	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
