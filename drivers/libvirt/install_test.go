@@ -49,8 +49,8 @@ func TestInstallDomainXML(t *testing.T) {
 	if d.Devices.Serials[0].Log.File != "/h/console.log" || d.OnReboot != "restart" || d.Type != "qemu" || d.Memory.Value != 4096 {
 		t.Errorf("serial %+v, on_reboot %s, type %s, memory %d", d.Devices.Serials[0].Log, d.OnReboot, d.Type, d.Memory.Value)
 	}
-	if d.Clock == nil || d.Clock.Offset != "localtime" {
-		t.Error("a Windows guest keeps local time")
+	if d.Clock == nil || d.Clock.Offset != "utc" {
+		t.Error("the Windows guest's RTC is not on UTC, the time zone its answer file sets")
 	}
 }
 

@@ -220,7 +220,11 @@ func windows(d *libvirtxml.Domain, s domainSpec) {
 		}
 		timers = append(timers, libvirtxml.DomainTimer{Name: "hypervclock", Present: "yes"})
 	}
-	d.Clock = &libvirtxml.DomainClock{Offset: "localtime", Timer: timers}
+	// Windows reads the RTC as local time, and both answer files set the
+	// guest's time zone to UTC: an RTC on the host's local time would put
+	// the guest off by the host's offset, and certificates minted on the
+	// control plane would look not yet valid west of UTC (issue 26).
+	d.Clock = &libvirtxml.DomainClock{Offset: "utc", Timer: timers}
 	if s.TPM {
 		d.Devices.TPMs = []libvirtxml.DomainTPM{{
 			Model:   "tpm-crb",

@@ -123,7 +123,7 @@ func TestDomainXML(t *testing.T) {
 	if err := d.Unmarshal(got); err != nil {
 		t.Fatal(err)
 	}
-	if d.Type != "kvm" || d.CPU.Mode != "host-passthrough" || d.Features.HyperV == nil || d.Clock.Offset != "localtime" ||
+	if d.Type != "kvm" || d.CPU.Mode != "host-passthrough" || d.Features.HyperV == nil || d.Clock.Offset != "utc" ||
 		len(d.Devices.TPMs) != 1 || d.Devices.TPMs[0].Backend.Emulator.Version != "2.0" {
 		t.Errorf("a KVM Windows domain:\n%s", got)
 	}
@@ -139,7 +139,7 @@ func TestDomainXML(t *testing.T) {
 	if err := d.Unmarshal(got); err != nil {
 		t.Fatal(err)
 	}
-	if d.Type != "qemu" || d.Features.HyperV != nil || strings.Contains(got, "hypervclock") || d.Clock.Offset != "localtime" || len(d.Devices.TPMs) != 1 {
+	if d.Type != "qemu" || d.Features.HyperV != nil || strings.Contains(got, "hypervclock") || d.Clock.Offset != "utc" || len(d.Devices.TPMs) != 1 {
 		t.Errorf("a TCG Windows domain:\n%s", got)
 	}
 

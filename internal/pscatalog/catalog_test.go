@@ -55,10 +55,10 @@ func TestGrammar(t *testing.T) {
 // every call names its module.
 var modules = map[string][]string{
 	"Microsoft.PowerShell.Core":        {"ForEach-Object", "Where-Object", "Out-Null", "Get-Module", "Import-Module", "Get-Command", "Wait-Job", "Stop-Job", "Remove-Job"},
-	"Microsoft.PowerShell.Utility":     {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String", "Format-List", "Invoke-WebRequest", "Get-FileHash"},
+	"Microsoft.PowerShell.Utility":     {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String", "Format-List", "Invoke-WebRequest", "Get-FileHash", "Get-Date", "New-TimeSpan"},
 	"Microsoft.PowerShell.Archive":     {"Expand-Archive"},
 	"Microsoft.PowerShell.Diagnostics": {"Get-WinEvent"},
-	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
+	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Get-ItemProperty", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
 	"Microsoft.PowerShell.Host":        {"Start-Transcript", "Stop-Transcript"},
 	"CimCmdlets":                       {"Get-CimInstance", "Invoke-CimMethod"},
 	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
@@ -69,7 +69,7 @@ var modules = map[string][]string{
 	// The Hyper-V firewall's cmdlets: Windows 11 22H2 and later (the
 	// callers check for them first).
 	"NetSecurity":    {"New-NetFirewallRule", "Get-NetFirewallRule", "New-NetFirewallHyperVRule", "Get-NetFirewallHyperVRule", "Remove-NetFirewallHyperVRule"},
-	"ScheduledTasks": {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction"},
+	"ScheduledTasks": {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction", "New-ScheduledTaskSettingsSet"},
 	"Dism":           {"Enable-WindowsOptionalFeature"},
 	"Storage":        {"Get-Volume"},
 	// Windows Server 2019 and later; hwk's node images are 2022 and 2025.

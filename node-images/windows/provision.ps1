@@ -39,14 +39,20 @@ function Say([string]$message) {
 # The command runs under 'Continue': this script runs without a console,
 # where Windows PowerShell captures a program's stderr, each line an error
 # record, and under 'Stop' the first one would end the script before the
-# exit status is read (PowerShell/PowerShell #3996, #4002).
-function Invoke-Native([string]$what, [scriptblock]$command) {
+# exit status is read (PowerShell/PowerShell #3996, #4002). $ok are the
+# statuses that mean success: DISM ends a change that needs a restart with
+# 3010 (ERROR_SUCCESS_REBOOT_REQUIRED) or 1641 (ERROR_SUCCESS_REBOOT_INITIATED),
+# which phase 1 restarts for anyway.
+function Invoke-Native([string]$what, [scriptblock]$command, [int[]]$ok = @(0)) {
     $ErrorActionPreference = 'Continue'
     & $command
-    if ($LASTEXITCODE -ne 0) {
+    if ($ok -notcontains $LASTEXITCODE) {
         throw "$what exited with status $LASTEXITCODE"
     }
 }
+
+# DISM's statuses for a change that is done but waits for a restart.
+$dismDone = @(0, 3010, 1641)
 
 function Get-Phase {
     if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $phaseFile) {
@@ -113,9 +119,11 @@ function Invoke-Phase1 {
     # hypervisor: enable the role, then turn its hypervisor part off, so no
     # nested virtualization is needed (sig-windows-tools
     # Install-Containerd.ps1, -skipHypervisorSupportCheck).
-    Invoke-Native 'dism enable Hyper-V' { dism.exe /online /enable-feature /featurename:Microsoft-Hyper-V /all /NoRestart }
-    Invoke-Native 'dism disable Hyper-V-Online' { dism.exe /online /disable-feature /featurename:Microsoft-Hyper-V-Online /NoRestart }
-    Dism\Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V-Management-PowerShell -NoRestart | Microsoft.PowerShell.Core\Out-Null
+    Invoke-Native 'dism enable Hyper-V' { dism.exe /online /enable-feature /featurename:Microsoft-Hyper-V /all /NoRestart } $dismDone
+    Invoke-Native 'dism disable Hyper-V-Online' { dism.exe /online /disable-feature /featurename:Microsoft-Hyper-V-Online /NoRestart } $dismDone
+    # -All: the feature's parents (the management tools) come with it;
+    # without them DISM refuses it.
+    Dism\Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V-Management-PowerShell -All -NoRestart | Microsoft.PowerShell.Core\Out-Null
 
     Set-Phase 2
     Say 'phase 1: done, restarting'
@@ -155,6 +163,10 @@ function Invoke-Phase2 {
     # kubeadm join has configured the node.
     Invoke-Native 'sc.exe create kubelet' { sc.exe create kubelet binPath= 'C:\k\hwk-kubelet.exe' start= demand depend= containerd DisplayName= 'Kubernetes kubelet' }
     Invoke-Native 'sc.exe failure kubelet' { sc.exe failure kubelet reset= 0 actions= restart/5000/restart/5000/restart/5000 }
+    # hwk-kubelet ends with SERVICE_STOPPED and a non-zero exit code when
+    # the kubelet dies, which the recovery actions above cover only with
+    # the failure-actions flag set (SERVICE_FAILURE_ACTIONS_FLAG).
+    Invoke-Native 'sc.exe failureflag kubelet' { sc.exe failureflag kubelet 1 }
     NetSecurity\New-NetFirewallRule -Name kubelet -DisplayName 'kubelet (hwk)' -Protocol TCP -LocalPort 10250 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
     NetSecurity\New-NetFirewallRule -Name calico-vxlan -DisplayName 'Calico VXLAN (hwk)' -Protocol UDP -LocalPort 4789 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
 
@@ -197,7 +209,9 @@ function Invoke-Phase2 {
     Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath "$work\bin\hwk-seed.exe" -Destination "$hwk\hwk-seed.exe"
     $action = ScheduledTasks\New-ScheduledTaskAction -Execute "$hwk\hwk-seed.exe"
     $trigger = ScheduledTasks\New-ScheduledTaskTrigger -AtStartup
-    ScheduledTasks\Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
+    # A failed run (an adapter that never came up) is tried again.
+    $settings = ScheduledTasks\New-ScheduledTaskSettingsSet -RestartCount 5 -RestartInterval (Microsoft.PowerShell.Utility\New-TimeSpan -Minutes 1) -ExecutionTimeLimit (Microsoft.PowerShell.Utility\New-TimeSpan -Hours 2)
+    ScheduledTasks\Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -Settings $settings -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
 
     Say 'phase 2: generalizing'
     # Every clone must make its own host keys, or get the one hwk pinned

@@ -97,10 +97,19 @@ func Scripts() map[string]string {
 }
 
 // firstLogonScript is the PowerShell inside FirstLogonCommand; it has no
-// double quotes, so the command line needs no escaping.
+// double quotes, so the command line needs no escaping. Its output goes
+// to a file of its own: provision.ps1 keeps its transcript in
+// ProvisionLog, which a redirect to the same file would hold open.
 func firstLogonScript() string {
-	return fmt.Sprintf(`$v = Storage\Get-Volume -FileSystemLabel '%s' | Microsoft.PowerShell.Utility\Select-Object -First 1; & ($v.DriveLetter + ':\%s') *> C:\hwk-provision.log`, SeedLabel, ProvisionScript)
+	return fmt.Sprintf(`$v = Storage\Get-Volume -FileSystemLabel '%s' | Microsoft.PowerShell.Utility\Select-Object -First 1; & ($v.DriveLetter + ':\%s') *> %s`, SeedLabel, ProvisionScript, FirstLogonLog)
 }
+
+// The guest's logs of the image build: provision.ps1's transcript, and
+// what the first logon's command printed around it.
+const (
+	ProvisionLog  = `C:\hwk-provision.log`
+	FirstLogonLog = `C:\hwk-firstlogon.log`
+)
 
 // Unattend renders Autounattend.xml for an unattended UEFI install.
 func Unattend(o UnattendOptions) ([]byte, error) {

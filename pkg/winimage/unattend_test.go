@@ -156,6 +156,60 @@ func TestProvisionScript(t *testing.T) {
 	}
 }
 
+// TestProvisionToleratesRestartPending: DISM ends a feature change that
+// waits for a restart with 3010 (ERROR_SUCCESS_REBOOT_REQUIRED) or 1641,
+// and phase 1 restarts anyway: every dism.exe call must take those for
+// success, or the image build stops at its first feature (issue 26).
+func TestProvisionToleratesRestartPending(t *testing.T) {
+	raw, err := recipe.Recipe.ReadFile("provision.ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	for _, want := range []string{
+		"function Invoke-Native([string]$what, [scriptblock]$command, [int[]]$ok = @(0))",
+		"if ($ok -notcontains $LASTEXITCODE) {",
+		"$dismDone = @(0, 3010, 1641)",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("provision.ps1 lacks %q", want)
+		}
+	}
+	calls := 0
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.Contains(line, "dism.exe ") {
+			continue
+		}
+		calls++
+		if !strings.HasPrefix(strings.TrimSpace(line), "Invoke-Native ") || !strings.HasSuffix(strings.TrimSpace(line), "} $dismDone") {
+			t.Errorf("a dism.exe call fails on a pending restart:\n%s", line)
+		}
+	}
+	if calls == 0 {
+		t.Error("provision.ps1 calls dism.exe nowhere: the test no longer checks anything")
+	}
+	// The Hyper-V PowerShell feature needs its parents (issue 26).
+	if !strings.Contains(s, "-FeatureName Microsoft-Hyper-V-Management-PowerShell -All -NoRestart") {
+		t.Error("Microsoft-Hyper-V-Management-PowerShell is enabled without -All")
+	}
+}
+
+// TestProvisionKubeletRecovers: the recovery actions of the kubelet
+// service apply to hwk-kubelet's stop with a non-zero exit code only with
+// the failure-actions flag set (SERVICE_FAILURE_ACTIONS_FLAG).
+func TestProvisionKubeletRecovers(t *testing.T) {
+	raw, err := recipe.Recipe.ReadFile("provision.ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	failure := strings.Index(s, "sc.exe failure kubelet reset= 0 actions= restart/")
+	flag := strings.Index(s, "{ sc.exe failureflag kubelet 1 }")
+	if failure < 0 || flag < 0 || flag < failure {
+		t.Errorf("kubelet recovery: failure actions at %d, failure-actions flag at %d; want both, the flag after", failure, flag)
+	}
+}
+
 // TestUnattendFields reads the answer file as Windows Setup does and
 // checks what makes the install unattended, UEFI and the right edition.
 func TestUnattendFields(t *testing.T) {
@@ -292,5 +346,40 @@ func TestNewPassword(t *testing.T) {
 			t.Errorf("NewPassword repeated %q", p)
 		}
 		seen[p] = true
+	}
+}
+
+// TestLogsApart: the first logon's redirect and provision.ps1's transcript
+// are different files; with one file the transcript could not be opened
+// and phase 1 would leave no log (issue 26).
+func TestLogsApart(t *testing.T) {
+	raw, err := recipe.Recipe.ReadFile("provision.ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "Start-Transcript -Append -Path '"+ProvisionLog+"'") {
+		t.Errorf("provision.ps1's transcript is not %s", ProvisionLog)
+	}
+	cmd := FirstLogonCommand()
+	if !strings.HasSuffix(strings.TrimSuffix(cmd, `"`), "*> "+FirstLogonLog) || strings.Contains(cmd, ProvisionLog) {
+		t.Errorf("the first logon writes %q, want %s and not the transcript", cmd, FirstLogonLog)
+	}
+}
+
+// TestProvisionSeedTaskRetries: hwk-seed's startup task is tried again
+// when a run fails (issue 26).
+func TestProvisionSeedTaskRetries(t *testing.T) {
+	raw, err := recipe.Recipe.ReadFile("provision.ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	for _, want := range []string{
+		`$settings = ScheduledTasks\New-ScheduledTaskSettingsSet -RestartCount 5 -RestartInterval`,
+		`Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -Settings $settings`,
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("provision.ps1 lacks %q", want)
+		}
 	}
 }

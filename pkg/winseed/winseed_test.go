@@ -122,7 +122,8 @@ func TestScript(t *testing.T) {
 		`New-NetIPAddress -InterfaceIndex $if -IPAddress '172.31.250.11' -PrefixLength 24 -DefaultGateway '172.31.250.1'`,
 		`-ServerAddresses @('172.31.250.1')`,
 		`"$ssh\administrators_authorized_keys"`,
-		`/inheritance:r /grant 'Administrators:F' /grant 'SYSTEM:F'`,
+		// Administrators and SYSTEM by SID: the names are localized.
+		`/inheritance:r /grant '*S-1-5-32-544:F' /grant '*S-1-5-18:F'`,
 		`(Microsoft.PowerShell.Management\Join-Path $seed 'ssh_host_ed25519_key')`,
 		`Rename-Computer -NewName 'hwk-win-1' -Force`,
 	} {
@@ -136,4 +137,27 @@ func TestScript(t *testing.T) {
 	}
 	s.HasHostKey = false
 	pscheck.Check(t, map[string]string{"apply.ps1": script, "apply-nohostkey.ps1": s.Script(`E:\`)})
+}
+
+// TestScriptWaitsForSetupAndTheAdapter: on a clone's first boots the seed
+// waits for Windows Setup to finish (ImageState IMAGE_STATE_COMPLETE)
+// before it touches the network or the name, and then up to two minutes
+// for exactly one adapter to be Up, rather than failing at once (issue 26).
+func TestScriptWaitsForSetupAndTheAdapter(t *testing.T) {
+	s, err := Read(seedFS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := s.Script(`D:\`)
+	setup := strings.Index(script, `-ne 'IMAGE_STATE_COMPLETE') {`)
+	state := strings.Index(script, `$setupState = 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State'`)
+	adapter := strings.Index(script, `$deadline = (Microsoft.PowerShell.Utility\Get-Date).AddMinutes(2)`)
+	address := strings.Index(script, `NetTCPIP\New-NetIPAddress`)
+	rename := strings.Index(script, `Rename-Computer`)
+	if state < 0 || setup < state || adapter < setup || address < adapter || rename < address {
+		t.Errorf("order: Setup state %d, its wait %d, adapter wait %d, address %d, rename %d; want each after the last", state, setup, adapter, address, rename)
+	}
+	if !strings.Contains(script, `if ($nics.Count -eq 1 -or (Microsoft.PowerShell.Utility\Get-Date) -gt $deadline) {`) {
+		t.Error("the adapter wait does not end on exactly one adapter or the deadline")
+	}
 }

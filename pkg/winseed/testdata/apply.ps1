@@ -8,11 +8,29 @@ if ((Microsoft.PowerShell.Management\Test-Path -LiteralPath $marker) -and ((Micr
     exit 0
 }
 
+# A clone's first boots run Windows Setup's specialize and OOBE passes,
+# which start services, this task among them; renaming or restarting the
+# computer then would fight Setup's own ComputerName and can break it.
+# Wait until Setup says the image is complete (a restart in between ends
+# this run; the next boot starts it again).
+$setupState = 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State'
+while ((Microsoft.PowerShell.Management\Get-ItemProperty -LiteralPath $setupState -Name ImageState -ErrorAction SilentlyContinue).ImageState -ne 'IMAGE_STATE_COMPLETE') {
+    Microsoft.PowerShell.Utility\Start-Sleep -Seconds 5
+}
+
 # Network: the one connected adapter gets the node's static address; hwk
-# owns the subnet and never relies on DHCP.
-$nics = @(NetAdapter\Get-NetAdapter -Physical | Microsoft.PowerShell.Core\Where-Object Status -eq 'Up')
+# owns the subnet and never relies on DHCP. The adapter may come up some
+# time after the task starts: wait up to two minutes for it.
+$deadline = (Microsoft.PowerShell.Utility\Get-Date).AddMinutes(2)
+while ($true) {
+    $nics = @(NetAdapter\Get-NetAdapter -Physical | Microsoft.PowerShell.Core\Where-Object Status -eq 'Up')
+    if ($nics.Count -eq 1 -or (Microsoft.PowerShell.Utility\Get-Date) -gt $deadline) {
+        break
+    }
+    Microsoft.PowerShell.Utility\Start-Sleep -Seconds 2
+}
 if ($nics.Count -ne 1) {
-    throw "hwk-seed: want one connected network adapter, found $($nics.Count)"
+    throw "hwk-seed: want one connected network adapter, found $($nics.Count) after two minutes"
 }
 $if = $nics[0].ifIndex
 NetTCPIP\Set-NetIPInterface -InterfaceIndex $if -AddressFamily IPv4 -Dhcp Disabled
@@ -30,7 +48,8 @@ function Protect([string]$path) {
     # icacls' own complaint, on stderr, must not end the script before
     # the throw below names the file (see internal/pscatalog).
     $ErrorActionPreference = 'Continue'
-    & icacls.exe $path /inheritance:r /grant 'Administrators:F' /grant 'SYSTEM:F' | Microsoft.PowerShell.Core\Out-Null
+    # By SID: the group names are localized (Administratoren, Järjestelmä).
+    & icacls.exe $path /inheritance:r /grant '*S-1-5-32-544:F' /grant '*S-1-5-18:F' | Microsoft.PowerShell.Core\Out-Null
     if ($LASTEXITCODE -ne 0) { throw "hwk-seed: icacls $path exited with $LASTEXITCODE" }
 }
 Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath (Microsoft.PowerShell.Management\Join-Path $seed 'authorized_keys') -Destination "$ssh\administrators_authorized_keys"
