@@ -1,12 +1,9 @@
 package cluster
 
 import (
-	"archive/tar"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -209,92 +206,27 @@ func (s *pushStore) archive(handler http.Handler, repo string, refs []string, pa
 	if rec.Code != http.StatusOK {
 		return nil, fmt.Errorf("the push left no manifest (%d %s)", rec.Code, strings.TrimSpace(rec.Body.String()))
 	}
-	raw := rec.Body.Bytes()
-	mediaType := rec.Header().Get("Content-Type")
-	var mf struct {
-		MediaType string `json:"mediaType"`
-		Config    struct {
-			Digest string `json:"digest"`
-		} `json:"config"`
-		Layers []struct {
-			Digest string `json:"digest"`
-		} `json:"layers"`
-	}
-	if err := json.Unmarshal(raw, &mf); err != nil {
-		return nil, fmt.Errorf("the pushed manifest: %w", err)
-	}
-	if mf.Config.Digest == "" {
-		return nil, fmt.Errorf("the push sent a %s, not an image manifest", mediaType)
-	}
-	sum := sha256.Sum256(raw)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
-	type desc struct {
-		MediaType   string            `json:"mediaType"`
-		Digest      string            `json:"digest"`
-		Size        int64             `json:"size"`
-		Annotations map[string]string `json:"annotations"`
-	}
-	idx := struct {
-		SchemaVersion int    `json:"schemaVersion"`
-		MediaType     string `json:"mediaType"`
-		Manifests     []desc `json:"manifests"`
-	}{SchemaVersion: 2, MediaType: "application/vnd.oci.image.index.v1+json"}
-	for _, ref := range refs {
-		idx.Manifests = append(idx.Manifests, desc{MediaType: mediaType, Digest: digest, Size: int64(len(raw)),
-			Annotations: map[string]string{"io.containerd.image.name": ref}})
-	}
-	index, err := json.Marshal(idx)
-	if err != nil {
-		return nil, err
-	}
-
 	f, err := os.Create(path)
 	if err != nil {
 		return nil, err
 	}
-	tw := tar.NewWriter(f)
-	add := func(name string, size int64, r io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o444, Size: size, Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, r)
-		return err
-	}
-	err = add("oci-layout", int64(len(ociLayout)), strings.NewReader(ociLayout))
-	if err == nil {
-		err = add("index.json", int64(len(index)), strings.NewReader(string(index)))
-	}
-	if err == nil {
-		err = add("blobs/sha256/"+strings.TrimPrefix(digest, "sha256:"), int64(len(raw)), strings.NewReader(string(raw)))
-	}
-	blobs := []string{mf.Config.Digest}
-	for _, l := range mf.Layers {
-		blobs = append(blobs, l.Digest)
-	}
-	for _, d := range dedupe(blobs) {
+	err = imagearchive.Pack(f, rec.Header().Get("Content-Type"), rec.Body.Bytes(), refs, func(d string) (io.ReadCloser, int64, error) {
+		bf, err := os.Open(s.path(d))
 		if err != nil {
-			break
+			return nil, 0, err // not sent: the nodes hold it
 		}
-		fi, serr := os.Stat(s.path(d))
-		if serr != nil {
-			continue // held by the nodes, not sent
-		}
-		var bf *os.File
-		if bf, err = os.Open(s.path(d)); err == nil {
-			err = add("blobs/sha256/"+strings.TrimPrefix(d, "sha256:"), fi.Size(), bf)
+		fi, err := bf.Stat()
+		if err != nil {
 			bf.Close()
+			return nil, 0, err
 		}
-	}
-	if err == nil {
-		err = tw.Close()
-	}
+		return bf, fi.Size(), nil
+	})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the pushed image: %w", err)
 	}
 	return scanArchive(path)
 }
-
-const ociLayout = `{"imageLayoutVersion":"1.0.0"}`

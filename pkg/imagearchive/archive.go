@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"sort"
 	"strings"
@@ -771,7 +772,7 @@ func (a *Archive) Write(w io.Writer, src io.Reader, p *Plan) (err error) {
 		_, err := tw.Write(data)
 		return err
 	}
-	if err := add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+	if err := add("oci-layout", []byte(ociLayout)); err != nil {
 		return err
 	}
 	if err := add("index.json", p.index); err != nil {
@@ -845,6 +846,69 @@ func (a *Archive) manifestJSON(d string) []byte {
 		}
 	}
 	return nil
+}
+
+// ociLayout is an OCI image layout's oci-layout file.
+const ociLayout = `{"imageLayoutVersion":"1.0.0"}`
+
+// Pack writes an OCI image layout tar to w holding one image manifest,
+// raw (of mediaType), named refs, and those of its config and layers that
+// blob opens; a blob it reports as fs.ErrNotExist is left out (the reader
+// holds it already).
+func Pack(w io.Writer, mediaType string, raw []byte, refs []string, blob func(digest string) (io.ReadCloser, int64, error)) error {
+	var mf manifest
+	if err := json.Unmarshal(raw, &mf); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if mf.Config.Digest == "" {
+		return fmt.Errorf("a %s, not an image manifest", mediaType)
+	}
+	d := digestOf(raw)
+	idx := index{SchemaVersion: 2, MediaType: mediaOCIIndex}
+	for _, ref := range refs {
+		idx.Manifests = append(idx.Manifests, descriptor{MediaType: mediaType, Digest: d, Size: int64(len(raw)),
+			Annotations: map[string]string{annotationName: ref, annotationRefName: tagOf(ref)}})
+	}
+	ix, err := json.Marshal(idx)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(w)
+	add := func(name string, size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o444, Size: size, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{"oci-layout", []byte(ociLayout)}, {"index.json", ix}, {blobName(d), raw}} {
+		if err := add(f.name, int64(len(f.data)), bytes.NewReader(f.data)); err != nil {
+			return err
+		}
+	}
+	done := map[string]bool{}
+	for _, l := range append([]descriptor{mf.Config}, mf.Layers...) {
+		if done[l.Digest] {
+			continue
+		}
+		done[l.Digest] = true
+		rc, size, err := blob(l.Digest)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = add(blobName(l.Digest), size, rc)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return tw.Close()
 }
 
 func blobName(d string) string { return "blobs/sha256/" + strings.TrimPrefix(d, "sha256:") }
