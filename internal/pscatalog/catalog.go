@@ -16,7 +16,6 @@ import (
 	"github.com/hwk-dev/hwk/pkg/containerd"
 	"github.com/hwk-dev/hwk/pkg/doctor"
 	"github.com/hwk-dev/hwk/pkg/logs"
-	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/winimage"
 	"github.com/hwk-dev/hwk/pkg/winseed"
 )
@@ -53,7 +52,6 @@ var packages = []struct {
 	{"pkg/containerd", containerd.Scripts},
 	{"pkg/doctor", doctor.Scripts},
 	{"pkg/logs", logs.Scripts},
-	{"pkg/node", node.Scripts},
 	{"pkg/winimage", winimage.Scripts},
 	{"pkg/winseed", winseed.Scripts},
 }

@@ -197,6 +197,11 @@ function Invoke-Phase2 {
     $text = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath $sshdConfig
     $text = $text -replace '(?m)^#?\s*PasswordAuthentication\s+\w+', 'PasswordAuthentication no'
     $text = $text -replace '(?m)^#?\s*PubkeyAuthentication\s+\w+', 'PubkeyAuthentication yes'
+    # hwk sends files to a node over SFTP, never through PowerShell's
+    # stdin (pkg/node): Win32-OpenSSH's own sshd_config has the subsystem.
+    if ($text -notmatch '(?m)^\s*Subsystem\s+sftp\s') {
+        throw "phase 2: $sshdConfig has no 'Subsystem sftp' line, and hwk copies files to nodes over SFTP"
+    }
     Microsoft.PowerShell.Management\Set-Content -LiteralPath $sshdConfig -Value $text -Encoding ascii
     Microsoft.PowerShell.Management\Set-Service -Name sshd -StartupType Automatic
     if (-not (NetSecurity\Get-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -ErrorAction SilentlyContinue)) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/netip"
 	"strings"
 	"sync"
@@ -44,8 +45,6 @@ func kind(script string) string {
 	switch {
 	case script == windowsBuildScript:
 		return "build"
-	case strings.Contains(script, "OpenStandardInput"):
-		return "copy-config"
 	case strings.Contains(script, "kubeadm.exe' join"):
 		return "join"
 	case script == calicoNetworkScript:
@@ -62,18 +61,7 @@ func (s *scriptedNode) Run(_ context.Context, cmd node.Cmd) error {
 	if cmd.Stdin != nil {
 		_, _ = io.Copy(io.Discard, cmd.Stdin)
 	}
-	k := kind(decodePS(cmd.Args))
-	s.mu.Lock()
-	s.asked = append(s.asked, k)
-	rs := s.replies[k]
-	var r reply
-	if len(rs) > 0 {
-		r = rs[0]
-		if len(rs) > 1 {
-			s.replies[k] = rs[1:]
-		}
-	}
-	s.mu.Unlock()
+	r := s.next(kind(decodePS(cmd.Args)))
 	if r.err != nil {
 		return r.err
 	}
@@ -83,6 +71,40 @@ func (s *scriptedNode) Run(_ context.Context, cmd node.Cmd) error {
 		return &node.ExitError{Code: r.code}
 	}
 	return nil
+}
+
+// WriteFile takes a file as SSH's SFTP does: only the join
+// configuration is expected.
+func (s *scriptedNode) WriteFile(_ context.Context, in io.Reader, p string, _ fs.FileMode) error {
+	_, _ = io.Copy(io.Discard, in)
+	k := "copy-config"
+	if p != "/C:/hwk/kubeadm-join.yaml" {
+		k = "unknown file: " + p
+	}
+	r := s.next(k)
+	if r.err != nil {
+		return r.err
+	}
+	if r.code != 0 {
+		return fmt.Errorf("sftp: write %s: permission denied", p)
+	}
+	return nil
+}
+
+// next records a command of kind k and takes its reply.
+func (s *scriptedNode) next(k string) reply {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, k)
+	rs := s.replies[k]
+	var r reply
+	if len(rs) > 0 {
+		r = rs[0]
+		if len(rs) > 1 {
+			s.replies[k] = rs[1:]
+		}
+	}
+	return r
 }
 
 func (s *scriptedNode) sequence() string {
@@ -140,6 +162,11 @@ func TestWindowsJoinFailures(t *testing.T) {
 		"build unreadable": {
 			mod:  func(r map[string][]reply) { r["build"] = []reply{{code: 1}} },
 			step: StepBuild, want: []string{"read the build", "exited with status 1"}, seq: "build",
+		},
+		"the configuration cannot be written": {
+			mod:  func(r map[string][]reply) { r["copy-config"] = []reply{{code: 1}} },
+			step: StepJoin, want: []string{`copy to C:\hwk\kubeadm-join.yaml on node hwk-win-1`, "sftp: write /C:/hwk/kubeadm-join.yaml: permission denied"},
+			seq: "build build build copy-config",
 		},
 		"join fails": {
 			mod:  func(r map[string][]reply) { r["join"] = []reply{{code: 1}} },
@@ -229,13 +256,13 @@ func TestWindowsJoinRoutesThroughTheHost(t *testing.T) {
 
 // recordScripts keeps the scripts a node was sent.
 type recordScripts struct {
-	node.Transport
+	*scriptedNode
 	scripts *[]string
 }
 
 func (r recordScripts) Run(ctx context.Context, cmd node.Cmd) error {
 	*r.scripts = append(*r.scripts, decodePS(cmd.Args))
-	return r.Transport.Run(ctx, cmd)
+	return r.scriptedNode.Run(ctx, cmd)
 }
 
 // TestWindowsJoinKubeletRestartWarnings: Restart-Service warns every two

@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/big"
 	"net/http"
 	"net/netip"
@@ -198,12 +199,40 @@ func newScriptedNodes(t *testing.T) *scriptedNodes {
 }
 
 func (s *scriptedNodes) handle(name string, os config.OS, ip netip.Addr) (*node.Node, error) {
-	return node.New(name, os, transport(func(ctx context.Context, cmd node.Cmd) error { return s.run(name, os, cmd) })), nil
+	run := transport(func(ctx context.Context, cmd node.Cmd) error { return s.run(name, os, cmd) })
+	if os == config.Windows {
+		// As over SSH: commands, and files by SFTP.
+		return node.New(name, os, sftpTransport{run, func(r io.Reader, p string) error { return s.write(name, r, p) }}), nil
+	}
+	return node.New(name, os, run), nil
 }
 
 type transport func(ctx context.Context, cmd node.Cmd) error
 
 func (f transport) Run(ctx context.Context, cmd node.Cmd) error { return f(ctx, cmd) }
+
+type sftpTransport struct {
+	transport
+	write func(r io.Reader, p string) error
+}
+
+func (t sftpTransport) WriteFile(_ context.Context, r io.Reader, p string, _ fs.FileMode) error {
+	return t.write(r, p)
+}
+
+// write takes a file for node name: only the join configuration is
+// expected.
+func (s *scriptedNodes) write(name string, r io.Reader, p string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p != "/C:/hwk/kubeadm-join.yaml" {
+		s.strange = append(s.strange, fmt.Sprintf("%s: a file at %s", name, p))
+		return fmt.Errorf("sftp: %s: permission denied", p)
+	}
+	s.runs[name] = append(s.runs[name], "copy")
+	_, err := io.Copy(io.Discard, r)
+	return err
+}
 
 // run answers one command on node name.
 func (s *scriptedNodes) run(name string, os config.OS, cmd node.Cmd) error {
@@ -239,8 +268,6 @@ func (s *scriptedNodes) answer(os config.OS, cmd node.Cmd) (string, string) {
 			return "containerd running", ""
 		case script == scripts["windowsBuildScript"]:
 			return "windows build", "20348\r\n"
-		case strings.Contains(script, "[Console]::OpenStandardInput()") && strings.Contains(script, `C:\hwk\kubeadm-join.yaml`):
-			return "copy", ""
 		case strings.Contains(script, `& 'C:\k\kubeadm.exe' join --config 'C:\hwk\kubeadm-join.yaml'`):
 			return "kubeadm join", "joined: kubelet is Running\r\n"
 		case script == scripts["calicoNetworkScript"]:

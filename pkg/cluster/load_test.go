@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -59,7 +60,6 @@ func script(args []string) string {
 }
 
 var (
-	psDst      = regexp.MustCompile(`\$dst = '([^']+)'`)
 	psImportOf = regexp.MustCompile(`'images' 'import' .*'([^']+\.tar)'`)
 )
 
@@ -70,15 +70,6 @@ func (f *fakeContainerd) Run(_ context.Context, cmd node.Cmd) error {
 	switch {
 	case strings.Contains(s, "images ls"):
 		f.inventory(cmd.Stdout)
-		return nil
-	case strings.Contains(s, "OpenStandardInput"):
-		data, err := io.ReadAll(cmd.Stdin)
-		if err != nil {
-			return err
-		}
-		dst := psDst.FindStringSubmatch(s)[1]
-		f.files[dst] = data
-		f.spooled = append(f.spooled, dst)
 		return nil
 	case strings.Contains(s, "'images' 'import'"):
 		file := psImportOf.FindStringSubmatch(s)[1]
@@ -96,6 +87,24 @@ func (f *fakeContainerd) Run(_ context.Context, cmd node.Cmd) error {
 		return nil
 	}
 	return fmt.Errorf("fake containerd on %s: unexpected command %q", f.name, cmd.Args)
+}
+
+// WriteFile takes a spool file as a Windows node's sshd does, over SFTP
+// (only Windows nodes are sent files).
+func (f *fakeContainerd) WriteFile(_ context.Context, r io.Reader, p string, _ fs.FileMode) error {
+	if f.os != config.Windows || !strings.HasPrefix(p, "/C:/") {
+		return fmt.Errorf("fake containerd on %s: unexpected file %s", f.name, p)
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	dst := strings.ReplaceAll(p[1:], "/", `\`)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.files[dst] = data
+	f.spooled = append(f.spooled, dst)
+	return nil
 }
 
 func (f *fakeContainerd) inventory(w io.Writer) {

@@ -203,27 +203,41 @@ func ScriptOf(args []string) (script string, ok bool) {
 // CopyTo writes everything read from r to path on the node with mode
 // (ignored on Windows), replacing any file there. The data goes to a
 // temporary file beside path first, so a failed copy never leaves a
-// truncated file under the real name.
+// truncated file under the real name. On Linux a shell script writes it;
+// to Windows the transport itself writes it (FileWriter: SFTP), keeping
+// the bytes out of PowerShell.
 func (n *Node) CopyTo(ctx context.Context, r io.Reader, path string, mode fs.FileMode) error {
-	if err := n.RunScript(ctx, copyScript(n.shell, path, mode), Cmd{Stdin: r}); err != nil {
+	if n.shell == PowerShell {
+		return n.writeFile(ctx, r, path, mode)
+	}
+	if err := n.RunScript(ctx, copyScript(path, mode), Cmd{Stdin: r}); err != nil {
 		return fmt.Errorf("copy to %s: %w", path, err)
 	}
 	return nil
 }
 
-// copyScript writes its standard input to path in shell's dialect.
-func copyScript(shell Shell, path string, mode fs.FileMode) string {
-	if shell == PowerShell {
-		return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
-$dst = %s
-$tmp = "$dst.hwk-tmp"
-Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path (Microsoft.PowerShell.Management\Split-Path -Parent $dst) | Microsoft.PowerShell.Core\Out-Null
-$in = [Console]::OpenStandardInput()
-$out = [IO.File]::Create($tmp)
-try { $in.CopyTo($out) } finally { $out.Close() }
-Microsoft.PowerShell.Management\Move-Item -Force -LiteralPath $tmp -Destination $dst
-`, quoteWord(PowerShell, path))
+func (n *Node) writeFile(ctx context.Context, r io.Reader, path string, mode fs.FileMode) error {
+	fw, ok := n.t.(FileWriter)
+	if !ok {
+		return fmt.Errorf("copy to %s on node %s: its transport (%T) cannot write files; hwk copies files to Windows nodes over SFTP only", path, n.name, n.t)
 	}
+	p, err := SFTPPath(path)
+	if err != nil {
+		return fmt.Errorf("copy to %s on node %s: %w", path, n.name, err)
+	}
+	in := &inputReader{r: r}
+	err = fw.WriteFile(ctx, in, p, mode)
+	if rerr := in.Err(); rerr != nil {
+		return fmt.Errorf("copy to %s on node %s: read input: %w", path, n.name, rerr)
+	}
+	if err != nil {
+		return fmt.Errorf("copy to %s on node %s: %w", path, n.name, err)
+	}
+	return nil
+}
+
+// copyScript writes its standard input to path, in POSIX sh.
+func copyScript(path string, mode fs.FileMode) string {
 	return fmt.Sprintf(`set -e
 dst=%s
 tmp="$dst.hwk-tmp.$$"
@@ -234,13 +248,6 @@ chmod %04o "$tmp"
 mv -f "$tmp" "$dst"
 trap - EXIT
 `, quoteWord(POSIX, path), mode.Perm())
-}
-
-// Scripts is every PowerShell script this package makes, one of each
-// variant, by the declaration that makes it: for the check of every
-// script hwk sends to Windows (internal/pscatalog).
-func Scripts() map[string]string {
-	return map[string]string{"copyScript": copyScript(PowerShell, `C:\hwk\kubeadm-join.yaml`, 0o600)}
 }
 
 // Quote renders args as one command line for shell, each argument a single

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os/exec"
 	"strings"
 	"testing"
@@ -112,19 +114,64 @@ last words`
 	}
 }
 
-func TestCopyToWindowsUsesPowerShellAndStdin(t *testing.T) {
-	r := &recorder{}
-	n := New("hwk-win-1", config.Windows, r)
+// fileRecorder is a transport that also writes files (as SSH does, over
+// SFTP); it runs no command.
+type fileRecorder struct {
+	path string
+	data []byte
+	mode fs.FileMode
+}
+
+func (*fileRecorder) Run(_ context.Context, c Cmd) error {
+	return fmt.Errorf("fileRecorder: no command expected, got %q", c.Args)
+}
+
+func (f *fileRecorder) WriteFile(_ context.Context, r io.Reader, p string, mode fs.FileMode) error {
+	f.path, f.mode = p, mode
+	var err error
+	f.data, err = io.ReadAll(r)
+	return err
+}
+
+// A copy to Windows never goes through PowerShell (issue 26): the
+// transport writes the file, at its SFTP path.
+func TestCopyToWindowsWritesTheFileOverTheTransport(t *testing.T) {
+	f := &fileRecorder{}
+	n := New("hwk-win-1", config.Windows, f)
 	if err := n.CopyTo(context.Background(), strings.NewReader("payload"), `C:\k\it's.txt`, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if r.args[0] != "powershell.exe" || r.stdin != "payload" {
-		t.Fatalf("args %q stdin %q", r.args, r.stdin)
+	if f.path != "/C:/k/it's.txt" || string(f.data) != "payload" || f.mode != 0o644 {
+		t.Errorf("wrote %q (%v): %q", f.path, f.mode, f.data)
 	}
-	script, _ := ScriptOf(r.args)
-	for _, want := range []string{`$dst = 'C:\k\it''s.txt'`, "OpenStandardInput", "Move-Item -Force"} {
-		if !strings.Contains(script, want) {
-			t.Errorf("script lacks %q:\n%s", want, script)
+
+	// A transport that only runs commands is refused, not used with a
+	// script.
+	r := &recorder{}
+	err := New("hwk-win-1", config.Windows, r).CopyTo(context.Background(), strings.NewReader("x"), `C:\k\x`, 0o600)
+	if err == nil || !strings.Contains(err.Error(), "cannot write files") || r.args != nil {
+		t.Errorf("command-only transport: err %v, ran %q", err, r.args)
+	}
+	// A broken input fails the copy however the transport took it.
+	err = n.CopyTo(context.Background(), io.MultiReader(strings.NewReader("half"), failing{}), `C:\k\y`, 0o600)
+	if err == nil || !strings.Contains(err.Error(), "read input: disk on fire") {
+		t.Errorf("broken input: %v", err)
+	}
+}
+
+func TestSFTPPath(t *testing.T) {
+	for in, want := range map[string]string{
+		`C:\hwk\kubeadm-join.yaml`: "/C:/hwk/kubeadm-join.yaml",
+		`c:/ProgramData/x y`:       "/c:/ProgramData/x y",
+		`/var/lib/hwk/f`:           "/var/lib/hwk/f",
+	} {
+		if got, err := SFTPPath(in); err != nil || got != want {
+			t.Errorf("SFTPPath(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`hwk\x`, `C:x`, `\\server\share\x`, ""} {
+		if got, err := SFTPPath(bad); err == nil {
+			t.Errorf("SFTPPath(%q) = %q, want an error", bad, got)
 		}
 	}
 }

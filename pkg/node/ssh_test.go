@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -73,7 +74,8 @@ PermitRootLogin prohibit-password
 StrictModes no
 UsePAM no
 PidFile %s/sshd.pid
-`, port, dir, dir, dir)
+Subsystem sftp %s
+`, port, dir, dir, dir, sftpServer(t))
 	must(t, os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600))
 	if os.Geteuid() == 0 {
 		_ = os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
@@ -95,6 +97,18 @@ PidFile %s/sshd.pid
 		time.Sleep(50 * time.Millisecond)
 	}
 	return addr, hostKey, client
+}
+
+// sftpServer is OpenSSH's sftp-server, which Debian's openssh-server
+// ships beside sshd.
+func sftpServer(t *testing.T) string {
+	for _, p := range []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatal("sshd is here but its sftp-server is not")
+	return ""
 }
 
 func must(t *testing.T, err error) {
@@ -184,4 +198,76 @@ func TestSSHRefusesOtherHostKey(t *testing.T) {
 	if _, err := NewSSH(SSHConfig{Addr: addr, User: "root", Key: key}); err == nil || !strings.Contains(err.Error(), "no pinned host key") {
 		t.Errorf("no host key: %v", err)
 	}
+}
+
+// Files reach a Windows node over SFTP, byte for byte (issue 26): a Windows
+// node's handle, on a real OpenSSH server, copies a stream holding every
+// byte value, replaces a file, and leaves nothing behind when its input
+// breaks. sshd here runs Linux, so the paths are POSIX ones; a Windows
+// path's translation is TestSFTPPath's.
+func TestCopyToWindowsNodeOverSFTP(t *testing.T) {
+	addr, hostKey, key := startSSHD(t)
+	u, err := user.Current()
+	must(t, err)
+	tr, err := NewSSH(SSHConfig{Addr: addr, User: u.Username, Key: key, HostKey: hostKey, Shell: PowerShell})
+	must(t, err)
+	defer tr.Close()
+	n := New("hwk-win-1", config.Windows, tr)
+	ctx := context.Background()
+
+	// Every byte value, in every position mod 256, then CR LF pairs, a
+	// lone LF, a NUL run and a UTF-16LE BOM, the bytes a text pipeline
+	// would rewrite; 3 MiB in all, so that writes overlap.
+	var data []byte
+	for i := 0; len(data) < 3<<20; i++ {
+		for b := range 256 {
+			data = append(data, byte(b+i))
+		}
+	}
+	data = append(data, "\r\n\r\n\n\x00\x00\x00\xff\xfe"...)
+	target := filepath.Join(t.TempDir(), "C dir", "sub", "load.tar")
+	must(t, n.CopyTo(ctx, bytes.NewReader(data), target, 0o600))
+	got, err := os.ReadFile(target)
+	must(t, err)
+	if !bytes.Equal(got, data) {
+		t.Fatalf("copied %d bytes, got %d back, first difference at %d", len(data), len(got), firstDiff(got, data))
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode: %v %v", fi.Mode(), err)
+	}
+
+	// A second copy replaces the file.
+	must(t, n.CopyTo(ctx, strings.NewReader("second"), target, 0o600))
+	if got, _ := os.ReadFile(target); string(got) != "second" {
+		t.Errorf("after the second copy: %q", got)
+	}
+
+	// A broken input fails the copy and leaves the old file, and no
+	// temporary one.
+	err = n.CopyTo(ctx, io.MultiReader(bytes.NewReader(data[:1<<20]), failing{}), target, 0o600)
+	if err == nil || !strings.Contains(err.Error(), "disk on fire") {
+		t.Fatalf("broken input: %v", err)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "second" {
+		t.Errorf("after a failed copy the file holds %d bytes, want the old 6", len(got))
+	}
+	left, _ := filepath.Glob(filepath.Join(filepath.Dir(target), "*"))
+	if len(left) != 1 {
+		t.Errorf("files left beside the target: %q", left)
+	}
+
+	// The connection outlives the failed copy.
+	must(t, n.CopyTo(ctx, strings.NewReader("third"), target, 0o600))
+	if got, _ := os.ReadFile(target); string(got) != "third" {
+		t.Errorf("after the third copy: %q", got)
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
