@@ -15,18 +15,40 @@ $ErrorActionPreference = 'Stop'
 $sandbox = $env:CONTAINER_SANDBOX_MOUNT_POINT
 $networkName = 'Calico'
 
+# HNS, through the hns.psm1 the image ships beside kube-proxy.exe ([SWT]
+# line 23 imports it; the image's Dockerfile fetches microsoft/SDN
+# Kubernetes/windows/hns.psm1, last changed in 710cad6). It calls HNS
+# through vmcompute.dll and needs no Windows feature, whereas Windows' own
+# HostNetworkingService module depends on installed features on Server
+# 2022 (calico#6843): that module is the fallback, for an image without
+# hns.psm1. hns.psm1 has no Get-HnsNetwork/Get-HnsEndpoint (upstream's
+# script gets those from Windows' module), so hwk reads networks and
+# endpoints with its Invoke-HNSRequest, the same HNS objects.
+$hnsModule = Microsoft.PowerShell.Management\Join-Path $sandbox 'kube-proxy/hns.psm1'
+if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $hnsModule) {
+    Microsoft.PowerShell.Core\Import-Module -Force $hnsModule
+    Microsoft.PowerShell.Utility\Write-Output "HNS through $hnsModule"
+    function Get-Networks { @(hns\Invoke-HNSRequest -Method GET -Type networks) }
+    function Get-Endpoints { @(hns\Invoke-HNSRequest -Method GET -Type endpoints) }
+    function Get-PolicyLists { @(hns\Get-HNSPolicyList | Microsoft.PowerShell.Core\Where-Object Id) }
+    function Remove-PolicyLists($lists) { $lists | hns\Remove-HnsPolicyList }
+} else {
+    Microsoft.PowerShell.Core\Import-Module HostNetworkingService
+    Microsoft.PowerShell.Utility\Write-Output "no $hnsModule in the image: HNS through Windows' HostNetworkingService module"
+    function Get-Networks { @(HostNetworkingService\Get-HnsNetwork) }
+    function Get-Endpoints { @(HostNetworkingService\Get-HnsEndpoint) }
+    function Get-PolicyLists { @(HostNetworkingService\Get-HnsPolicyList | Microsoft.PowerShell.Core\Where-Object Id) }
+    function Remove-PolicyLists($lists) { $lists | HostNetworkingService\Remove-HnsPolicyList }
+}
+
 # Wait for the HNS network Calico's node makes ([SWT] lines 28-32, [CAL]
 # lines 31-35: the same loop, no timeout; the pod restarts if this script
-# fails). Upstream imports microsoft/SDN's hns.psm1 first, but that module
-# has not defined Get-HnsNetwork/Get-HnsEndpoint since microsoft/SDN 299daf2
-# (2018): both scripts already get them from Windows' own
-# HostNetworkingService module, which hwk names.
-Microsoft.PowerShell.Core\Import-Module HostNetworkingService
+# fails).
 Microsoft.PowerShell.Utility\Write-Output "waiting for HNS network $networkName"
-while (-not (HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Where-Object Name -EQ $networkName)) {
+while (-not (Get-Networks | Microsoft.PowerShell.Core\Where-Object Name -EQ $networkName)) {
     Microsoft.PowerShell.Utility\Start-Sleep -Seconds 1
 }
-$network = HostNetworkingService\Get-HnsNetwork | Microsoft.PowerShell.Core\Where-Object Name -EQ $networkName
+$network = Get-Networks | Microsoft.PowerShell.Core\Where-Object Name -EQ $networkName | Microsoft.PowerShell.Utility\Select-Object -First 1
 
 # The kubeadm ConfigMap's kubeconfig points at /var/run/secrets/...; in a
 # HostProcess container those files are under the sandbox mount. Write a
@@ -66,18 +88,22 @@ $arguments = @(
 # IPAddress, and PowerShell's property names are case-blind.
 if ($network.Type -EQ 'Overlay') {
     Microsoft.PowerShell.Utility\Write-Output 'waiting for HNS endpoint Calico_ep'
-    while (-not (HostNetworkingService\Get-HnsEndpoint | Microsoft.PowerShell.Core\Where-Object Name -EQ 'Calico_ep')) {
+    while (-not (Get-Endpoints | Microsoft.PowerShell.Core\Where-Object Name -EQ 'Calico_ep')) {
         Microsoft.PowerShell.Utility\Start-Sleep -Seconds 1
     }
-    $sourceVip = (HostNetworkingService\Get-HnsEndpoint | Microsoft.PowerShell.Core\Where-Object Name -EQ 'Calico_ep').IpAddress
+    $sourceVip = (Get-Endpoints | Microsoft.PowerShell.Core\Where-Object Name -EQ 'Calico_ep' | Microsoft.PowerShell.Utility\Select-Object -First 1).IpAddress
     $arguments += "--source-vip=$sourceVip"
 }
 
-# Upstream removes every HNS policy list here ([SWT] lines 98-103, [CAL]
-# lines 87-92, with hns.psm1's Remove-HnsPolicyList). kube-proxy deletes
-# every HNS load balancer itself as it starts (pkg/proxy/winkernel,
-# DeleteAllHnsLoadBalancerPolicy, before it looks up the network, in the
-# releases before and after winkernel's refactor), so hwk does not.
+# Remove every HNS policy list before kube-proxy starts ([SWT] lines
+# 98-103, [CAL] lines 87-92: "kube-proxy doesn't handle resync if there
+# are pre-existing policies"). A restarted pod or node otherwise keeps the
+# load balancers of the kube-proxy before it.
+$policyLists = Get-PolicyLists
+if ($policyLists.Count -gt 0) {
+    Microsoft.PowerShell.Utility\Write-Output "removing $($policyLists.Count) stale HNS policy lists"
+    Remove-PolicyLists $policyLists
+}
 
 # kube-proxy finds the HNS network by this exact name ([SWT] lines
 # 106-108: Calico's own KUBE_NETWORK is the pattern Calico.*, which

@@ -384,11 +384,52 @@ func TestWindowsManifests(t *testing.T) {
 	if strings.Contains(strings.Join(code, "\n"), "feature-gates") || !strings.Contains(script, "--enable-dsr=true") || !strings.Contains(script, "--source-vip") {
 		t.Errorf("start.ps1 must pass DSR and the source VIP and no feature gates:\n%s", script)
 	}
+	kubeProxyStartOrder(t, strings.Join(code, "\n"))
 	for v, build := range WindowsBuilds {
 		rc := find(t, ds, "RuntimeClass", RuntimeClassName(v))
 		if rc["handler"] != "runhcs-wcow-process" || get(rc, "scheduling", "nodeSelector", "node.kubernetes.io/windows-build") != build ||
 			get(rc, "scheduling", "tolerations", 0, "key") != "os" {
 			t.Errorf("RuntimeClass %v", rc)
+		}
+	}
+}
+
+// kubeProxyStartOrder checks kube-proxy's start script (without comments)
+// for issue 26: HNS through the image's hns.psm1, Windows' own module only
+// when the image lacks it, no HNS call before either is imported, and every
+// stale policy list removed before kube-proxy starts.
+func kubeProxyStartOrder(t *testing.T, code string) {
+	t.Helper()
+	at := func(s string) int {
+		i := strings.Index(code, s)
+		if i < 0 {
+			t.Errorf("start.ps1 lacks %q", s)
+		}
+		return i
+	}
+	path := at(`$hnsModule = Microsoft.PowerShell.Management\Join-Path $sandbox 'kube-proxy/hns.psm1'`)
+	test := at(`if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $hnsModule) {`)
+	imp := at(`Microsoft.PowerShell.Core\Import-Module -Force $hnsModule`)
+	fallback := at("} else {\n    Microsoft.PowerShell.Core\\Import-Module HostNetworkingService")
+	wait := at(`while (-not (Get-Networks |`)
+	remove := at(`Remove-PolicyLists $policyLists`)
+	start := at(`& $kubeProxy @arguments`)
+	if !(path < test && test < imp && imp < fallback && fallback < wait && wait < remove && remove < start) {
+		t.Errorf("start.ps1's order: hns.psm1's path %d, test %d, import %d, fallback %d, network wait %d, policy lists removed %d, kube-proxy started %d",
+			path, test, imp, fallback, wait, remove, start)
+	}
+	if fallback < 0 {
+		return
+	}
+	// Every HNS call goes through the functions the import defines.
+	for _, l := range strings.Split(code[:fallback], "\n") {
+		if strings.Contains(l, "HostNetworkingService\\") {
+			t.Errorf("start.ps1 calls Windows' HNS module before its fallback: %s", l)
+		}
+	}
+	for _, fn := range []string{"Get-Networks", "Get-Endpoints", "Get-PolicyLists", "Remove-PolicyLists"} {
+		if strings.Count(code, "function "+fn) != 2 {
+			t.Errorf("start.ps1 must define %s once for hns.psm1 and once for the fallback", fn)
 		}
 	}
 }
