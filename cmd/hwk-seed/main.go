@@ -2,9 +2,10 @@
 // At every boot (a scheduled task, as SYSTEM) it finds the node's cidata
 // seed disk, and the first time it sees a seed it gives the machine the
 // node's static address, DNS, the cluster's SSH key for Administrator, the
-// SSH host key hwk pinned for it, and its name (then restarts once). What
-// it does is pkg/winseed's script; --print shows it without running it,
-// on any OS.
+// SSH host key hwk pinned for it, and its name (then restarts once). It
+// first waits for Windows Setup to finish with the machine and for its
+// network adapter (winseed.WaitReady). What it then does is pkg/winseed's
+// script; --print shows it without running it, on any OS.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/hwk-dev/hwk/pkg/winseed"
 )
@@ -55,6 +57,15 @@ func apply(dir string, print bool, stdout io.Writer) error {
 	script := s.Script(dir)
 	if print {
 		_, err := io.WriteString(stdout, script)
+		return err
+	}
+	// Every boot runs hwk-seed; only a seed not yet applied waits for
+	// Setup and the network (the script checks the marker again).
+	if b, err := os.ReadFile(winseed.Marker); err == nil && strings.TrimSpace(string(b)) == s.ID {
+		_, err := fmt.Fprintf(stdout, "hwk-seed: seed %s is applied already\n", s.ID)
+		return err
+	}
+	if err := waitReady(stdout); err != nil {
 		return err
 	}
 	return runScript(script, stdout)

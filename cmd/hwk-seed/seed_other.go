@@ -13,6 +13,10 @@ func findSeed() (string, error) {
 	return "", errors.New("no --seed directory given (only on Windows does hwk-seed look for the cidata disk itself)")
 }
 
+func waitReady(io.Writer) error {
+	return errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")
+}
+
 func runScript(string, io.Writer) error {
 	return errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")
 }

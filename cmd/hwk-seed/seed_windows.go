@@ -1,15 +1,16 @@
 package main
 
 import (
-	"encoding/base64"
+	"context"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"unicode/utf16"
 
 	"golang.org/x/sys/windows"
+
+	"github.com/hwk-dev/hwk/pkg/winseed"
 )
 
 // findSeed is the root of the volume labelled cidata (D:\, E:\, ...).
@@ -35,16 +36,19 @@ func findSeed() (string, error) {
 	return "", errors.New("no disk labelled cidata: this machine has no hwk seed (was it started by hwk?)")
 }
 
+// waitReady waits for Setup and the network adapter, saying why it waits
+// on out.
+func waitReady(out io.Writer) error {
+	w := winseed.DefaultWait
+	w.Log = out
+	_, err := winseed.WaitReady(context.Background(), winseed.PowerShellProbe{}, w)
+	return err
+}
+
 // runScript runs the script in Windows PowerShell, encoded so that no
 // quoting layer touches it.
 func runScript(script string, out io.Writer) error {
-	u := utf16.Encode([]rune(script))
-	b := make([]byte, 2*len(u))
-	for i, c := range u {
-		b[2*i], b[2*i+1] = byte(c), byte(c>>8)
-	}
-	cmd := exec.Command("powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass",
-		"-EncodedCommand", base64.StdEncoding.EncodeToString(b))
+	cmd := exec.Command("powershell.exe", winseed.PowerShellArgs(script)...)
 	cmd.Stdout, cmd.Stderr = out, os.Stderr
 	return cmd.Run()
 }

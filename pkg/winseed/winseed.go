@@ -203,29 +203,12 @@ if ((Microsoft.PowerShell.Management\Test-Path -LiteralPath $marker) -and ((Micr
     exit 0
 }
 
-# A clone's first boots run Windows Setup's specialize and OOBE passes,
-# which start services, this task among them; renaming or restarting the
-# computer then would fight Setup's own ComputerName and can break it.
-# Wait until Setup says the image is complete (a restart in between ends
-# this run; the next boot starts it again).
-$setupState = 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State'
-while ((Microsoft.PowerShell.Management\Get-ItemProperty -LiteralPath $setupState -Name ImageState -ErrorAction SilentlyContinue).ImageState -ne 'IMAGE_STATE_COMPLETE') {
-    Microsoft.PowerShell.Utility\Start-Sleep -Seconds 5
-}
-
 # Network: the one connected adapter gets the node's static address; hwk
-# owns the subnet and never relies on DHCP. The adapter may come up some
-# time after the task starts: wait up to two minutes for it.
-$deadline = (Microsoft.PowerShell.Utility\Get-Date).AddMinutes(2)
-while ($true) {
-    $nics = @(NetAdapter\Get-NetAdapter -Physical | Microsoft.PowerShell.Core\Where-Object Status -eq 'Up')
-    if ($nics.Count -eq 1 -or (Microsoft.PowerShell.Utility\Get-Date) -gt $deadline) {
-        break
-    }
-    Microsoft.PowerShell.Utility\Start-Sleep -Seconds 2
-}
+# owns the subnet and never relies on DHCP. hwk-seed has waited for Setup
+# to finish and for this adapter to be Up (WaitReady) before this runs.
+$nics = @(NetAdapter\Get-NetAdapter -Physical | Microsoft.PowerShell.Core\Where-Object Status -eq 'Up')
 if ($nics.Count -ne 1) {
-    throw "hwk-seed: want one connected network adapter, found $($nics.Count) after two minutes"
+    throw "hwk-seed: want one connected network adapter, found $($nics.Count)"
 }
 $if = $nics[0].ifIndex
 NetTCPIP\Set-NetIPInterface -InterfaceIndex $if -AddressFamily IPv4 -Dhcp Disabled
@@ -277,7 +260,7 @@ Microsoft.PowerShell.Utility\Write-Output "hwk-seed: applied seed $id"
 func Scripts() map[string]string {
 	s := &Seed{Hostname: "demo-win-1", Address: netip.MustParsePrefix("172.31.250.11/24"), Gateway: netip.MustParseAddr("172.31.250.1"),
 		DNS: []netip.Addr{netip.MustParseAddr("192.168.1.1"), netip.MustParseAddr("1.1.1.1")}, HasHostKey: true, ID: "0123abcd"}
-	out := map[string]string{"Seed.Script": s.Script(`D:\`)}
+	out := map[string]string{"Seed.Script": s.Script(`D:\`), "imageStateQuery": imageStateQuery, "adaptersQuery": adaptersQuery}
 	s.HasHostKey = false
 	out["Seed.Script/no-host-key"] = s.Script(`D:\`)
 	return out

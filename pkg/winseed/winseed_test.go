@@ -139,25 +139,23 @@ func TestScript(t *testing.T) {
 	pscheck.Check(t, map[string]string{"apply.ps1": script, "apply-nohostkey.ps1": s.Script(`E:\`)})
 }
 
-// TestScriptWaitsForSetupAndTheAdapter: on a clone's first boots the seed
-// waits for Windows Setup to finish (ImageState IMAGE_STATE_COMPLETE)
-// before it touches the network or the name, and then up to two minutes
-// for exactly one adapter to be Up, rather than failing at once (issue 26).
-func TestScriptWaitsForSetupAndTheAdapter(t *testing.T) {
+// TestScriptAfterTheWait: hwk-seed.exe waits for Setup and the adapter
+// (WaitReady, TestWaitReady) before it runs the script, which checks that
+// one adapter is Up before it touches the address or the name, and does
+// not wait itself.
+func TestScriptAfterTheWait(t *testing.T) {
 	s, err := Read(seedFS(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	script := s.Script(`D:\`)
-	setup := strings.Index(script, `-ne 'IMAGE_STATE_COMPLETE') {`)
-	state := strings.Index(script, `$setupState = 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State'`)
-	adapter := strings.Index(script, `$deadline = (Microsoft.PowerShell.Utility\Get-Date).AddMinutes(2)`)
+	check := strings.Index(script, `if ($nics.Count -ne 1) {`)
 	address := strings.Index(script, `NetTCPIP\New-NetIPAddress`)
 	rename := strings.Index(script, `Rename-Computer`)
-	if state < 0 || setup < state || adapter < setup || address < adapter || rename < address {
-		t.Errorf("order: Setup state %d, its wait %d, adapter wait %d, address %d, rename %d; want each after the last", state, setup, adapter, address, rename)
+	if check < 0 || address < check || rename < address {
+		t.Errorf("order: adapter check %d, address %d, rename %d; want each after the last", check, address, rename)
 	}
-	if !strings.Contains(script, `if ($nics.Count -eq 1 -or (Microsoft.PowerShell.Utility\Get-Date) -gt $deadline) {`) {
-		t.Error("the adapter wait does not end on exactly one adapter or the deadline")
+	if strings.Contains(script, "Start-Sleep") {
+		t.Error("the script waits itself, beside WaitReady")
 	}
 }
