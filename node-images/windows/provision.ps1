@@ -170,6 +170,29 @@ function Invoke-Phase2 {
     NetSecurity\New-NetFirewallRule -Name kubelet -DisplayName 'kubelet (hwk)' -Protocol TCP -LocalPort 10250 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
     NetSecurity\New-NetFirewallRule -Name calico-vxlan -DisplayName 'Calico VXLAN (hwk)' -Protocol UDP -LocalPort 4789 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
 
+    Say 'phase 2: Microsoft Defender exclusions'
+    # Real-time scanning of every layer containerd unpacks and every file
+    # the kubelet writes slows pulls and pod starts, and has locked
+    # snapshot files in use. image-builder excludes containerd.exe and
+    # ctr.exe (images/capi/ansible/windows/roles/runtimes/tasks/
+    # containerd.yml); AKS also kubelet.exe, the runhcs shim and the
+    # snapshots directory (Azure/AgentBaker staging/cse/windows/
+    # kubernetesfunc.ps1, Update-DefenderPreferences). hwk excludes those
+    # processes' files and the directories of containerd and the kubelet.
+    # Defender may be absent (Windows Server without the Windows-Defender
+    # feature). Microsoft's reference files Add-MpPreference under the
+    # Defender module, while newer releases ship it in ConfigDefender: the
+    # call names whichever module has it.
+    $mpModule = (Microsoft.PowerShell.Core\Get-Command -Name Add-MpPreference -ErrorAction SilentlyContinue |
+        Microsoft.PowerShell.Core\Where-Object { $_.ModuleName -in 'ConfigDefender', 'Defender' } | Microsoft.PowerShell.Utility\Select-Object -First 1).ModuleName
+    if ($mpModule) {
+        & "$mpModule\Add-MpPreference" -ExclusionProcess @("$ctrd\containerd.exe", "$ctrd\containerd-shim-runhcs-v1.exe", "$ctrd\ctr.exe", 'C:\k\kubelet.exe') `
+            -ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet', 'C:\var\log\containerd', 'C:\var\log\kubelet', 'C:\var\log\pods', 'C:\var\log\containers')
+        Say "phase 2: excluded containerd's and the kubelet's files from $mpModule's scans"
+    } else {
+        Say 'phase 2: no Microsoft Defender here, so no exclusions to add'
+    }
+
     Say 'phase 2: container images'
     foreach ($image in Microsoft.PowerShell.Management\Get-ChildItem -LiteralPath "$work\images" -Filter '*.tar') {
         Say "phase 2: importing $($image.Name)"

@@ -385,3 +385,27 @@ func TestProvisionSeedTaskRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestProvisionDefenderExclusions: containerd's and the kubelet's files
+// are out of Defender's real-time scans, when Defender is there, before
+// the image's containers are imported (issue 26).
+func TestProvisionDefenderExclusions(t *testing.T) {
+	raw, err := recipe.Recipe.ReadFile("provision.ps1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	guard := strings.Index(s, `Microsoft.PowerShell.Core\Get-Command -Name Add-MpPreference -ErrorAction SilentlyContinue`)
+	call := strings.Index(s, `& "$mpModule\Add-MpPreference" -ExclusionProcess @(`)
+	absent := strings.Index(s, `Say 'phase 2: no Microsoft Defender here, so no exclusions to add'`)
+	images := strings.Index(s, `Say 'phase 2: container images'`)
+	if guard < 0 || call < guard || absent < call || images < absent {
+		t.Errorf("Defender: guard %d, exclusions %d, the no-Defender branch %d, image import %d; want each after the last", guard, call, absent, images)
+	}
+	for _, want := range []string{`"$ctrd\containerd.exe"`, `"$ctrd\containerd-shim-runhcs-v1.exe"`, `'C:\k\kubelet.exe'`,
+		`-ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet'`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("provision.ps1's Defender exclusions lack %s", want)
+		}
+	}
+}
