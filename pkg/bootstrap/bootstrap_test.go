@@ -12,7 +12,9 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"flag"
+	"fmt"
 	"io"
+	"maps"
 	"math/big"
 	"net/netip"
 	"os"
@@ -30,6 +32,7 @@ import (
 	"github.com/hwk-dev/hwk/images"
 	"github.com/hwk-dev/hwk/internal/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/logs"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -495,4 +498,63 @@ func TestPowerShellSyntax(t *testing.T) {
 		"join.ps1":             WindowsJoinScript(WindowsConfigDir + `\kubeadm-join.yaml`),
 		"kubelet-log.ps1":      kubeletLogScript(10),
 	})
+}
+
+// TestWindowsLogsAreThePodLogs: on a HostProcess node Calico and
+// kube-proxy log to their containers' stdout, so every pod log that the
+// join's diagnostics (windowsLogs) and hwk logs (logs.WindowsItems) read
+// must be that of a container the Windows DaemonSets run, in their
+// namespace; and nothing may turn Calico's file logging into the place to
+// look (issue 26: CALICO_DISABLE_FILE_LOGGING, which Calico's Windows
+// node never reads).
+func TestWindowsLogsAreThePodLogs(t *testing.T) {
+	out, err := WindowsManifests(testCluster(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if regexp.MustCompile(`(?m)^[^#]*CALICO_DISABLE_FILE_LOGGING`).Match(out) {
+		t.Error("the Windows manifests set CALICO_DISABLE_FILE_LOGGING, which only Calico's Linux startup reads")
+	}
+	containers := map[string]bool{} // namespace_daemonset/container
+	for _, d := range docs(t, out) {
+		if d["kind"] != "DaemonSet" {
+			continue
+		}
+		for _, c := range get(d, "spec", "template", "spec", "containers").([]any) {
+			containers[fmt.Sprintf("%s_%s/%s", get(d, "metadata", "namespace"), get(d, "metadata", "name"), get(c, "name"))] = true
+		}
+	}
+	podLog := regexp.MustCompile(`^C:\\var\\log\\pods\\([a-z0-9-]+)_([a-z0-9-]+)-\*\\([a-z0-9-]+|\*)\\\*\.log$`)
+	var paths []string
+	for _, l := range windowsLogs {
+		paths = append(paths, l.path)
+	}
+	for _, it := range logs.WindowsItems {
+		if i := strings.Index(it.Script, `C:\var\log\pods\`); i >= 0 {
+			paths = append(paths, it.Script[i:i+strings.IndexByte(it.Script[i:], '\'')])
+		}
+	}
+	checked := 0
+	for _, p := range paths {
+		if strings.Contains(p, `CalicoWindows\logs`) || strings.Contains(p, `\var\log\calico\`) && !strings.Contains(p, `\cni\`) {
+			t.Errorf("%s is a Calico log file, which a HostProcess node does not write", p)
+		}
+		m := podLog.FindStringSubmatch(p)
+		if m == nil {
+			continue
+		}
+		checked++
+		if m[3] == "*" {
+			if !slices.ContainsFunc(slices.Collect(maps.Keys(containers)), func(k string) bool { return strings.HasPrefix(k, m[1]+"_"+m[2]+"/") }) {
+				t.Errorf("%s: no DaemonSet %s in %s", p, m[2], m[1])
+			}
+			continue
+		}
+		if !containers[m[1]+"_"+m[2]+"/"+m[3]] {
+			t.Errorf("%s: DaemonSet %s in %s has no container %s (it has %v)", p, m[2], m[1], m[3], slices.Sorted(maps.Keys(containers)))
+		}
+	}
+	if checked < 4 {
+		t.Errorf("checked %d pod-log paths of %q, want the join's and hwk logs' Calico and kube-proxy ones", checked, paths)
+	}
 }
