@@ -249,9 +249,15 @@ function Invoke-Phase2 {
     ScheduledTasks\Unregister-ScheduledTask -TaskName $taskName -Confirm:$false
     Microsoft.PowerShell.Management\Remove-Item -Recurse -Force -LiteralPath $work
     Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $phaseFile
+    # Without /mode:vm: one build's disk is converted for every driver
+    # (qcow2 for libvirt, VHDX for Hyper-V, VDI for VirtualBox), while
+    # Microsoft's "Sysprep Command-Line Options" limits a disk generalized
+    # with /mode:vm to the hypervisor and hardware profile it was made on.
+    # A full generalize lets each clone detect its own hardware at first
+    # boot, which costs that boot some time instead.
     Say 'done: sysprep generalizes the disk and powers off'
     Invoke-Native 'sysprep' {
-        & "$env:SystemRoot\System32\Sysprep\sysprep.exe" /generalize /oobe /shutdown /mode:vm /quiet /unattend:C:\hwk\sysprep-unattend.xml
+        & "$env:SystemRoot\System32\Sysprep\sysprep.exe" /generalize /oobe /shutdown /quiet /unattend:C:\hwk\sysprep-unattend.xml
     }
 }
 

@@ -139,7 +139,8 @@ func TestProvisionScript(t *testing.T) {
 	s := string(raw)
 	for _, want := range []string{
 		"Get-Volume -FileSystemLabel '" + SeedLabel + "'",
-		`sysprep.exe" /generalize /oobe /shutdown /mode:vm /quiet /unattend:C:\hwk\sysprep-unattend.xml`,
+		// No /mode:vm: the disk goes to every hypervisor (issue 26).
+		`sysprep.exe" /generalize /oobe /shutdown /quiet /unattend:C:\hwk\sysprep-unattend.xml`,
 		`"$work\sysprep-unattend.xml"`,
 		`--log-file 'C:\var\log\containerd\containerd.log'`,
 		`binPath= 'C:\k\hwk-kubelet.exe'`,
