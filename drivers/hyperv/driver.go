@@ -494,22 +494,38 @@ func (d *Driver) Node(ctx context.Context, r drivers.Ref) (*node.Node, error) {
 	case m.State != drivers.StateRunning:
 		return nil, fmt.Errorf("node %s is %s, not running; start it with `hwk start --name %s`", r.Name, m.Detail, r.Cluster)
 	}
-	if err := confirmAddress(r, m.OS, m.IP, v.IPs); err != nil {
-		return nil, err
-	}
+	unconfirmed := confirmAddress(r, m.OS, m.IP, v.IPs)
+	var n *node.Node
 	if d.handle != nil {
-		return d.handle(r.Name, m.OS, m.IP)
+		n, err = d.handle(r.Name, m.OS, m.IP)
+	} else {
+		n, err = vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
 	}
-	return vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
+	switch {
+	case err != nil && unconfirmed != nil:
+		return nil, fmt.Errorf("%w (and its handle: %v)", unconfirmed, err)
+	case err != nil:
+		return nil, err
+	case unconfirmed != nil:
+		// KVP does not show the static address, which happens once the
+		// node runs: Calico's New-HNSNetwork moves the guest's address to
+		// a vEthernet adapter, whose addresses Hyper-V may not report. The
+		// pinned host key at the static address confirms the node as well
+		// (it is all a Linux guest without a KVP daemon ever gets).
+		if cerr := n.Connect(ctx); cerr != nil {
+			return nil, fmt.Errorf("%w; nor does SSH at %s answer with the node's pinned host key (%v)", unconfirmed, m.IP, cerr)
+		}
+	}
+	return n, nil
 }
 
-// confirmAddress checks the addresses the guest reported (KVP) for the
-// one hwk gave it. Windows always runs its KVP service. hwk's Linux image
-// carries no KVP daemon (Debian's hyperv-daemons is not among its
-// packages), so a Linux guest that reports nothing is taken at its static
-// address: the SSH handshake against its pinned host key is then what
-// confirms the node is there. An address other than the static one fails
-// either way.
+// confirmAddress checks the addresses the guest reported (KVP) on any of
+// the VM's adapters for the one hwk gave it. hwk's Linux image carries no
+// KVP daemon (Debian's hyperv-daemons is not among its packages), so a
+// Linux guest that reports nothing is taken at its static address: the
+// SSH handshake against its pinned host key is then what confirms the node
+// is there. Otherwise an error here means Node must confirm the node by
+// that handshake itself before it trusts it.
 func confirmAddress(r drivers.Ref, guest config.OS, ip netip.Addr, reported []string) error {
 	var v4 []string
 	for _, s := range reported {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
+	nodepkg "github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -532,6 +534,67 @@ func TestNodeConfirmsKVPAddress(t *testing.T) {
 			d, _, _ := testDriver(t, f)
 			if _, err := d.Node(context.Background(), testRef(c.node)); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// connectTransport is a node's transport that only connects, as SSH's
+// handshake with the pinned host key does, or fails to.
+type connectTransport struct {
+	err   error
+	calls *int
+}
+
+func (c connectTransport) Run(_ context.Context, cmd nodepkg.Cmd) error {
+	return fmt.Errorf("no command expected, got %q", cmd.Args)
+}
+
+func (c connectTransport) Connect(context.Context) error {
+	*c.calls++
+	return c.err
+}
+
+// TestNodeFallsBackToThePinnedHostKey: when KVP does not show a node's
+// static address (Calico's HNS network moved it to a vEthernet adapter,
+// issue 26; a guest still booting), the node is confirmed by SSH at the
+// static address answering with its pinned host key, and refused when it
+// does not; a reported static address needs no handshake.
+func TestNodeFallsBackToThePinnedHostKey(t *testing.T) {
+	refused := errors.New("ssh 172.31.250.11:22: connect: connection refused")
+	for name, c := range map[string]struct {
+		vm       string
+		connect  error
+		want     string // "" for a handle
+		connects int
+	}{
+		"moved, KVP reports nothing":            {"vm/win-moved-none", nil, "", 1},
+		"moved, KVP reports other addresses":    {"vm/win-moved-other", nil, "", 1},
+		"booting: no KVP address and no SSH":    {"vm/win-booting", refused, "has not reported an address through Hyper-V's data exchange (KVP) yet", 1},
+		"seed not applied: wrong IP, no SSH":    {"vm/win-wrong-ip", refused, "reports 172.31.250.99, not its static 172.31.250.11: its seed was not applied; nor does SSH at 172.31.250.11 answer with the node's pinned host key (connect to node demo-win-1: ssh 172.31.250.11:22: connect: connection refused)", 1},
+		"KVP shows the static address":          {"vm/win-running", refused, "", 0},
+		"linux without KVP: SSH confirms later": {"vm/cp-running-nokvp", refused, "", 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			node := "demo-win-1"
+			if strings.HasPrefix(c.vm, "vm/cp-") {
+				node = "demo-cp"
+			}
+			f := (&fakePS{t: t}).on(c.vm, inspectMark(node))
+			d, _, _ := testDriver(t, f)
+			calls := 0
+			d.handle = func(name string, os config.OS, ip netip.Addr) (*nodepkg.Node, error) {
+				return nodepkg.New(name, os, connectTransport{err: c.connect, calls: &calls}), nil
+			}
+			n, err := d.Node(context.Background(), testRef(node))
+			switch {
+			case c.want == "" && (err != nil || n == nil):
+				t.Errorf("err = %v, want a handle", err)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+			if calls != c.connects {
+				t.Errorf("%d handshakes, want %d", calls, c.connects)
 			}
 		})
 	}

@@ -150,6 +150,26 @@ func (n *Node) Run(ctx context.Context, cmd Cmd) error {
 	return nil
 }
 
+// Connector is a Transport that can open its connection ahead of any
+// command, which for SSH proves the node is the one whose host key hwk
+// pinned.
+type Connector interface {
+	Connect(ctx context.Context) error
+}
+
+// Connect opens the transport's connection now if it has one to open
+// (Connector), and is a no-op otherwise.
+func (n *Node) Connect(ctx context.Context) error {
+	c, ok := n.t.(Connector)
+	if !ok {
+		return nil
+	}
+	if err := c.Connect(ctx); err != nil {
+		return fmt.Errorf("connect to node %s: %w", n.name, err)
+	}
+	return nil
+}
+
 // Output runs args and returns what they wrote to stdout.
 func (n *Node) Output(ctx context.Context, args ...string) (string, error) {
 	var out bytes.Buffer

@@ -84,6 +84,13 @@ func (s *SSH) connect(ctx context.Context) (*ssh.Client, error) {
 	return s.client, nil
 }
 
+// Connect implements Connector: it dials and completes the handshake,
+// which fails unless the server holds the pinned host key.
+func (s *SSH) Connect(ctx context.Context) error {
+	_, err := s.connect(ctx)
+	return err
+}
+
 // Run implements Transport.
 func (s *SSH) Run(ctx context.Context, cmd Cmd) error {
 	client, err := s.connect(ctx)

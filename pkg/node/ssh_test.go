@@ -127,6 +127,7 @@ func TestSSHAgainstOpenSSH(t *testing.T) {
 	defer tr.Close()
 	n := New("vm-1", config.Linux, tr)
 	ctx := context.Background()
+	must(t, n.Connect(ctx))
 
 	// argv survives the command line: spaces, quotes, $ and ; are literal.
 	odd := `it's a "test"; $HOME $(id) \n`
@@ -194,6 +195,11 @@ func TestSSHRefusesOtherHostKey(t *testing.T) {
 	err = New("vm", config.Linux, tr).Run(context.Background(), Cmd{Args: []string{"true"}})
 	if err == nil || !strings.Contains(err.Error(), "host key mismatch") {
 		t.Fatalf("wrong host key: %v", err)
+	}
+	// Connect alone proves the same, before any command (the Hyper-V
+	// driver's check of a node KVP does not confirm).
+	if err := New("vm", config.Windows, tr).Connect(context.Background()); err == nil || !strings.Contains(err.Error(), "host key mismatch") {
+		t.Errorf("connect with the wrong host key: %v", err)
 	}
 	if _, err := NewSSH(SSHConfig{Addr: addr, User: "root", Key: key}); err == nil || !strings.Contains(err.Error(), "no pinned host key") {
 		t.Errorf("no host key: %v", err)
