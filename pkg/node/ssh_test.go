@@ -118,14 +118,21 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func TestSSHAgainstOpenSSH(t *testing.T) {
+// sshNode is a handle on a fresh sshd (startSSHD) as the current user, for
+// a node of os.
+func sshNode(t *testing.T, name string, os config.OS) *Node {
+	t.Helper()
 	addr, hostKey, key := startSSHD(t)
 	u, err := user.Current()
 	must(t, err)
-	tr, err := NewSSH(SSHConfig{Addr: addr, User: u.Username, Key: key, HostKey: hostKey, Shell: POSIX})
+	tr, err := NewSSH(SSHConfig{Addr: addr, User: u.Username, Key: key, HostKey: hostKey, Shell: ShellFor(os)})
 	must(t, err)
-	defer tr.Close()
-	n := New("vm-1", config.Linux, tr)
+	t.Cleanup(func() { tr.Close() })
+	return New(name, os, tr)
+}
+
+func TestSSHAgainstOpenSSH(t *testing.T) {
+	n := sshNode(t, "vm-1", config.Linux)
 	ctx := context.Background()
 	must(t, n.Connect(ctx))
 
@@ -212,13 +219,7 @@ func TestSSHRefusesOtherHostKey(t *testing.T) {
 // breaks. sshd here runs Linux, so the paths are POSIX ones; a Windows
 // path's translation is TestSFTPPath's.
 func TestCopyToWindowsNodeOverSFTP(t *testing.T) {
-	addr, hostKey, key := startSSHD(t)
-	u, err := user.Current()
-	must(t, err)
-	tr, err := NewSSH(SSHConfig{Addr: addr, User: u.Username, Key: key, HostKey: hostKey, Shell: PowerShell})
-	must(t, err)
-	defer tr.Close()
-	n := New("hwk-win-1", config.Windows, tr)
+	n := sshNode(t, "hwk-win-1", config.Windows)
 	ctx := context.Background()
 
 	// Every byte value, in every position mod 256, then CR LF pairs, a
