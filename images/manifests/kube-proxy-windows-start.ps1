@@ -97,8 +97,9 @@ if ($network.Type -EQ 'Overlay') {
 
 # Remove every HNS policy list before kube-proxy starts ([SWT] lines
 # 98-103, [CAL] lines 87-92: "kube-proxy doesn't handle resync if there
-# are pre-existing policies"). A restarted pod or node otherwise keeps the
-# load balancers of the kube-proxy before it.
+# are pre-existing policies"). kube-proxy also clears HNS load balancers
+# itself as it starts (pkg/proxy/winkernel); the lists go here anyway, as
+# upstream does, so no start meets what an earlier kube-proxy left.
 $policyLists = Get-PolicyLists
 if ($policyLists.Count -gt 0) {
     Microsoft.PowerShell.Utility\Write-Output "removing $($policyLists.Count) stale HNS policy lists"
