@@ -19,7 +19,12 @@ import (
 	"github.com/hwk-dev/hwk/pkg/winseed"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	stdout, stderr, closeLog := withLog(os.Stdout, os.Stderr)
+	code := run(os.Args[1:], stdout, stderr)
+	closeLog()
+	os.Exit(code)
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("hwk-seed", flag.ContinueOnError)
@@ -29,14 +34,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := apply(*dir, *printOnly, stdout); err != nil {
+	if err := apply(*dir, *printOnly, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "hwk-seed: %v\n", err)
 		return 1
 	}
 	return 0
 }
 
-func apply(dir string, print bool, stdout io.Writer) error {
+func apply(dir string, print bool, stdout, stderr io.Writer) error {
 	if dir == "" {
 		var err error
 		if dir, err = findSeed(); err != nil {
@@ -68,5 +73,5 @@ func apply(dir string, print bool, stdout io.Writer) error {
 	if err := waitReady(stdout); err != nil {
 		return err
 	}
-	return runScript(script, stdout)
+	return runScript(script, stdout, stderr)
 }

@@ -17,6 +17,11 @@ func waitReady(io.Writer) error {
 	return errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")
 }
 
-func runScript(string, io.Writer) error {
+func runScript(string, io.Writer, io.Writer) error {
 	return errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")
+}
+
+// withLog: only on Windows does hwk-seed keep a log of its runs.
+func withLog(stdout, stderr io.Writer) (io.Writer, io.Writer, func()) {
+	return stdout, stderr, func() {}
 }

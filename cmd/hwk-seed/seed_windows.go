@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/windows"
 
@@ -47,8 +50,26 @@ func waitReady(out io.Writer) error {
 
 // runScript runs the script in Windows PowerShell, encoded so that no
 // quoting layer touches it.
-func runScript(script string, out io.Writer) error {
+func runScript(script string, out, errOut io.Writer) error {
 	cmd := exec.Command("powershell.exe", winseed.PowerShellArgs(script)...)
-	cmd.Stdout, cmd.Stderr = out, os.Stderr
+	cmd.Stdout, cmd.Stderr = out, errOut
 	return cmd.Run()
+}
+
+// logPath is where hwk-seed also writes what it says: its scheduled task
+// keeps no output, and the first real runs need to show why it waited.
+const logPath = `C:\ProgramData\hwk\hwk-seed.log`
+
+// withLog copies stdout and stderr to logPath, stamped with the time of each
+// run; without the file hwk-seed goes on, unlogged.
+func withLog(stdout, stderr io.Writer) (io.Writer, io.Writer, func()) {
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return stdout, stderr, func() {}
+	}
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return stdout, stderr, func() {}
+	}
+	fmt.Fprintf(f, "--- hwk-seed %s\n", time.Now().UTC().Format(time.RFC3339))
+	return io.MultiWriter(stdout, f), io.MultiWriter(stderr, f), func() { f.Close() }
 }
