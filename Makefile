@@ -26,7 +26,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load site docs release-snapshot release
+.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
 
 all: build
 
@@ -131,6 +131,9 @@ up:
 bench-load: build $(KIND)
 	$(BIN)/hwk node-image build linux --source source --formats docker
 	$(GO) run ./hack/benchload -hwk $(BIN)/hwk -kind $(KIND) $(ARGS)
+
+bench-copy:
+	$(GO) test -run - -bench CopyTo -benchtime 5x ./pkg/node
 
 $(KIND):
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)

@@ -34,8 +34,8 @@ func (s *SSH) WriteFile(ctx context.Context, r io.Reader, p string, mode fs.File
 	if err != nil {
 		return err
 	}
-	// Concurrent writes keep several packets in flight: an image archive
-	// to a VM is otherwise one round trip per 32 KiB.
+	// Several packets in flight (writeFile): an image archive to a VM is
+	// otherwise one round trip per 32 KiB.
 	sc, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
 	if err != nil {
 		return fmt.Errorf("ssh %s: start sftp: %w", s.cfg.Addr, err)
@@ -69,7 +69,10 @@ func writeFile(sc *sftp.Client, r io.Reader, p string, mode fs.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	_, err = f.ReadFrom(r)
+	// The stream's length is unknown (an image archive as it is made),
+	// where ReadFrom would write one packet at a time; a failed write's
+	// holes are in the temporary file, which goes.
+	_, err = f.ReadFromWithConcurrency(r, 0)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -28,7 +28,7 @@ import (
 // startSSHD runs a real OpenSSH server on loopback with a fresh host key
 // that accepts one fresh client key. Without sshd the test skips, unless
 // HWK_REQUIRE_SSHD=1 (set by .ci/run).
-func startSSHD(t *testing.T) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
+func startSSHD(t testing.TB) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test; -short skips it")
@@ -101,7 +101,7 @@ Subsystem sftp %s
 
 // sftpServer is OpenSSH's sftp-server, which Debian's openssh-server
 // ships beside sshd.
-func sftpServer(t *testing.T) string {
+func sftpServer(t testing.TB) string {
 	for _, p := range []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server"} {
 		if _, err := os.Stat(p); err == nil {
 			return p
@@ -111,7 +111,7 @@ func sftpServer(t *testing.T) string {
 	return ""
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func must(t *testing.T, err error) {
 
 // sshNode is a handle on a fresh sshd (startSSHD) as the current user, for
 // a node of os.
-func sshNode(t *testing.T, name string, os config.OS) *Node {
+func sshNode(t testing.TB, name string, os config.OS) *Node {
 	t.Helper()
 	addr, hostKey, key := startSSHD(t)
 	u, err := user.Current()
@@ -277,4 +277,27 @@ func firstDiff(a, b []byte) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// BenchmarkCopyTo compares the two ways a file reaches a node over SSH, on
+// a loopback sshd: SFTP (Windows nodes) and the sh script's cat (Linux
+// nodes). go test -run - -bench CopyTo ./pkg/node
+func BenchmarkCopyTo(b *testing.B) {
+	data := make([]byte, 64<<20)
+	_, _ = rand.Read(data)
+	for _, c := range []struct {
+		name string
+		os   config.OS
+	}{{"sftp", config.Windows}, {"sh-cat", config.Linux}} {
+		b.Run(c.name, func(b *testing.B) {
+			n := sshNode(b, "bench", c.os)
+			target := filepath.Join(b.TempDir(), "f")
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				if err := n.CopyTo(context.Background(), bytes.NewReader(data), target, 0o600); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
