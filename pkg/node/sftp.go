@@ -38,7 +38,9 @@ func (s *SSH) WriteFile(ctx context.Context, r io.Reader, p string, mode fs.File
 	// otherwise one round trip per 32 KiB.
 	sc, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
 	if err != nil {
-		return fmt.Errorf("ssh %s: start sftp: %w", s.cfg.Addr, err)
+		// A dropped connection, as in Run: the next call redials.
+		s.drop(client)
+		return fmt.Errorf("ssh %s: start sftp (is the node's sshd missing its sftp subsystem?): %w", s.cfg.Addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { sc.Close() })
 	defer func() {
