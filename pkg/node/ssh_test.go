@@ -30,6 +30,12 @@ import (
 // HWK_REQUIRE_SSHD=1 (set by .ci/run).
 func startSSHD(t testing.TB) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
 	t.Helper()
+	return startSSHDWith(t, "Subsystem sftp "+sftpServer(t))
+}
+
+// startSSHDWith is startSSHD with extra lines of sshd_config.
+func startSSHDWith(t testing.TB, extra string) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test; -short skips it")
 	}
@@ -74,8 +80,8 @@ PermitRootLogin prohibit-password
 StrictModes no
 UsePAM no
 PidFile %s/sshd.pid
-Subsystem sftp %s
-`, port, dir, dir, dir, sftpServer(t))
+%s
+`, port, dir, dir, dir, extra)
 	must(t, os.WriteFile(filepath.Join(dir, "sshd_config"), []byte(cfg), 0o600))
 	if os.Geteuid() == 0 {
 		_ = os.MkdirAll("/run/sshd", 0o755) // privilege separation directory
@@ -299,5 +305,25 @@ func BenchmarkCopyTo(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// An sshd without the sftp subsystem (a node image whose sshd_config lost
+// it) fails the copy with a message that says so, and the connection
+// still runs commands.
+func TestCopyToWindowsWithoutSFTP(t *testing.T) {
+	addr, hostKey, key := startSSHDWith(t, "")
+	u, err := user.Current()
+	must(t, err)
+	tr, err := NewSSH(SSHConfig{Addr: addr, User: u.Username, Key: key, HostKey: hostKey, Shell: POSIX})
+	must(t, err)
+	defer tr.Close()
+	ctx := context.Background()
+	err = New("hwk-win-1", config.Windows, tr).CopyTo(ctx, strings.NewReader("x"), filepath.Join(t.TempDir(), "f"), 0o600)
+	if err == nil || !strings.Contains(err.Error(), "is the node's sshd missing its sftp subsystem?") {
+		t.Fatalf("copy without sftp: %v", err)
+	}
+	if out, err := New("vm", config.Linux, tr).Output(ctx, "echo", "ok"); err != nil || out != "ok\n" {
+		t.Errorf("a command after the failed copy: %q %v", out, err)
 	}
 }
