@@ -155,6 +155,7 @@ func fakeOnPath(t *testing.T, replies map[string][]reply) (calls func() []string
 	}
 }
 
+// quick gives up on the adapter soon: for the tests that end that way.
 var quick = Wait{Poll: time.Millisecond, Adapter: 300 * time.Millisecond}
 
 // TestWaitReady: hwk-seed goes on only once Setup says the image is
@@ -197,8 +198,9 @@ func TestWaitReady(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			calls := fakeOnPath(t, map[string][]reply{"ImageState": c.states, "Adapters": c.adapters})
 			var log bytes.Buffer
-			w := quick
-			w.Log = &log
+			// A bound no slow machine reaches: each of these ends with an
+			// adapter Up, however long the fake takes to start.
+			w := Wait{Poll: time.Millisecond, Adapter: time.Minute, Log: &log}
 			got, err := WaitReady(context.Background(), PowerShellProbe{}, w)
 			if err != nil {
 				t.Fatalf("%v\nlog:\n%s", err, log.String())
