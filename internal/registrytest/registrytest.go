@@ -75,24 +75,13 @@ var (
 // process; the Go build cache makes later builds a link) and returns its
 // path. When it cannot be built (no Go module proxy, say) the test skips,
 // unless HWK_REQUIRE_REGISTRY=1, where it fails.
+//
+// The program lives in one place in the user's cache directory, replaced
+// by a rename, so that test processes running at once each get a whole
+// file and no run leaves a 70 MB copy behind in the temporary directory.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		_, self, _, _ := runtime.Caller(0)
-		mod := filepath.Join(filepath.Dir(self), "..", "..", "hack", "registry")
-		dir, err := os.MkdirTemp("", "hwk-registry-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		buildPath = filepath.Join(dir, "registry")
-		cmd := exec.Command("go", "build", "-o", buildPath, "github.com/distribution/distribution/v3/cmd/registry")
-		cmd.Dir = mod
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("build the registry in %s: %v\n%s", mod, err, out)
-		}
-	})
+	buildOnce.Do(func() { buildPath, buildErr = build() })
 	if buildErr != nil {
 		if os.Getenv("HWK_REQUIRE_REGISTRY") == "1" {
 			t.Fatal(buildErr)
@@ -100,6 +89,36 @@ func Binary(t testing.TB) string {
 		t.Skip(buildErr)
 	}
 	return buildPath
+}
+
+func build() (string, error) {
+	_, self, _, _ := runtime.Caller(0)
+	mod := filepath.Join(filepath.Dir(self), "..", "..", "hack", "registry")
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(cache, "hwk-test")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(dir, "registry-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name()) // after the rename, a no-op
+	cmd := exec.Command("go", "build", "-o", tmp.Name(), "github.com/distribution/distribution/v3/cmd/registry")
+	cmd.Dir = mod
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the registry in %s: %v\n%s", mod, err, out)
+	}
+	path := filepath.Join(dir, "registry")
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 // Start starts a registry with opts and waits until it answers; it stops
