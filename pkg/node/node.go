@@ -8,15 +8,14 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"strings"
 	"sync"
-	"unicode/utf16"
 
+	"github.com/hwk-dev/hwk/internal/psargs"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -185,17 +184,11 @@ func (n *Node) RunScript(ctx context.Context, script string, streams Cmd) error 
 }
 
 // ScriptArgs is the argv that runs script in shell. PowerShell gets the
-// script base64-encoded as UTF-16LE (-EncodedCommand), so no quoting layer
-// between us and it (SSH, cmd.exe) can mangle it.
+// script encoded (internal/psargs), so no quoting layer between us and it
+// (SSH, cmd.exe) can mangle it.
 func ScriptArgs(shell Shell, script string) []string {
 	if shell == PowerShell {
-		u := utf16.Encode([]rune(script))
-		b := make([]byte, 2*len(u))
-		for i, c := range u {
-			b[2*i], b[2*i+1] = byte(c), byte(c>>8)
-		}
-		return []string{"powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive",
-			"-ExecutionPolicy", "Bypass", "-EncodedCommand", base64.StdEncoding.EncodeToString(b)}
+		return append([]string{"powershell.exe"}, psargs.Args(script)...)
 	}
 	return []string{"/bin/sh", "-c", script}
 }
@@ -206,16 +199,8 @@ func ScriptOf(args []string) (script string, ok bool) {
 	switch {
 	case len(args) == 3 && args[0] == "/bin/sh" && args[1] == "-c":
 		return args[2], true
-	case len(args) > 1 && args[0] == "powershell.exe" && args[len(args)-2] == "-EncodedCommand":
-		raw, err := base64.StdEncoding.DecodeString(args[len(args)-1])
-		if err != nil || len(raw)%2 != 0 {
-			return "", false
-		}
-		u := make([]uint16, len(raw)/2)
-		for i := range u {
-			u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-		}
-		return string(utf16.Decode(u)), true
+	case len(args) > 1 && args[0] == "powershell.exe":
+		return psargs.Script(args[1:])
 	}
 	return "", false
 }

@@ -3,14 +3,14 @@ package winseed
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
 	"strings"
 	"time"
-	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/internal/psargs"
 )
 
 // ImageStateComplete is the ImageState Windows Setup leaves once a
@@ -210,7 +210,7 @@ func parseAdapters(out string) ([]Adapter, error) {
 // runPowerShell runs script in Windows PowerShell and returns its output.
 func runPowerShell(ctx context.Context, script string) (string, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "powershell.exe", PowerShellArgs(script)...)
+	cmd := exec.CommandContext(ctx, "powershell.exe", psargs.Args(script)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {
@@ -219,16 +219,4 @@ func runPowerShell(ctx context.Context, script string) (string, error) {
 		return "", fmt.Errorf("powershell.exe: %w", err)
 	}
 	return stdout.String(), nil
-}
-
-// PowerShellArgs are powershell.exe's arguments that run script, encoded
-// (UTF-16LE, base64) so that no quoting layer touches it.
-func PowerShellArgs(script string) []string {
-	u := utf16.Encode([]rune(script))
-	b := make([]byte, 2*len(u))
-	for i, c := range u {
-		b[2*i], b[2*i+1] = byte(c), byte(c>>8)
-	}
-	return []string{"-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass",
-		"-EncodedCommand", base64.StdEncoding.EncodeToString(b)}
 }

@@ -3,7 +3,6 @@ package winseed
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,7 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf16"
+
+	"github.com/hwk-dev/hwk/internal/psargs"
 )
 
 // The test binary is also the fake powershell.exe: a link named so, first
@@ -74,26 +74,19 @@ func fakePowerShell(args []string) int {
 		fmt.Fprintln(os.Stderr, "fake powershell.exe: "+msg)
 		return 1
 	}
-	want := PowerShellArgs("")
-	if len(args) != len(want) || !slices.Equal(args[:len(args)-1], want[:len(want)-1]) {
+	want := psargs.Args("")
+	script, ok := psargs.Script(args)
+	if !ok || len(args) != len(want) || !slices.Equal(args[:len(args)-1], want[:len(want)-1]) {
 		return unexpected("arguments %q", args)
 	}
-	raw, err := base64.StdEncoding.DecodeString(args[len(args)-1])
-	if err != nil || len(raw)%2 != 0 {
-		return unexpected("-EncodedCommand is not base64 of UTF-16LE: %q", args[len(args)-1])
-	}
-	u := make([]uint16, len(raw)/2)
-	for i := range u {
-		u[i] = uint16(raw[2*i]) | uint16(raw[2*i+1])<<8
-	}
 	var query string
-	switch string(utf16.Decode(u)) {
+	switch script {
 	case imageStateQuery:
 		query = "ImageState"
 	case adaptersQuery:
 		query = "Adapters"
 	default:
-		return unexpected("script %q", string(utf16.Decode(u)))
+		return unexpected("script %q", script)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "replies.json"))
 	if err != nil {
