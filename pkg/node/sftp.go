@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -34,9 +33,7 @@ func (s *SSH) WriteFile(ctx context.Context, r io.Reader, p string, mode fs.File
 	if err != nil {
 		return err
 	}
-	// Several packets in flight (writeFile): an image archive to a VM is
-	// otherwise one round trip per 32 KiB.
-	sc, err := sftp.NewClient(client, sftp.UseConcurrentWrites(true))
+	sc, err := sftp.NewClient(client)
 	if err != nil {
 		// A dropped connection, as in Run: the next call redials.
 		s.drop(client)
@@ -61,8 +58,10 @@ func writeFile(sc *sftp.Client, r io.Reader, p string, mode fs.FileMode) error {
 	if !path.IsAbs(p) {
 		return fmt.Errorf("%s: not an absolute path", p)
 	}
-	if err := mkdirAll(sc, path.Dir(p)); err != nil {
-		return err
+	// A Windows path's first element is its drive ("/C:"), which Stat
+	// finds, so MkdirAll stops there.
+	if err := sc.MkdirAll(path.Dir(p)); err != nil {
+		return fmt.Errorf("mkdir %s: %w", path.Dir(p), err)
 	}
 	// Beside the target, so the rename stays on one volume; the target
 	// name appears only once the whole file is there.
@@ -71,9 +70,10 @@ func writeFile(sc *sftp.Client, r io.Reader, p string, mode fs.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
 	}
-	// The stream's length is unknown (an image archive as it is made),
-	// where ReadFrom would write one packet at a time; a failed write's
-	// holes are in the temporary file, which goes.
+	// Several packets in flight: the stream's length is unknown (an image
+	// archive as it is made), where ReadFrom would write one 32 KiB packet
+	// per round trip. A failed write's holes are in the temporary file,
+	// which goes.
 	_, err = f.ReadFromWithConcurrency(r, 0)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -93,33 +93,6 @@ func writeFile(sc *sftp.Client, r io.Reader, p string, mode fs.FileMode) error {
 	if err != nil {
 		_ = sc.Remove(tmp)
 		return fmt.Errorf("write %s: %w", p, err)
-	}
-	return nil
-}
-
-// mkdirAll makes dir and its missing parents. A Windows path's first
-// element is its drive ("/C:"), which always exists.
-func mkdirAll(sc *sftp.Client, dir string) error {
-	if dir == "/" {
-		return nil
-	}
-	if fi, err := sc.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s: not a directory", dir)
-		}
-		return nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("stat %s: %w", dir, err)
-	}
-	if err := mkdirAll(sc, path.Dir(dir)); err != nil {
-		return err
-	}
-	if err := sc.Mkdir(dir); err != nil {
-		// Another copy may have made it meanwhile.
-		if fi, serr := sc.Stat(dir); serr == nil && fi.IsDir() {
-			return nil
-		}
-		return fmt.Errorf("mkdir %s: %w", dir, err)
 	}
 	return nil
 }
