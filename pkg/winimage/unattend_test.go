@@ -131,14 +131,30 @@ func TestSysprepUnattendFields(t *testing.T) {
 
 // TestProvisionScript checks what the provisioning script and the rest of
 // hwk must agree on.
-func TestProvisionScript(t *testing.T) {
+// provisionScript is the recipe's provision.ps1.
+func provisionScript(t *testing.T) string {
+	t.Helper()
 	raw, err := recipe.Recipe.ReadFile("provision.ps1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(raw)
-	for _, want := range []string{
-		"Get-Volume -FileSystemLabel '" + SeedLabel + "'",
+	return string(raw)
+}
+
+// lacks fails t for each of wants that provision.ps1's text s lacks.
+func lacks(t *testing.T, s string, wants ...string) {
+	t.Helper()
+	for _, want := range wants {
+		if !strings.Contains(s, want) {
+			t.Errorf("provision.ps1 lacks %q", want)
+		}
+	}
+}
+
+func TestProvisionScript(t *testing.T) {
+	s := provisionScript(t)
+	lacks(t, s,
+		"Get-Volume -FileSystemLabel '"+SeedLabel+"'",
 		// No /mode:vm: the disk goes to every hypervisor (issue 26).
 		`sysprep.exe" /generalize /oobe /shutdown /quiet /unattend:C:\hwk\sysprep-unattend.xml`,
 		`"$work\sysprep-unattend.xml"`,
@@ -152,11 +168,7 @@ func TestProvisionScript(t *testing.T) {
 		// Files reach the node over SFTP (issue 26).
 		`if ($text -notmatch '(?m)^\s*Subsystem\s+sftp\s') {`,
 		`Remove-Item -Force -Path "$env:ProgramData\ssh\ssh_host_*"`,
-	} {
-		if !strings.Contains(s, want) {
-			t.Errorf("provision.ps1 lacks %q", want)
-		}
-	}
+	)
 }
 
 // TestProvisionToleratesRestartPending: DISM ends a feature change that
@@ -164,20 +176,12 @@ func TestProvisionScript(t *testing.T) {
 // and phase 1 restarts anyway: every dism.exe call must take those for
 // success, or the image build stops at its first feature (issue 26).
 func TestProvisionToleratesRestartPending(t *testing.T) {
-	raw, err := recipe.Recipe.ReadFile("provision.ps1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(raw)
-	for _, want := range []string{
+	s := provisionScript(t)
+	lacks(t, s,
 		"function Invoke-Native([string]$what, [scriptblock]$command, [int[]]$ok = @(0))",
 		"if ($ok -notcontains $LASTEXITCODE) {",
 		"$dismDone = @(0, 3010, 1641)",
-	} {
-		if !strings.Contains(s, want) {
-			t.Errorf("provision.ps1 lacks %q", want)
-		}
-	}
+	)
 	calls := 0
 	for _, line := range strings.Split(s, "\n") {
 		if !strings.Contains(line, "dism.exe ") {
@@ -201,11 +205,7 @@ func TestProvisionToleratesRestartPending(t *testing.T) {
 // service apply to hwk-kubelet's stop with a non-zero exit code only with
 // the failure-actions flag set (SERVICE_FAILURE_ACTIONS_FLAG).
 func TestProvisionKubeletRecovers(t *testing.T) {
-	raw, err := recipe.Recipe.ReadFile("provision.ps1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(raw)
+	s := provisionScript(t)
 	failure := strings.Index(s, "sc.exe failure kubelet reset= 0 actions= restart/")
 	flag := strings.Index(s, "{ sc.exe failureflag kubelet 1 }")
 	if failure < 0 || flag < 0 || flag < failure {
@@ -356,11 +356,7 @@ func TestNewPassword(t *testing.T) {
 // are different files; with one file the transcript could not be opened
 // and phase 1 would leave no log (issue 26).
 func TestLogsApart(t *testing.T) {
-	raw, err := recipe.Recipe.ReadFile("provision.ps1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(raw), "Start-Transcript -Append -Path '"+ProvisionLog+"'") {
+	if !strings.Contains(provisionScript(t), "Start-Transcript -Append -Path '"+ProvisionLog+"'") {
 		t.Errorf("provision.ps1's transcript is not %s", ProvisionLog)
 	}
 	cmd := FirstLogonCommand()
@@ -372,30 +368,18 @@ func TestLogsApart(t *testing.T) {
 // TestProvisionSeedTaskRetries: hwk-seed's startup task is tried again
 // when a run fails (issue 26).
 func TestProvisionSeedTaskRetries(t *testing.T) {
-	raw, err := recipe.Recipe.ReadFile("provision.ps1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(raw)
-	for _, want := range []string{
+	s := provisionScript(t)
+	lacks(t, s,
 		`$settings = ScheduledTasks\New-ScheduledTaskSettingsSet -RestartCount 5 -RestartInterval`,
 		`Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -Settings $settings`,
-	} {
-		if !strings.Contains(s, want) {
-			t.Errorf("provision.ps1 lacks %q", want)
-		}
-	}
+	)
 }
 
 // TestProvisionDefenderExclusions: containerd's and the kubelet's files
 // are out of Defender's real-time scans, when Defender is there, before
 // the image's containers are imported (issue 26).
 func TestProvisionDefenderExclusions(t *testing.T) {
-	raw, err := recipe.Recipe.ReadFile("provision.ps1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(raw)
+	s := provisionScript(t)
 	guard := strings.Index(s, `Microsoft.PowerShell.Core\Get-Command -Name Add-MpPreference -ErrorAction SilentlyContinue`)
 	call := strings.Index(s, `& "$mpModule\Add-MpPreference" -ExclusionProcess @(`)
 	absent := strings.Index(s, `Say 'phase 2: no Microsoft Defender here, so no exclusions to add'`)
@@ -403,10 +387,6 @@ func TestProvisionDefenderExclusions(t *testing.T) {
 	if guard < 0 || call < guard || absent < call || images < absent {
 		t.Errorf("Defender: guard %d, exclusions %d, the no-Defender branch %d, image import %d; want each after the last", guard, call, absent, images)
 	}
-	for _, want := range []string{`"$ctrd\containerd.exe"`, `"$ctrd\containerd-shim-runhcs-v1.exe"`, `'C:\k\kubelet.exe'`,
-		`-ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet'`} {
-		if !strings.Contains(s, want) {
-			t.Errorf("provision.ps1's Defender exclusions lack %s", want)
-		}
-	}
+	lacks(t, s, `"$ctrd\containerd.exe"`, `"$ctrd\containerd-shim-runhcs-v1.exe"`, `'C:\k\kubelet.exe'`,
+		`-ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet'`)
 }
