@@ -118,7 +118,7 @@ func (d *Driver) run(ctx context.Context, script string, out any) error {
 
 // Files of a cluster and its nodes.
 func (d *Driver) clusterFiles(cluster string) string {
-	return filepath.Join(state.NewStore(d.dirs).ClusterDir(cluster), "hyperv")
+	return state.NewStore(d.dirs).DriverDir(cluster, "hyperv")
 }
 func (d *Driver) machineDir(r drivers.Ref) string {
 	return filepath.Join(d.clusterFiles(r.Cluster), r.Name)

@@ -144,7 +144,7 @@ func (d *Driver) clusterSubnet(cluster string) (netip.Prefix, error) {
 // subnetOwner names another cluster whose Hyper-V network overlaps
 // subnet, from the subnets the driver recorded.
 func (d *Driver) subnetOwner(cluster string, subnet netip.Prefix) (string, error) {
-	files, err := filepath.Glob(filepath.Join(state.NewStore(d.dirs).ClusterDir("*"), "hyperv", "subnet"))
+	files, err := filepath.Glob(filepath.Join(state.NewStore(d.dirs).ClustersDir(), "*", "hyperv", "subnet"))
 	if err != nil {
 		return "", err
 	}

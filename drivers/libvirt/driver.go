@@ -173,7 +173,7 @@ func nvramName(r drivers.Ref) string   { return r.Cluster + "_" + r.Name + "_VAR
 
 // clusterFiles is the driver's directory in the cluster's directory.
 func (d *Driver) clusterFiles(cluster string) string {
-	return filepath.Join(state.NewStore(d.dirs).ClusterDir(cluster), "libvirt")
+	return state.NewStore(d.dirs).DriverDir(cluster, "libvirt")
 }
 
 // machineFiles is where a node's console log and host key are kept.

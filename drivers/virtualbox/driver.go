@@ -125,7 +125,7 @@ func notInstalled() error {
 
 // Files of a cluster and its nodes.
 func (d *Driver) clusterFiles(cluster string) string {
-	return filepath.Join(state.NewStore(d.dirs).ClusterDir(cluster), "virtualbox")
+	return state.NewStore(d.dirs).DriverDir(cluster, "virtualbox")
 }
 func (d *Driver) machineDir(r drivers.Ref) string {
 	return filepath.Join(d.clusterFiles(r.Cluster), r.Name)

@@ -98,12 +98,12 @@ func (d *Driver) Limits() string {
 
 // clustersDir holds every cluster's directory.
 func (d *Driver) clustersDir() string {
-	return filepath.Dir(state.NewStore(d.dirs).ClusterDir("x"))
+	return state.NewStore(d.dirs).ClustersDir()
 }
 
 // nodeDir is where a node's distribution lives: its disk and hwk's marker.
 func (d *Driver) nodeDir(r drivers.Ref) string {
-	return filepath.Join(state.NewStore(d.dirs).ClusterDir(r.Cluster), "wsl2", r.Name)
+	return filepath.Join(state.NewStore(d.dirs).DriverDir(r.Cluster, "wsl2"), r.Name)
 }
 
 func (d *Driver) distros() distros { return distros{r: d.r, dir: d.nodeDir} }
@@ -372,7 +372,7 @@ func (d *Driver) Inspect(ctx context.Context, r drivers.Ref) (drivers.Machine, e
 // List implements drivers.Driver: the nodes whose markers are in the
 // cluster's directory.
 func (d *Driver) List(ctx context.Context, cluster string) ([]drivers.Machine, error) {
-	dirs, _ := filepath.Glob(filepath.Join(state.NewStore(d.dirs).ClusterDir(cluster), "wsl2", "*", markerFile))
+	dirs, _ := filepath.Glob(filepath.Join(state.NewStore(d.dirs).DriverDir(cluster, "wsl2"), "*", markerFile))
 	var out []drivers.Machine
 	for _, p := range dirs {
 		m, err := d.Inspect(ctx, drivers.Ref{Cluster: cluster, Name: filepath.Base(filepath.Dir(p))})

@@ -52,7 +52,14 @@ func (p *Provider) lock(name string) (func(), error) {
 		return nil, err
 	}
 	return func() {
-		if ok, err := p.store().Exists(name); err == nil && !ok {
+		// A directory there that is not hwk's (made by hand, or a link)
+		// is no cluster: its lock must not stay behind either.
+		ok, err := p.store().Exists(name)
+		if err == nil && ok && p.store().CheckOwned(name) != nil {
+			l.Remove()
+			return
+		}
+		if err == nil && !ok {
 			p.store().ReleaseSubnet(name)
 			l.Remove()
 			return

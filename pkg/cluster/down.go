@@ -26,11 +26,20 @@ func (p *Provider) Down(ctx context.Context, name string) (bool, error) {
 	}
 	defer unlock()
 
+	// A directory hwk did not make for this cluster stops down before
+	// anything is deleted, machines and kubeconfig entries included.
+	if err := p.store().CheckOwned(name); err != nil {
+		return false, err
+	}
 	found, err := p.store().Exists(name)
 	if err != nil {
 		return false, err
 	}
-	rec, err := clusterdir.ReadRecord(p.store().ClusterDir(name))
+	dir, err := p.store().ClusterDir(name)
+	if err != nil {
+		return false, err
+	}
+	rec, err := clusterdir.ReadRecord(dir)
 	if err != nil && !clusterdir.IsNotExist(err) {
 		return false, err
 	}

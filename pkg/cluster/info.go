@@ -52,8 +52,19 @@ func (p *Provider) List() ([]Info, error) {
 	return out, nil
 }
 
+// Config is the recorded config of the cluster called name (every default
+// filled in, as up made it), or a *NotFoundError.
+func (p *Provider) Config(name string) (*config.Cluster, error) { return p.record(name) }
+
 func (p *Provider) record(name string) (*config.Cluster, error) {
-	rec, err := clusterdir.ReadRecord(p.store().ClusterDir(name))
+	dir, err := p.store().ExistingDir(name)
+	if clusterdir.IsNotExist(err) {
+		return nil, &NotFoundError{Name: name}
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := clusterdir.ReadRecord(dir)
 	if clusterdir.IsNotExist(err) {
 		return nil, &NotFoundError{Name: name}
 	}
@@ -65,7 +76,11 @@ func (p *Provider) Kubeconfig(name string) ([]byte, error) {
 	if _, err := p.record(name); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(p.store().ClusterDir(name), clusterdir.KubeconfigFile))
+	dir, err := p.store().ClusterDir(name)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, clusterdir.KubeconfigFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("cluster %s has no kubeconfig yet (its up did not get past kubeadm init)\n  fix: `hwk down --name %s`, then up again", name, name)
 	}

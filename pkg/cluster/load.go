@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/distribution/reference"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -134,6 +137,11 @@ func (p *Provider) LoadImages(ctx context.Context, name string, opts LoadOptions
 		return nil, errors.New("no images to load\n  fix: name images of the local Docker engine (`hwk load-image my/app:dev`) or archives (`--archive app.tar`)")
 	}
 	opts.Images, opts.Archives = dedupe(opts.Images), dedupe(opts.Archives)
+	for _, im := range opts.Images {
+		if err := checkImageArg(im); err != nil {
+			return nil, err
+		}
+	}
 	unlock, err := p.lock(name)
 	if err != nil {
 		return nil, err
@@ -169,6 +177,30 @@ func (p *Provider) LoadImages(ctx context.Context, name string, opts LoadOptions
 		return nil, err
 	}
 	return p.execute(ctx, images, nodes, plan, opts)
+}
+
+// imageID is an image ID as Docker takes it: the digest of its config,
+// whole or a prefix, with or without the algorithm.
+var imageID = regexp.MustCompile(`^(sha256:)?[0-9a-f]{1,64}$`)
+
+// checkImageArg refuses, before any node is asked anything, an image
+// argument the engine could never match: neither a reference nor an ID.
+func checkImageArg(s string) error {
+	if imageID.MatchString(s) {
+		return nil
+	}
+	if _, err := reference.ParseNormalizedNamed(s); err != nil {
+		return fmt.Errorf("image %q is not an image reference (%v) or an image ID\n  fix: name it as `docker images` shows it, e.g. my/app:dev", shortArg(s), err)
+	}
+	return nil
+}
+
+// shortArg keeps a pasted argument readable in a message.
+func shortArg(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
 }
 
 // selectNodes picks the record's nodes named in want (all when empty).

@@ -85,6 +85,11 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 				return fmt.Errorf("--verbosity %d is negative; use 0 (default) to 3", g.verbosity)
 			}
 			g.logger = ui.NewLogger(s.ErrOut, g.verbosity)
+			// Every command checks the name before it looks at any file:
+			// state paths are made from it.
+			if err := config.CheckName(g.name); err != nil {
+				return fmt.Errorf("--name: %w", err)
+			}
 			return nil
 		},
 	}

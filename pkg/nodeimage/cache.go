@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
 // formatOf is the node image format each driver boots.
@@ -70,18 +71,9 @@ func (m *Manifest) FormatsOf() []Format {
 // ImagesDir is where the cache keeps node images, one directory each.
 func ImagesDir(cacheDir string) string { return filepath.Join(cacheDir, "node-images") }
 
-// nameRE is what a node image's name may be: it names a directory, and a
-// pulled image's name comes from someone else's manifest.
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
-
 // CheckName refuses a name that could not be a directory of the cache
-// (a path, "..", an empty name).
-func CheckName(name string) error {
-	if !nameRE.MatchString(name) || strings.Contains(name, "..") {
-		return fmt.Errorf("%q is not a node image name (lowercase letters, digits, '.', '_' and '-')", name)
-	}
-	return nil
-}
+// (a path, "..", an empty name): config's rule for node image names.
+func CheckName(name string) error { return config.CheckImageName(name) }
 
 // FilePath is where a file format's artifact is.
 func (m *Manifest) FilePath(f Format) string {

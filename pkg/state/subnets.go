@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
 // Node subnets are reserved when `up` chooses one, before the cluster has
@@ -34,6 +36,9 @@ func (s *Store) LockSubnets(wait time.Duration) (*Lock, error) {
 
 // ReserveSubnet records that cluster name uses p.
 func (s *Store) ReserveSubnet(name string, p netip.Prefix) error {
+	if err := config.CheckName(name); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(s.subnetsDir(), 0o700); err != nil {
 		return fmt.Errorf("reserve subnet %s for cluster %s: %w", p, name, err)
 	}
@@ -42,6 +47,9 @@ func (s *Store) ReserveSubnet(name string, p netip.Prefix) error {
 
 // ReleaseSubnet drops cluster name's reservation; none is not an error.
 func (s *Store) ReleaseSubnet(name string) error {
+	if err := config.CheckName(name); err != nil {
+		return err
+	}
 	if _, err := os.Stat(filepath.Join(s.subnetsDir(), name)); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -71,6 +79,9 @@ func (s *Store) UnlockSubnets(l *Lock) error {
 // DropReservation removes cluster name's reservation; the caller holds the
 // LockSubnets lock.
 func (s *Store) DropReservation(name string) error {
+	if err := config.CheckName(name); err != nil {
+		return err
+	}
 	err := os.Remove(filepath.Join(s.subnetsDir(), name))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("release the subnet of cluster %s: %w", name, err)

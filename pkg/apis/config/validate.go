@@ -21,7 +21,6 @@ var (
 )
 
 const (
-	maxClusterName     = 32 // leaves room for "-linux-NN" in node names
 	maxWindowsNodeName = 15 // NetBIOS computer name limit
 	maxNodeName        = 63 // DNS label limit
 	nodeCIDRBits       = 24 // kube-controller-manager gives each node a /24
@@ -94,11 +93,8 @@ func validateMeta(c *Cluster, errs *Errors) {
 	if c.Kind != Kind {
 		errs.add("kind", "%q is not supported; use %s", c.Kind, Kind)
 	}
-	switch {
-	case !dnsLabel.MatchString(c.Name):
-		errs.add("name", "%q is not a valid cluster name; use lowercase letters, digits and '-', starting and ending with a letter or digit", c.Name)
-	case len(c.Name) > maxClusterName:
-		errs.add("name", "%q is %d characters; use at most %d", c.Name, len(c.Name), maxClusterName)
+	if err := CheckName(c.Name); err != nil {
+		errs.add("name", "%s", err)
 	}
 
 	m := kubernetesVersion.FindStringSubmatch(c.KubernetesVersion)
@@ -248,6 +244,10 @@ func validateNodes(c *Cluster, subnet netip.Prefix, errs *Errors) {
 		case IsImageRef(n.Image):
 			if msg := checkImageRef(n.Image); msg != "" {
 				errs.add(field("image"), "%s; use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:%s", msg, c.KubernetesVersion)
+			}
+		case n.Image != "":
+			if err := CheckImageName(n.Image); err != nil {
+				errs.add(field("image"), "%s; use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:%s", err, c.KubernetesVersion)
 			}
 		}
 	}

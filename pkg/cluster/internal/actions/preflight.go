@@ -43,7 +43,11 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 	if exists {
-		_, err := os.Stat(filepath.Join(c.Store.ClusterDir(cfg.Name), clusterdir.KubeconfigFile))
+		dir, err := c.Store.ClusterDir(cfg.Name)
+		if err != nil {
+			return err
+		}
+		_, err = os.Stat(filepath.Join(dir, clusterdir.KubeconfigFile))
 		return &ExistsError{Cluster: cfg.Name, HalfMade: err != nil}
 	}
 

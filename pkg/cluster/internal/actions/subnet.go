@@ -112,7 +112,11 @@ func (c *Context) otherSubnets() (map[string]netip.Prefix, error) {
 		if _, ok := out[n]; ok {
 			continue
 		}
-		rec, err := clusterdir.ReadRecord(c.Store.ClusterDir(n))
+		dir, err := c.Store.ClusterDir(n)
+		if err != nil {
+			continue
+		}
+		rec, err := clusterdir.ReadRecord(dir)
 		if err != nil {
 			continue
 		}

@@ -46,6 +46,9 @@ func ReadRecord(dir string) (*config.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	if err := config.CheckRecordNames(c, filepath.Base(dir)); err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
 	return c, nil
 }
 

@@ -1,0 +1,89 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxClusterNameLength leaves room for "-linux-NN" in node names, and
+// keeps the kubeconfig context (hwk-NAME) a valid DNS label too.
+const MaxClusterNameLength = 32
+
+// NameError is a cluster name that fails CheckName. Its message is the
+// rule, so that every command and `up`'s config say the same thing.
+type NameError struct {
+	Name   string
+	Reason string
+}
+
+func (e *NameError) Error() string { return e.Reason }
+
+// CheckName is the one rule for cluster names, applied wherever a name
+// enters hwk (the config's name, --name on every command, the Action's
+// input) before any path is made from it: a DNS label of lowercase
+// letters, digits and '-', at most MaxClusterNameLength characters. Such a
+// name cannot be empty, hold a path separator or "..", look like an
+// option, or differ from itself on a case-insensitive filesystem.
+func CheckName(name string) error {
+	const rule = "use lowercase letters, digits and '-', starting and ending with a letter or digit"
+	switch {
+	case name == "":
+		return &NameError{name, "the cluster name is empty; " + rule + ", e.g. " + DefaultName}
+	case !dnsLabel.MatchString(name):
+		return &NameError{name, fmt.Sprintf("%q is not a valid cluster name; %s", shorten(name), rule)}
+	case len(name) > MaxClusterNameLength:
+		return &NameError{name, fmt.Sprintf("%q is %d characters; use at most %d", shorten(name), len(name), MaxClusterNameLength)}
+	}
+	return nil
+}
+
+// shorten keeps an over-long name readable in a message (a pasted file
+// could be megabytes).
+func shorten(s string) string {
+	const keep = 40
+	if len(s) <= keep {
+		return s
+	}
+	for i := keep; i > 0; i-- {
+		if utf8.RuneStart(s[i]) {
+			return s[:i] + "…"
+		}
+	}
+	return s[:keep] + "…"
+}
+
+// imageNameRE is what a cached node image's name may be: it names a
+// directory of the cache, and a pulled image's name comes from someone
+// else's manifest.
+var imageNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
+
+// CheckImageName refuses a node image name that could not be a directory
+// of the cache (a path, "..", an empty name, an option).
+func CheckImageName(name string) error {
+	if !imageNameRE.MatchString(name) || strings.Contains(name, "..") {
+		return fmt.Errorf("%q is not a node image name (lowercase letters, digits, '.', '_' and '-', at most 128)", shorten(name))
+	}
+	return nil
+}
+
+// CheckRecordNames checks the names in a saved cluster record that hwk
+// builds paths and machine names from: the cluster's, which must be
+// cluster (the directory the record is in), and each node's. A record is
+// hwk's own file, but one edited by hand or by another program must not
+// lead a later command outside the cluster.
+func CheckRecordNames(c *Cluster, cluster string) error {
+	if err := CheckName(c.Name); err != nil {
+		return fmt.Errorf("name: %w", err)
+	}
+	if c.Name != cluster {
+		return fmt.Errorf("name: the record is of cluster %q, not %q", c.Name, cluster)
+	}
+	for i, n := range c.Nodes {
+		if !dnsLabel.MatchString(n.Name) || len(n.Name) > maxNodeName {
+			return fmt.Errorf("nodes[%d].name: %q is not a node name hwk makes (a DNS label)", i, shorten(n.Name))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package state
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+)
+
+// Every way into the store refuses a name that fails the one rule, before
+// any path is made from it.
+func TestStoreRefusesUncheckedNames(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, "data")
+	s := NewStore(Dirs{Data: data})
+	victim := filepath.Join(root, "victim")
+	if err := os.MkdirAll(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"", ".", "..", "../victim", "../../victim", victim, "a/b", `a\b`, "A", "-rf", strings.Repeat("a", 33)} {
+		var ne *config.NameError
+		if _, err := s.ClusterDir(name); !errors.As(err, &ne) {
+			t.Errorf("ClusterDir(%q) = %v; want a *config.NameError", name, err)
+		}
+		if _, err := s.Create(name); !errors.As(err, &ne) {
+			t.Errorf("Create(%q) = %v", name, err)
+		}
+		if err := s.Remove(name); !errors.As(err, &ne) {
+			t.Errorf("Remove(%q) = %v", name, err)
+		}
+		if _, err := s.Exists(name); !errors.As(err, &ne) {
+			t.Errorf("Exists(%q) = %v", name, err)
+		}
+		if _, err := s.Lock(name); !errors.As(err, &ne) {
+			t.Errorf("Lock(%q) = %v", name, err)
+		}
+		if err := s.ReleaseSubnet(name); !errors.As(err, &ne) {
+			t.Errorf("ReleaseSubnet(%q) = %v", name, err)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("victim directory: %v", err)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("refused names made %s", data)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("DriverDir took an unchecked name")
+		}
+	}()
+	s.DriverDir("../victim", "libvirt")
+}
+
+// Remove deletes only a real directory that hwk marked for that cluster.
+func TestRemoveOnlyWhatIsMarked(t *testing.T) {
+	root := t.TempDir()
+	s := NewStore(Dirs{Data: filepath.Join(root, "data")})
+	clusters := s.ClustersDir()
+	outside := filepath.Join(root, "outside")
+	for _, d := range []string{clusters, outside, filepath.Join(clusters, "bare"), filepath.Join(clusters, "other"), filepath.Join(clusters, "legacy")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(p, data string) {
+		t.Helper()
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(outside, MarkerFile), "link\n") // even a marked target is not followed
+	write(filepath.Join(clusters, "bare", "data"), "x")
+	write(filepath.Join(clusters, "other", MarkerFile), "someone-else\n")
+	write(filepath.Join(clusters, "legacy", "cluster.yaml"), "apiVersion: hwk.dev/v1alpha1\nkind: Cluster\nname: legacy\n")
+	write(filepath.Join(clusters, "file"), "x")
+	if err := os.Symlink(outside, filepath.Join(clusters, "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, want := range map[string]string{
+		"bare":  "holds no .hwk-cluster marker",
+		"other": `is marked as cluster "someone-else"'s`,
+		"file":  "is a file",
+		"link":  "is a symbolic link",
+	} {
+		err := s.Remove(name)
+		var no *NotOursError
+		if !errors.As(err, &no) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "hwk leaves it alone") {
+			t.Errorf("Remove(%s) = %v; want a *NotOursError saying %q", name, err, want)
+		}
+		if err := s.CheckOwned(name); err == nil {
+			t.Errorf("CheckOwned(%s) = nil", name)
+		}
+		if _, err := os.Lstat(filepath.Join(clusters, name)); err != nil {
+			t.Errorf("%s was touched: %v", name, err)
+		}
+		if _, err := s.Create(name); err == nil {
+			t.Errorf("Create(%s) took a directory hwk did not mark for it", name)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, MarkerFile)); err != nil {
+		t.Errorf("the link's target lost its files: %v", err)
+	}
+	if _, err := s.ExistingDir("link"); err == nil {
+		t.Error("ExistingDir followed a link out of the clusters directory")
+	}
+
+	// A directory older hwk made, with only its record, is still hwk's.
+	if err := s.Remove("legacy"); err != nil {
+		t.Errorf("Remove(legacy): %v", err)
+	}
+	dir, err := s.Create("mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, MarkerFile)); err != nil || string(b) != "mine\n" {
+		t.Errorf("marker = %q, %v", b, err)
+	}
+	if _, err := s.Create("mine"); err != nil {
+		t.Errorf("Create again of a marked directory: %v", err)
+	}
+	if err := s.Remove("mine"); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(clusters, "legacy")} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(clusters); err != nil {
+		t.Errorf("the clusters directory itself went: %v", err)
+	}
+}
