@@ -65,6 +65,17 @@ func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster,
 	return c, nil
 }
 
+// given names the flags that shape a config and were given.
+func (f *clusterFlags) given(cmd *cobra.Command) []string {
+	var out []string
+	for _, n := range []string{"config", "kubernetes-version", "driver", "windows-workers", "linux-workers", "image"} {
+		if cmd.Flags().Changed(n) {
+			out = append(out, "--"+n)
+		}
+	}
+	return out
+}
+
 func (f *clusterFlags) source() string {
 	if f.file == "" {
 		return "the config from flags and defaults"

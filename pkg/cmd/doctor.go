@@ -1,7 +1,10 @@
 package cmd
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -42,8 +45,25 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 				Drivers: g.availability(c.Context()),
 				Cluster: cfg,
 				DataDir: state.DefaultDirs().Data,
+				Source:  flags.source(),
 			}
-			in.Subnet, in.SubnetErr = p.ProbeSubnet(c.Context(), cfg)
+			// A cluster that exists is checked as it was made: its nodes,
+			// its drivers, its subnet; the flags that shape a new one do
+			// not apply to it.
+			rec, err := p.Config(cfg.Name)
+			var missing *cluster.NotFoundError
+			switch {
+			case err == nil:
+				if shaping := flags.given(c); len(shaping) > 0 {
+					g.logger.Warn(fmt.Sprintf("cluster %s exists, so doctor checks it as recorded and ignores %s", cfg.Name, strings.Join(shaping, ", ")))
+				}
+				in.Cluster, in.Existing = rec, true
+				in.Subnet, in.SubnetErr = netip.ParsePrefix(rec.Networking.NodeSubnet)
+			case errors.As(err, &missing):
+				in.Subnet, in.SubnetErr = p.ProbeSubnet(c.Context(), cfg)
+			default:
+				return err
+			}
 			in.WindowsImageHelp = cluster.WindowsImageHelp
 			cached, err := nodeimage.List(state.DefaultDirs().Cache)
 			if err != nil {

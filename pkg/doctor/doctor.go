@@ -87,6 +87,12 @@ type Input struct {
 	Probes  Probes
 	Drivers []drivers.Availability
 	Cluster *config.Cluster
+	// Existing says Cluster is the record of a cluster that exists, not
+	// the one up would make; Subnet is then the one it has.
+	Existing bool
+	// Source is where a cluster that does not exist yet comes from (a
+	// config file, or the flags and defaults), for the report.
+	Source string
 	// DataDir is where node disks and caches go.
 	DataDir string
 	Subnet  netip.Prefix
@@ -108,6 +114,9 @@ const maxSkew = 30 * time.Second
 // Run makes every check, in the order of the report.
 func Run(ctx context.Context, in Input) []Check {
 	var out []Check
+	if in.Cluster != nil {
+		out = append(out, target(in))
+	}
 	out = append(out, virtualization(ctx, in))
 	for _, a := range in.Drivers {
 		out = append(out, driverCheck(a, in))
@@ -182,6 +191,26 @@ func needsOnlyContainers(in Input) bool {
 	return true
 }
 
+// target says which cluster the report is about, so that nobody reads a
+// check of the defaults as a check of the cluster they have.
+func target(in Input) Check {
+	c := Check{Name: "cluster", Status: OK}
+	if in.Existing {
+		c.Detail = fmt.Sprintf("cluster %s exists: checking its recorded nodes (%s) and drivers", in.Cluster.Name, nodeNames(in.Cluster))
+		return c
+	}
+	c.Detail = fmt.Sprintf("no cluster %s yet: checking the cluster `hwk up` would make from %s", in.Cluster.Name, in.Source)
+	return c
+}
+
+func nodeNames(c *config.Cluster) string {
+	names := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		names[i] = fmt.Sprintf("%s on %s", n.Name, n.Driver)
+	}
+	return strings.Join(names, ", ")
+}
+
 func driverCheck(a drivers.Availability, in Input) Check {
 	c := Check{Name: "driver " + a.Name, Detail: a.Detail, Fix: a.Fix}
 	used := in.Cluster != nil && usesDriver(in.Cluster, a.Name)
@@ -240,6 +269,10 @@ func images(in Input) Check {
 	c := Check{Name: "node images", Status: OK}
 	if in.Cluster == nil {
 		c.Status, c.Detail = Skip, "no cluster to check images for"
+		return c
+	}
+	if in.Existing {
+		c.Status, c.Detail = Skip, "the cluster's nodes are made; node images matter to up"
 		return c
 	}
 	has := func(os config.OS) bool {
@@ -395,6 +428,8 @@ func subnet(in Input) Check {
 		c.Detail, c.Fix = msg, fix
 	case !in.Subnet.IsValid():
 		c.Status, c.Detail = Skip, "no cluster to check a subnet for"
+	case in.Existing:
+		c.Status, c.Detail = OK, fmt.Sprintf("%s, recorded for the cluster when it was made", in.Subnet)
 	default:
 		c.Status = OK
 		c.Detail = fmt.Sprintf("%s is free for the cluster", in.Subnet)
