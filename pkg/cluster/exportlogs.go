@@ -18,6 +18,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
 	"github.com/hwk-dev/hwk/pkg/logs"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
 // ExportLogs writes the cluster's logs into one archive in dir and
@@ -31,14 +32,28 @@ func (p *Provider) ExportLogs(ctx context.Context, name, dir string) (string, er
 	if err != nil {
 		return "", err
 	}
+	clusterDir, err := p.store().ClusterDir(name)
+	if err != nil {
+		return "", err
+	}
 	root := fmt.Sprintf("hwk-logs-%s-%s", name, time.Now().Format("20060102-150405"))
 	file := filepath.Join(dir, root+".tar.gz")
 	a, err := logs.Create(file, root)
 	if err != nil {
 		return "", fmt.Errorf("export logs: %w", err)
 	}
-	if tok, err := os.ReadFile(filepath.Join(p.store().ClusterDir(name), clusterdir.TokenFile)); err == nil {
+	if tok, err := os.ReadFile(filepath.Join(clusterDir, clusterdir.TokenFile)); err == nil {
 		a.Redact(strings.TrimSpace(string(tok)))
+	}
+	// The Administrator password of each cached Windows image: a node's
+	// logs should never hold it, and if one ever does it must not leave
+	// the machine in a bug report.
+	if images, err := nodeimage.List(p.Dirs.Cache); err == nil {
+		for _, m := range images {
+			if m.Windows != nil {
+				a.Redact(m.Windows.AdminPassword)
+			}
+		}
 	}
 	var summary strings.Builder
 	fmt.Fprintf(&summary, "hwk logs of cluster %s, %s\n\n", name, time.Now().Format(time.RFC3339))
@@ -142,7 +157,10 @@ func (p *Provider) exportObjects(ctx context.Context, name string, a *logs.Archi
 // exportOwnLogs adds the full logs hwk kept of the cluster's up, and the
 // cluster's record (its config: no keys, passwords or tokens).
 func (p *Provider) exportOwnLogs(name string, a *logs.Archive) error {
-	dir := p.store().ClusterDir(name)
+	dir, err := p.store().ClusterDir(name)
+	if err != nil {
+		return err
+	}
 	rec, err := os.ReadFile(filepath.Join(dir, clusterdir.RecordFile))
 	if err != nil {
 		return err
