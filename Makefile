@@ -26,7 +26,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: all build test check-ps unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
+.PHONY: all build test check-ps fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
 
 all: build
 
@@ -39,8 +39,11 @@ build:
 # Unit tests plus the integration tests that run on this machine. The
 # PowerShell hwk generates is checked by the Go tests that make it, which
 # fail without the checker here.
+# -timeout: a cold machine builds CNCF distribution's registry and a
+# systemd test image inside tests, and under -race on two cores a package
+# can pass Go's default ten minutes without being stuck.
 test: check-ps
-	HWK_REQUIRE_PSCHECK=1 $(GO) test -race -count=1 ./...
+	HWK_REQUIRE_PSCHECK=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 # Every PowerShell file in the tree, and every script hwk generates (the
 # tests of each package that imports internal/pscheck render them; the
@@ -58,6 +61,13 @@ check-ps: $(PSCHECK)
 $(PSCHECK):
 	@command -v npm >/dev/null || { echo "check-ps needs Node.js and npm (Debian: apt-get install nodejs npm)"; exit 1; }
 	npm ci --prefix hack/pscheck --no-audit --no-fund --loglevel=error
+
+# Every fuzz target (func FuzzXxx) for FUZZTIME each (default 5m), one
+# after another, with a line of figures per target. Not in CI: `make test`
+# runs each target's seed corpus as an ordinary test instead. Packages in
+# PKGS (default ./...).
+fuzz:
+	hack/fuzz/run.sh $(PKGS)
 
 # Unit tests only: no binary builds, no daemons.
 unit:
