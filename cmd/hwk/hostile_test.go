@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -28,8 +29,11 @@ import (
 // exists but is not hwk's. Each must fail with a clear error, exit
 // non-zero, and change nothing: hwk's directories, a directory beside
 // them that a traversal would reach, the kubeconfig, and the Docker
-// engine (hwk reaches it only through a proxy here, which records every
-// request: any request but a read fails the test).
+// engine's network and volume of the fixture's cluster (compared before
+// and after each command). hwk reaches the engine only through a proxy
+// here, which records every request: any request but a read fails the
+// test, since other packages' tests change the engine's other objects
+// while this one runs.
 func TestHostileInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs it a few hundred times")
@@ -155,6 +159,31 @@ func hostileCases(f *hostileFixture) []hostileCase {
 type hostileFixture struct {
 	bin, root, home, victim, victimFile, outside, kubeconfig string
 	env                                                      []string
+	// engine reaches the Docker engine directly (nil: none here).
+	engine *http.Client
+}
+
+func (f *hostileFixture) engineDo(t *testing.T, method, path, body string) []byte {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://docker"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.engine.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode >= 300 {
+		t.Fatalf("%s %s: %s %v: %s", method, path, resp.Status, err, b)
+	}
+	return b
+}
+
+func (f *hostileFixture) engineGet(t *testing.T, path string) []byte {
+	return f.engineDo(t, http.MethodGet, path, "")
 }
 
 func newHostileFixture(t *testing.T, bin string) *hostileFixture {
@@ -250,10 +279,19 @@ func (f *hostileFixture) run(t *testing.T, args ...string) (string, int) {
 }
 
 // snapshot is every entry under the fixture's root (hwk's home, victim/,
-// out/, the kubeconfig): its kind, mode, size, link target and content.
+// out/, the kubeconfig): its kind, mode, size, link target and content;
+// and the Docker engine's containers, networks and volumes of the
+// fixture's cluster (the test makes a network and a volume labelled as
+// hwk's for cluster real, as up would).
 func (f *hostileFixture) snapshot(t *testing.T) map[string]string {
 	t.Helper()
 	snap := map[string]string{}
+	if f.engine != nil {
+		for _, what := range []string{"containers/json?all=1&", "networks?", "volumes?"} {
+			b := f.engineGet(t, "/"+what+"filters="+url.QueryEscape(`{"label":["hwk.dev/cluster=real"]}`))
+			snap["docker:"+strings.TrimSuffix(strings.Split(what, "?")[0], "/json")] = string(b)
+		}
+	}
 	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -338,6 +376,26 @@ func (f *hostileFixture) dockerProxy(t *testing.T) *requestLog {
 		}
 		t.Logf("no Docker engine at %s: the proxy answers every request with an error", engine)
 	}
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", engine)
+	}
+	if _, err := os.Stat(engine); err == nil {
+		f.engine = &http.Client{Transport: &http.Transport{DialContext: dial}}
+		// A network and a volume of cluster real, as up makes them: a
+		// command that reached them would change the snapshot.
+		name := fmt.Sprintf("hwk-hostile-%d", os.Getpid())
+		labels := `{"hwk.dev/cluster":"real","hwk.dev/hostile-test":"1"}`
+		f.engineDo(t, http.MethodPost, "/networks/create", `{"Name":"`+name+`","Labels":`+labels+`}`)
+		f.engineDo(t, http.MethodPost, "/volumes/create", `{"Name":"`+name+`","Labels":`+labels+`}`)
+		t.Cleanup(func() {
+			for _, p := range []string{"/networks/" + name, "/volumes/" + name} {
+				req, _ := http.NewRequest(http.MethodDelete, "http://docker"+p, nil)
+				if resp, err := f.engine.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+		})
+	}
 	sock := filepath.Join(f.root, "docker.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
@@ -345,9 +403,7 @@ func (f *hostileFixture) dockerProxy(t *testing.T) *requestLog {
 	}
 	log := &requestLog{}
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: "docker"})
-	rp.Transport = &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", engine)
-	}}
+	rp.Transport = &http.Transport{DialContext: dial}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		log.mu.Lock()
 		log.all++
