@@ -27,12 +27,27 @@ func Load(path string) (*Cluster, error) {
 	return c, err
 }
 
+// Limits on a config file, far above any real one (a few KiB, a handful
+// of nodes), so that a mistaken or crafted file is refused rather than
+// worked through: defaulting and validating nodes is not linear in their
+// number.
+const (
+	maxConfigSize = 1 << 20
+	maxListItems  = 1000
+	// maxSuggestKey is the longest key a suggestion is looked for: the
+	// edit distance is quadratic, and no field name is near that long.
+	maxSuggestKey = 64
+)
+
 // Decode decodes one YAML document strictly. apiVersion and kind are read
 // first and pick the schema; then every key is checked against that schema
 // before anything is decoded, so the result lists every unknown field and
 // every value of the wrong type at once, each with its field path and line.
 // Such problems come back as Errors.
 func Decode(data []byte) (*Cluster, error) {
+	if len(data) > maxConfigSize {
+		return nil, fmt.Errorf("the config is %d bytes, more than the %d KiB hwk reads; a cluster config is a few KiB", len(data), maxConfigSize>>10)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -127,6 +142,10 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.Value == "" {
+				w.fail(orTop(path), k.Line, "has a key that is %s; keys are field names", describeKey(k))
+				continue
+			}
 			p := joinPath(path, k.Value)
 			if first, dup := seen[k.Value]; dup {
 				w.fail(p, k.Line, "set twice (first on line %d); keep one", first)
@@ -149,6 +168,10 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 			w.fail(path, n.Line, "must be a list, not %s", describe(n))
 			return
 		}
+		if len(n.Content) > maxListItems {
+			w.fail(path, n.Line, "lists %d entries; hwk takes at most %d", len(n.Content), maxListItems)
+			return
+		}
 		for i, item := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			w.pos[p] = item.Line
@@ -162,7 +185,27 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		if n.Kind != yaml.ScalarNode {
 			w.fail(path, n.Line, "must be a single value, not %s", describe(n))
 		}
+	case reflect.Bool:
+		if !isNull && (n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool") {
+			w.fail(path, n.Line, "%s is not true or false", describe(n))
+		}
 	}
+}
+
+// orTop names the top of the file for a problem outside any field.
+func orTop(path string) string {
+	if path == "" {
+		return "(top level)"
+	}
+	return path
+}
+
+// describeKey says what a key that is no field name is.
+func describeKey(k *yaml.Node) string {
+	if k.Kind == yaml.ScalarNode {
+		return "empty"
+	}
+	return describe(k)
 }
 
 // exampleInt is the example an integer field's type error suggests.
@@ -219,6 +262,9 @@ func suggest(key string, fields map[string]reflect.Type) string {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	if len(key) > maxSuggestKey {
+		return "; known fields here: " + strings.Join(names, ", ")
+	}
 	// Farther than this is a different word, not a typo: one edit for
 	// short keys, two for longer ones.
 	limit := 1
