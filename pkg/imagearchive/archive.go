@@ -20,6 +20,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/distribution/reference"
 )
@@ -46,6 +47,17 @@ const (
 // and configs are far smaller; layers are read through.
 const smallEntry = 4 << 20
 
+// Limits on what an archive may make Scan hold and do, so that a crafted
+// one fails with a FormatError instead of exhausting memory or time:
+// maxMetadata bounds the JSON entries kept in memory all together, and
+// maxListed the manifests, layers and names its indexes and manifests
+// list (each counts once per listing: an index that lists another index
+// many times pays for each).
+const (
+	maxMetadata = 64 << 20
+	maxListed   = 1 << 16
+)
+
 // Archive is what Scan found in an image archive.
 type Archive struct {
 	Images []Image
@@ -55,6 +67,12 @@ type Archive struct {
 	entries map[string]*entry
 	// blobs are OCI-style blobs by digest, whatever the entry's name.
 	blobs map[string]*entry
+	// listed counts what the indexes and manifests list, against
+	// maxListed; configs, manifests and indexes are parsed once each.
+	listed  int
+	configs map[string]*imageConfig
+	parsed  map[string]*manifest
+	indexes map[string]*index
 }
 
 // Image is one image of an archive: one name or several for the same
@@ -142,12 +160,15 @@ func formatErr(format string, a ...any) error { return &FormatError{Reason: fmt.
 // Scan reads a whole archive (plain or gzip-compressed tar) and describes
 // its images. Every blob's content is checked against its digest on the
 // way, so a corrupt archive fails here, before anything reaches a node.
+// So does an archive with an entry whose name or link target leads
+// outside it (an absolute path, or ".." above its root).
 func Scan(r io.Reader) (*Archive, error) {
 	tr, err := openTar(r)
 	if err != nil {
 		return nil, err
 	}
 	s := newScanner()
+	defer s.release()
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -168,23 +189,123 @@ type scanner struct {
 	a     *Archive
 	links map[string]string
 	buf   []byte
+	// kept is the size of the entries' content held in memory.
+	kept int64
+	// files are the names of the files and links read so far.
+	files map[string]bool
 }
 
 func newScanner() *scanner {
 	return &scanner{
-		a:     &Archive{entries: map[string]*entry{}, blobs: map[string]*entry{}},
+		a: &Archive{entries: map[string]*entry{}, blobs: map[string]*entry{},
+			configs: map[string]*imageConfig{}, parsed: map[string]*manifest{}, indexes: map[string]*index{}},
 		links: map[string]string{},
-		buf:   make([]byte, 1<<20),
+		files: map[string]bool{},
+		buf:   copyBufs.Get().(*[1 << 20]byte)[:],
 	}
+}
+
+// copyBufs are the buffers entries are copied through, kept from one
+// read of an archive to the next: a load reads an archive, or an engine's
+// save, once per node.
+var copyBufs = sync.Pool{New: func() any { return new([1 << 20]byte) }}
+
+// release gives the scanner's buffer back; the scanner is done.
+func (s *scanner) release() {
+	copyBufs.Put((*[1 << 20]byte)(s.buf))
+	s.buf = nil
+}
+
+// escapes says whether a name in an archive leads outside it: an absolute
+// path, or one whose ".." climb above its root.
+func escapes(name string) bool {
+	if absolute(name) {
+		return true
+	}
+	c := path.Clean(strings.ReplaceAll(name, `\`, "/"))
+	return c == ".." || strings.HasPrefix(c, "../")
+}
+
+// absolute says whether a name is an absolute path, with either slash or
+// a Windows drive.
+func absolute(name string) bool {
+	return strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) ||
+		(len(name) >= 2 && name[1] == ':' && (name[0]|0x20 >= 'a' && name[0]|0x20 <= 'z'))
+}
+
+// entryName is the name of the entry h within the archive. An entry whose
+// name or link target leads outside the archive is refused: no image
+// archive has one, and whatever unpacks this one must never be handed
+// one.
+func entryName(h *tar.Header) (string, error) {
+	if escapes(h.Name) {
+		return "", formatErr("archive entry %q leads outside the archive (an absolute path or ..); an image archive names its files relative to its root", h.Name)
+	}
+	if sparse(h) {
+		// Its holes read as zeros: a few bytes could stand for terabytes.
+		return "", formatErr("archive entry %q is a sparse file, which no image archive holds", h.Name)
+	}
+	name := cleanName(h.Name)
+	switch h.Typeflag {
+	case tar.TypeReg, tar.TypeSymlink, tar.TypeLink:
+		if name == "" {
+			return "", formatErr("archive entry %q is a file without a name", h.Name)
+		}
+	}
+	switch h.Typeflag {
+	case tar.TypeSymlink:
+		// A symbolic link's target is relative to the link's directory.
+		if absolute(h.Linkname) || escapes(path.Join(path.Dir(name), strings.ReplaceAll(h.Linkname, `\`, "/"))) {
+			return "", formatErr("archive entry %q is a symbolic link to %q, outside the archive", h.Name, h.Linkname)
+		}
+	case tar.TypeLink:
+		if escapes(h.Linkname) {
+			return "", formatErr("archive entry %q is a hard link to %q, outside the archive", h.Name, h.Linkname)
+		}
+	}
+	return name, nil
+}
+
+// claim records the name of a file or link. Two entries of one name are
+// two contents that hwk and the node's importer could each take
+// differently, so the second is an error.
+func (s *scanner) claim(name string) error {
+	if s.files[name] {
+		return formatErr("archive has two entries named %s", name)
+	}
+	s.files[name] = true
+	return nil
+}
+
+// sparse says whether h is a GNU sparse file, in either of its formats.
+func sparse(h *tar.Header) bool {
+	if h.Typeflag == tar.TypeGNUSparse {
+		return true
+	}
+	for k := range h.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return true
+		}
+	}
+	return false
 }
 
 // read takes in the entry h, its content read from r and copied to w. A
 // blob whose content does not match its name's digest is an error.
 func (s *scanner) read(h *tar.Header, r io.Reader, w io.Writer) error {
-	name := cleanName(h.Name)
+	name, err := entryName(h)
+	if err != nil {
+		return err
+	}
 	switch h.Typeflag {
 	case tar.TypeReg:
+		if err := s.claim(name); err != nil {
+			return err
+		}
 	case tar.TypeSymlink, tar.TypeLink:
+		if err := s.claim(name); err != nil {
+			return err
+		}
 		target := h.Linkname
 		if h.Typeflag == tar.TypeSymlink {
 			target = path.Join(path.Dir(name), target)
@@ -211,13 +332,48 @@ func (s *scanner) read(h *tar.Header, r io.Reader, w io.Writer) error {
 	}
 	e.digest = "sha256:" + hex.EncodeToString(hash.Sum(nil))
 	e.head = hw.b
-	if h.Size <= smallEntry {
+	// Only JSON (indexes, manifests, configs) is ever read back: small
+	// layers and the like are not kept.
+	if h.Size <= smallEntry && (name == "index.json" || name == "manifest.json" || looksJSON(small.Bytes())) {
+		s.kept += h.Size
+		if s.kept > maxMetadata {
+			return formatErr("archive holds more than %d MiB of manifests and configs; hwk refuses an archive this large", maxMetadata>>20)
+		}
 		e.data = small.Bytes()
 	}
 	if d, ok := blobDigest(name); ok && d != e.digest {
 		return formatErr("archive is corrupt: %s holds content with digest %s", name, e.digest)
 	}
 	s.add(e)
+	return nil
+}
+
+// looksJSON says whether b starts like a JSON object or array.
+func looksJSON(b []byte) bool {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[')
+}
+
+// jsonOf decodes the JSON entry e, what the archive holds as what, into v.
+func jsonOf(e *entry, what string, v any) error {
+	switch {
+	case e.size > smallEntry:
+		return formatErr("%s is %d bytes, more than hwk reads of a manifest, index or config (%d MiB)", what, e.size, smallEntry>>20)
+	case e.data == nil && e.size > 0:
+		return formatErr("%s: not JSON", what)
+	}
+	if err := json.Unmarshal(e.data, v); err != nil {
+		return formatErr("%s: %v", what, err)
+	}
+	return nil
+}
+
+// list counts n more things listed against maxListed.
+func (a *Archive) list(n int) error {
+	a.listed += n
+	if a.listed > maxListed {
+		return formatErr("the archive's indexes and manifests list more than %d manifests, layers and names; hwk refuses an archive this large", maxListed)
+	}
 	return nil
 }
 
@@ -263,7 +419,9 @@ func (s *scanner) finish() (*Archive, error) {
 
 // openTar reads r as a tar, gunzipping it first when it is compressed.
 func openTar(r io.Reader) (*tar.Reader, error) {
-	br := bufio.NewReaderSize(r, 1<<20)
+	// Large reads (the entries' content, through a copy buffer) bypass
+	// the buffer; it serves the headers and gzip.
+	br := bufio.NewReaderSize(r, 64<<10)
 	magic, err := br.Peek(2)
 	if err != nil {
 		return nil, formatErr("not a readable tar archive: %v", err)
@@ -352,31 +510,114 @@ func (c imageConfig) platform() Platform {
 // manifest or an index of per-platform manifests.
 func (a *Archive) readOCI() error {
 	var idx index
-	if err := json.Unmarshal(a.entries["index.json"].data, &idx); err != nil {
-		return formatErr("index.json: %v", err)
+	if err := jsonOf(a.entries["index.json"], "index.json", &idx); err != nil {
+		return err
 	}
 	byDigest := map[string]int{}
+	refs := map[int]map[string]bool{}
 	for _, d := range idx.Manifests {
+		if err := a.list(1); err != nil {
+			return err
+		}
 		if d.Digest == "" {
 			return formatErr("index.json: a manifest entry has no digest")
 		}
+		if err := checkDescriptor(d, "index.json"); err != nil {
+			return err
+		}
 		i, ok := byDigest[d.Digest]
 		if !ok {
-			im := Image{Digest: d.Digest}
 			ms, err := a.manifests(d, 0)
 			if err != nil {
 				return err
 			}
-			im.Manifests = ms
-			a.Images = append(a.Images, im)
+			a.Images = append(a.Images, Image{Digest: d.Digest, Manifests: ms})
 			i = len(a.Images) - 1
 			byDigest[d.Digest] = i
+			refs[i] = map[string]bool{}
 		}
-		if ref := refFromAnnotations(d.Annotations); ref != "" && !contains(a.Images[i].Refs, ref) {
+		if ref := refFromAnnotations(d.Annotations); ref != "" && !refs[i][ref] {
+			refs[i][ref] = true
 			a.Images[i].Refs = append(a.Images[i].Refs, ref)
 		}
 	}
 	return nil
+}
+
+// checkDescriptor refuses a descriptor (in where) whose digest is not
+// one or whose size is negative: what names content by such a digest is
+// not an image archive, and nothing should be looked up by it.
+func checkDescriptor(d descriptor, where string) error {
+	if !validDigest(d.Digest) {
+		return formatErr("%s: %q is not a digest", where, d.Digest)
+	}
+	if d.Size < 0 {
+		return formatErr("%s: %s has a negative size", where, d.Digest)
+	}
+	return nil
+}
+
+// validDigest says whether s is an OCI digest: algorithm:encoded, and for
+// sha256 the 64 hex digits of one.
+func validDigest(s string) bool {
+	alg, enc, ok := strings.Cut(s, ":")
+	if !ok || alg == "" || enc == "" {
+		return false
+	}
+	for _, c := range alg {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || strings.ContainsRune("+._-", c)) {
+			return false
+		}
+	}
+	for _, c := range enc {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("=_-", c)) {
+			return false
+		}
+	}
+	if alg == "sha256" {
+		_, err := hex.DecodeString(enc)
+		return len(enc) == 64 && err == nil && strings.ToLower(enc) == enc
+	}
+	return true
+}
+
+// index is the index blob e (of digest d), parsed once.
+func (a *Archive) index(d string, e *entry) (*index, error) {
+	if idx := a.indexes[d]; idx != nil {
+		return idx, nil
+	}
+	idx := &index{}
+	if err := jsonOf(e, "index "+d, idx); err != nil {
+		return nil, err
+	}
+	a.indexes[d] = idx
+	return idx, nil
+}
+
+// manifest is the manifest blob e (of digest d), parsed once.
+func (a *Archive) manifest(d string, e *entry) (*manifest, error) {
+	if mf := a.parsed[d]; mf != nil {
+		return mf, nil
+	}
+	mf := &manifest{}
+	if err := jsonOf(e, "manifest "+d, mf); err != nil {
+		return nil, err
+	}
+	a.parsed[d] = mf
+	return mf, nil
+}
+
+// config is the image config entry e (what names it), parsed once.
+func (a *Archive) config(e *entry, what string) (*imageConfig, error) {
+	if c := a.configs[e.digest]; c != nil {
+		return c, nil
+	}
+	c := &imageConfig{}
+	if err := jsonOf(e, what, c); err != nil {
+		return nil, err
+	}
+	a.configs[e.digest] = c
+	return c, nil
 }
 
 // manifests resolves a descriptor to the runnable manifests under it.
@@ -391,14 +632,20 @@ func (a *Archive) manifests(d descriptor, depth int) ([]Manifest, error) {
 		if e == nil {
 			return nil, formatErr("archive lacks the index %s", d.Digest)
 		}
-		var idx index
-		if err := json.Unmarshal(e.data, &idx); err != nil {
-			return nil, formatErr("index %s: %v", d.Digest, err)
+		idx, err := a.index(d.Digest, e)
+		if err != nil {
+			return nil, err
 		}
 		var out []Manifest
 		for _, c := range idx.Manifests {
+			if err := a.list(1); err != nil {
+				return nil, err
+			}
 			if c.Platform != nil && (c.Platform.OS == "unknown" || c.Platform.Architecture == "unknown") {
 				continue // a build attestation, not an image
+			}
+			if err := checkDescriptor(c, "index "+d.Digest); err != nil {
+				return nil, err
 			}
 			ms, err := a.manifests(c, depth+1)
 			if err != nil {
@@ -419,31 +666,36 @@ func (a *Archive) manifests(d descriptor, depth int) ([]Manifest, error) {
 		m.Missing = d.Digest
 		return []Manifest{m}, nil
 	}
+	mf, err := a.manifest(d.Digest, e)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.list(1 + len(mf.Layers)); err != nil {
+		return nil, err
+	}
 	m.raw = e.data
-	var mf manifest
-	if err := json.Unmarshal(e.data, &mf); err != nil {
-		return nil, formatErr("manifest %s: %v", d.Digest, err)
-	}
-	m.blobs = append(m.blobs, mf.Config.Digest)
-	for _, l := range mf.Layers {
-		m.blobs = append(m.blobs, l.Digest)
-	}
-	for _, b := range m.blobs {
-		be := a.blobs[b]
+	for _, b := range append([]descriptor{mf.Config}, mf.Layers...) {
+		if err := checkDescriptor(b, "manifest "+d.Digest); err != nil {
+			return nil, err
+		}
+		be := a.blobs[b.Digest]
 		if be == nil {
 			if m.Missing == "" {
-				m.Missing = b
+				m.Missing = b.Digest
 			}
-			continue
+		} else if be.size != b.Size {
+			return nil, formatErr("archive is corrupt: manifest %s gives %s as %d bytes, the archive holds %d", d.Digest, b.Digest, b.Size, be.size)
+		} else {
+			m.Bytes += be.size
 		}
-		m.Bytes += be.size
+		m.blobs = append(m.blobs, b.Digest)
 	}
 	m.Config = mf.Config.Digest
 	var diffIDs []string
 	if ce := a.blobs[mf.Config.Digest]; ce != nil {
-		var c imageConfig
-		if err := json.Unmarshal(ce.data, &c); err != nil {
-			return nil, formatErr("config %s: %v", mf.Config.Digest, err)
+		c, err := a.config(ce, "config "+mf.Config.Digest)
+		if err != nil {
+			return nil, err
 		}
 		// The config is the image's own word on its platform; an
 		// index entry may leave os.version out.
@@ -473,17 +725,20 @@ type dockerManifestEntry struct {
 // OCI layout.
 func (a *Archive) readDocker() error {
 	var entries []dockerManifestEntry
-	if err := json.Unmarshal(a.entries["manifest.json"].data, &entries); err != nil {
-		return formatErr("manifest.json: %v", err)
+	if err := jsonOf(a.entries["manifest.json"], "manifest.json", &entries); err != nil {
+		return err
 	}
 	for _, de := range entries {
+		if err := a.list(1 + len(de.Layers) + len(de.RepoTags)); err != nil {
+			return err
+		}
 		ce := a.entries[cleanName(de.Config)]
 		if ce == nil {
 			return formatErr("archive lacks %s, the config manifest.json names", de.Config)
 		}
-		var c imageConfig
-		if err := json.Unmarshal(ce.data, &c); err != nil {
-			return formatErr("config %s: %v", de.Config, err)
+		c, err := a.config(ce, "config "+de.Config)
+		if err != nil {
+			return err
 		}
 		if d, ok := legacyConfigDigest(de.Config); ok && d != ce.digest {
 			return formatErr("archive is corrupt: %s holds content with digest %s", de.Config, ce.digest)
@@ -521,8 +776,10 @@ func (a *Archive) readDocker() error {
 		m.raw = raw
 		m.Digest = digestOf(raw)
 		im := Image{Digest: ce.digest, Manifests: []Manifest{m}}
+		seen := map[string]bool{}
 		for _, t := range de.RepoTags {
-			if ref, err := normalizeRef(t); err == nil && !contains(im.Refs, ref) {
+			if ref, err := normalizeRef(t); err == nil && !seen[ref] {
+				seen[ref] = true
 				im.Refs = append(im.Refs, ref)
 			}
 		}
@@ -800,7 +1057,8 @@ func (a *Archive) Write(w io.Writer, src io.Reader, p *Plan) (err error) {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 1<<20)
+	buf := copyBufs.Get().(*[1 << 20]byte)
+	defer copyBufs.Put(buf)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -820,7 +1078,7 @@ func (a *Archive) Write(w io.Writer, src io.Reader, p *Plan) (err error) {
 			return err
 		}
 		hash := sha256.New()
-		if _, err := io.CopyBuffer(io.MultiWriter(tw, hash), tr, buf); err != nil {
+		if _, err := io.CopyBuffer(io.MultiWriter(tw, hash), tr, buf[:]); err != nil {
 			return fmt.Errorf("copy %s: %w", h.Name, err)
 		}
 		if got := "sha256:" + hex.EncodeToString(hash.Sum(nil)); got != e.digest {

@@ -24,7 +24,8 @@ type Filtered struct {
 // anywhere. Everything passed on is hashed on the way and a blob whose
 // content does not match its name fails the copy. Entries that are not
 // blobs named by digest (a classic docker save's layer directories) are
-// always passed on.
+// always passed on. An entry whose name or link target leads outside the
+// archive fails the copy before any of it is passed on.
 //
 // On any error dst ends in bytes no tar reader accepts (see Poison), so
 // its reader never takes a cut-short archive for a whole one: a failed
@@ -46,6 +47,7 @@ func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Fil
 	}
 	tw := tar.NewWriter(out)
 	s := newScanner()
+	defer s.release()
 	f = &Filtered{Skipped: map[string]bool{}}
 	for {
 		h, err := tr.Next()
@@ -55,7 +57,12 @@ func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Fil
 		if err != nil {
 			return nil, formatErr("not a readable tar archive: %v", err)
 		}
-		d, isBlob := blobDigest(cleanName(h.Name))
+		// Checked before anything of the entry is passed on.
+		name, err := entryName(h)
+		if err != nil {
+			return nil, err
+		}
+		d, isBlob := blobDigest(name)
 		if !isBlob || h.Typeflag != tar.TypeReg || !skip(d) {
 			if err := tw.WriteHeader(h); err != nil {
 				return nil, fmt.Errorf("pass on %s: %w", h.Name, err)
@@ -74,17 +81,22 @@ func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Fil
 			}
 			continue
 		}
+		if err := s.claim(name); err != nil {
+			return nil, err
+		}
 		n, err := io.CopyBuffer(io.Discard, tr, s.buf)
 		if err != nil || n != h.Size {
 			return nil, formatErr("archive is cut short or unreadable in %s: %v", h.Name, err)
 		}
-		s.add(&entry{name: cleanName(h.Name), size: h.Size, digest: d})
+		s.add(&entry{name: name, size: h.Size, digest: d})
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
+	// The archive is described before its end is written: one that
+	// fails here must not reach the reader as a whole archive.
 	a, err := s.finish()
 	if err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
 		return nil, err
 	}
 	f.Archive = a

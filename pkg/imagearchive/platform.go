@@ -120,7 +120,7 @@ func windowsBuild(osVersion string) int {
 		return 0
 	}
 	b, err := strconv.Atoi(parts[2])
-	if err != nil {
+	if err != nil || b < 0 {
 		return 0
 	}
 	return b

@@ -192,9 +192,14 @@ type Archive struct {
 }
 
 // OpenArchive opens an OCI image layout in a tar file. It reads the tar's
-// table of contents and every manifest, not the layers.
+// table of contents and every manifest, not the layers. An archive with
+// an entry that leads outside it, or a link, is refused (see
+// checkLayoutArchive).
 func OpenArchive(ctx context.Context, path string) (*Archive, error) {
 	if err := checkPlainTar(path); err != nil {
+		return nil, err
+	}
+	if err := checkLayoutArchive(path); err != nil {
 		return nil, err
 	}
 	store, err := oci.NewFromTar(ctx, path)

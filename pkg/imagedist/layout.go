@@ -21,9 +21,15 @@
 package imagedist
 
 import (
+	"archive/tar"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path"
 	"strconv"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -210,4 +216,75 @@ func parseManifest(data []byte) (*ocispec.Manifest, error) {
 		return nil, fmt.Errorf("manifest media type %q is not %s", m.MediaType, ocispec.MediaTypeImageManifest)
 	}
 	return &m, nil
+}
+
+// checkLayoutArchive reads the headers of the OCI layout archive at file
+// and refuses what no such archive holds, before anything reads it as a
+// layout: an entry named by an absolute path or whose ".." climb out of
+// it, a link (symbolic or hard: the layout reader follows none, and one
+// could only lead elsewhere), a device or other special file, a sparse
+// file (whose holes read as zeros, however large), two entries of one
+// name, and an index.json or oci-layout larger than a manifest can be
+// (the layout reader reads both whole). Every error names the entry.
+func checkLayoutArchive(file string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	seen := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s is not a readable tar archive: %w", file, err)
+		}
+		if outside(h.Name) {
+			return fmt.Errorf("%s: entry %q leads outside the archive (an absolute path or ..); an OCI layout names its files relative to its root", file, h.Name)
+		}
+		switch h.Typeflag {
+		case tar.TypeReg, tar.TypeDir, tar.TypeXGlobalHeader:
+		case tar.TypeSymlink, tar.TypeLink:
+			target := h.Linkname
+			if h.Typeflag == tar.TypeSymlink {
+				target = path.Join(path.Dir(h.Name), strings.ReplaceAll(target, `\`, "/"))
+			}
+			if outside(h.Linkname) || outside(target) {
+				return fmt.Errorf("%s: entry %q is a link to %q, outside the archive", file, h.Name, h.Linkname)
+			}
+			return fmt.Errorf("%s: entry %q is a link (to %q); hwk reads OCI layouts of plain files and follows no link", file, h.Name, h.Linkname)
+		default:
+			return fmt.Errorf("%s: entry %q is a special file (type %q), which no OCI layout holds", file, h.Name, string(h.Typeflag))
+		}
+		for k := range h.PAXRecords {
+			if strings.HasPrefix(k, "GNU.sparse.") {
+				return fmt.Errorf("%s: entry %q is a sparse file, which no OCI layout holds", file, h.Name)
+			}
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		name := path.Clean(h.Name)
+		if seen[name] {
+			return fmt.Errorf("%s: two entries are named %s", file, name)
+		}
+		seen[name] = true
+		if (name == ocispec.ImageIndexFile || name == ocispec.ImageLayoutFile) && h.Size > maxSmall {
+			return fmt.Errorf("%s: its %s is %d bytes, more than an index can be", file, name, h.Size)
+		}
+	}
+}
+
+// outside says whether an archive entry's name is an absolute path (with
+// either slash, or a Windows drive) or climbs above the archive's root.
+func outside(name string) bool {
+	if strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) ||
+		(len(name) >= 2 && name[1] == ':' && (name[0]|0x20 >= 'a' && name[0]|0x20 <= 'z')) {
+		return true
+	}
+	c := path.Clean(strings.ReplaceAll(name, `\`, "/"))
+	return c == ".." || strings.HasPrefix(c, "../")
 }

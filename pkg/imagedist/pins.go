@@ -41,7 +41,11 @@ func ParsePins(data []byte) (*Pins, error) {
 	if _, err := registry.ParseReference(p.Registry + "/" + p.Repository + ":x"); err != nil {
 		return nil, fmt.Errorf("node image pins: %s/%s is not a repository: %w", p.Registry, p.Repository, err)
 	}
-	for _, im := range p.Images {
+	for i, im := range p.Images {
+		if im.KubernetesVersion == "" {
+			// SetPin could not find it, nor Ref ask for it.
+			return nil, fmt.Errorf("node image pins: images[%d] has no kubernetesVersion", i)
+		}
 		if im.Digest == "" {
 			continue
 		}
@@ -114,8 +118,7 @@ func SetPin(data []byte, version, digest string) ([]byte, error) {
 	found := false
 	for _, im := range images.Content {
 		if v := mapValue(im, "kubernetesVersion"); v != nil && v.Value == version {
-			d := mapValue(im, "digest")
-			d.Value, d.Style = digest, 0
+			setValue(resolve(im), "digest", digest)
 			found = true
 		}
 	}
@@ -137,19 +140,59 @@ func SetPin(data []byte, version, digest string) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	return []byte(out.String()), nil
+	// The YAML library does not write every document back as it read it
+	// (an anchor whose name ends in a colon comes back as a mapping key):
+	// what SetPin returns must read as the pins with version's set.
+	written := []byte(out.String())
+	got, err := ParsePins(written)
+	if err != nil {
+		return nil, fmt.Errorf("the pin file, rewritten, would not parse; set the pin by hand: %w", err)
+	}
+	for _, im := range got.Images {
+		if im.KubernetesVersion == version && im.Digest == digest {
+			return written, nil
+		}
+	}
+	return nil, fmt.Errorf("node image pins: the rewritten file does not pin %s; set the pin by hand", version)
 }
 
+// mapValue is key's value in the mapping m, aliases followed as a
+// decoder follows them.
 func mapValue(m *yaml.Node, key string) *yaml.Node {
+	m = resolve(m)
 	if m == nil || m.Kind != yaml.MappingNode {
 		return nil
 	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
+		if resolve(m.Content[i]).Value == key {
+			return resolve(m.Content[i+1])
 		}
 	}
 	return nil
+}
+
+// setValue sets key's value in the mapping m to the string s, adding the
+// key when m lacks it. The value node is replaced, keeping its comments,
+// rather than changed: through an alias, it may be another key's value.
+func setValue(m *yaml.Node, key, s string) {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if resolve(m.Content[i]).Value == key {
+			old := m.Content[i+1]
+			n.HeadComment, n.LineComment, n.FootComment = old.HeadComment, old.LineComment, old.FootComment
+			m.Content[i+1] = n
+			return
+		}
+	}
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n)
+}
+
+// resolve is the node an alias stands for (n itself when not an alias).
+func resolve(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
 }
 
 // CheckRegistry checks an images.registry setting: a registry host with an

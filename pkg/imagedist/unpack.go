@@ -207,6 +207,12 @@ func (u *unpacker) formatManifest(ctx context.Context, f nodeimage.Format) (ocis
 	return man.Layers[0], nil
 }
 
+// maxZstdWindow bounds the memory a layer's zstd stream may ask of the
+// decompressor, which it allocates as the stream's header says, before
+// any data: hwk compresses with an 8 MiB window, and zstd --long with a
+// 128 MiB one.
+const maxZstdWindow = 128 << 20
+
 // file downloads and unpacks a file format.
 func (u *unpacker) file(ctx context.Context, f nodeimage.Format) (nodeimage.Artifact, error) {
 	want := u.im.Manifest.Artifacts[f]
@@ -232,7 +238,7 @@ func (u *unpacker) file(ctx context.Context, f nodeimage.Format) (nodeimage.Arti
 		defer out.Close()
 		src := r
 		if compressed(f) {
-			zr, err := zstd.NewReader(r)
+			zr, err := zstd.NewReader(r, zstd.WithDecoderMaxWindow(maxZstdWindow))
 			if err != nil {
 				return err
 			}
@@ -241,6 +247,9 @@ func (u *unpacker) file(ctx context.Context, f nodeimage.Format) (nodeimage.Arti
 		}
 		h := sha256.New()
 		n, err := io.Copy(io.MultiWriter(out, h), src)
+		if errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return fmt.Errorf("its layer is zstd with a window over %d MiB, which hwk does not decompress (hwk's own use 8 MiB): %w", maxZstdWindow>>20, err)
+		}
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@
 package udf
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,7 +63,21 @@ type node struct {
 	modTime time.Time
 	extents []extent // data extents; nil with embedded data
 	inline  []byte   // embedded data (allocation descriptor type 3)
+
+	block  uint32 // where its File Entry is
+	parent *node  // the directory it was found in; nil for the root
+	depth  int    // how many directories are above it
 }
+
+// Limits on what a damaged or crafted volume can make the reader do:
+// directories far larger than Windows media's (a few hundred entries,
+// tens of KiB), files in more pieces than any disc writer makes, or
+// nesting deeper than any path Windows can open.
+const (
+	maxDirSize = 2 << 20
+	maxExtents = 1 << 16
+	maxDepth   = 128
+)
 
 // extent is a run of bytes on the volume. A sparse extent (allocated but
 // not recorded, or not allocated) reads as zeros.
@@ -192,6 +207,10 @@ func (f *FS) entry(n uint32, name string) (*node, error) {
 		dir:     icb[11] == 4,
 		size:    int64(le64(b[56:])),
 		modTime: timestamp(b[timeOff:]),
+		block:   n,
+	}
+	if nd.size < 0 {
+		return nil, fmt.Errorf("file entry of %q is damaged (its size, %d, is more than 2^63 bytes)", name, uint64(nd.size))
 	}
 	lEA, lAD := int(le32(b[eaOff:])), int(le32(b[eaOff+4:]))
 	start := adOff + lEA
@@ -260,6 +279,9 @@ func (f *FS) extents(nd *node, ads []byte, long bool) error {
 			if int64(block)+(length+SectorSize-1)/SectorSize > f.partLen && typ == 0 {
 				return fmt.Errorf("extent at block %d runs past the partition", block)
 			}
+			if len(nd.extents) == maxExtents {
+				return fmt.Errorf("in more than %d pieces", maxExtents)
+			}
 			nd.extents = append(nd.extents, extent{
 				offset: (f.partStart + int64(block)) * SectorSize,
 				length: length,
@@ -274,24 +296,34 @@ func (f *FS) extents(nd *node, ads []byte, long bool) error {
 
 // children reads a directory's File Identifier Descriptors (4/14.4).
 func (f *FS) children(dir *node) ([]*node, error) {
-	data, err := io.ReadAll(io.NewSectionReader(dir.reader(f.r), 0, dir.size))
-	if err != nil {
-		return nil, fmt.Errorf("read directory %s: %w", dir.name, err)
+	if dir.size > maxDirSize {
+		return nil, fmt.Errorf("directory %s is %d bytes, more than hwk reads of a directory (%d MiB)", dir.name, dir.size, maxDirSize>>20)
 	}
+	// Read descriptor by descriptor: a directory whose extents read as
+	// zeros fails at its first, whatever size it claims.
+	r := bufio.NewReader(io.NewSectionReader(dir.reader(f.r), 0, dir.size))
+	head := make([]byte, 38)
 	var out []*node
-	for len(data) >= 38 {
-		if tagID(data) != tagFileIdentifier {
+	for {
+		if _, err := io.ReadFull(r, head); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return out, nil // what is left is too short to be a descriptor
+		} else if err != nil {
+			return nil, fmt.Errorf("read directory %s: %w", dir.name, err)
+		}
+		if tagID(head) != tagFileIdentifier {
 			return nil, fmt.Errorf("directory %s is damaged", dir.name)
 		}
-		chars := data[18]
-		lFI, lIU := int(data[19]), int(le16(data[36:]))
-		n := (38 + lIU + lFI + 3) &^ 3
-		if n > len(data) {
+		chars := head[18]
+		lFI, lIU := int(head[19]), int(le16(head[36:]))
+		data := make([]byte, (38+lIU+lFI+3)&^3)
+		copy(data, head)
+		if _, err := io.ReadFull(r, data[38:]); errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("directory %s is damaged (identifier length)", dir.name)
+		} else if err != nil {
+			return nil, fmt.Errorf("read directory %s: %w", dir.name, err)
 		}
 		icb := readLongAD(data[20:])
 		id := data[38+lIU : 38+lIU+lFI]
-		data = data[n:]
 		if chars&(1<<3) != 0 || chars&(1<<2) != 0 { // parent, deleted
 			continue
 		}
@@ -299,14 +331,29 @@ func (f *FS) children(dir *node) ([]*node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("directory %s: %w", dir.name, err)
 		}
+		// A name is one path element: anything else would make paths
+		// that name other files, or none.
+		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00") {
+			return nil, fmt.Errorf("directory %s is damaged: it holds an entry named %q", dir.name, name)
+		}
 		child, err := f.entry(icb.block, path.Join(dir.name, name))
 		if err != nil {
 			return nil, err
 		}
 		child.name = path.Join(dir.name, name)
+		child.parent, child.depth = dir, dir.depth+1
+		if child.dir {
+			for a := dir; a != nil; a = a.parent {
+				if a.block == icb.block {
+					return nil, fmt.Errorf("directory %s is damaged: its entry %s is %s again (a loop)", dir.name, name, a.name)
+				}
+			}
+			if child.depth > maxDepth {
+				return nil, fmt.Errorf("directory %s is damaged: directories nested more than %d deep", dir.name, maxDepth)
+			}
+		}
 		out = append(out, child)
 	}
-	return out, nil
 }
 
 // lookup finds name (slash-separated, relative to the root) ignoring case.
@@ -326,11 +373,15 @@ func (f *FS) lookup(name string) (*node, error) {
 		if err != nil {
 			return nil, err
 		}
+		// The name as spelt, else the first in any case.
 		var found *node
 		for _, k := range kids {
-			if strings.EqualFold(path.Base(k.name), part) {
+			if path.Base(k.name) == part {
 				found = k
 				break
+			}
+			if found == nil && strings.EqualFold(path.Base(k.name), part) {
+				found = k
 			}
 		}
 		if found == nil {
