@@ -2,11 +2,13 @@ package config
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -41,8 +43,9 @@ func FuzzDecode(f *testing.F) {
 		// YAML breaks lines at \n, \r, NEL, LS and PS (and \r\n,
 		// counted twice here: this bounds the file's lines).
 		lines := 1
+		text := asUTF8(data)
 		for _, brk := range []string{"\n", "\r", "\u0085", "\u2028", "\u2029"} {
-			lines += bytes.Count(data, []byte(brk))
+			lines += bytes.Count(text, []byte(brk))
 		}
 		if err != nil {
 			checkErrors(t, err, lines)
@@ -81,6 +84,26 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("round trip changed the config\nbefore %+v\nafter  %+v", c, back)
 		}
 	})
+}
+
+// asUTF8 is the text the YAML decoder reads: it takes UTF-16 after a
+// byte-order mark, whose code units can be line breaks (U+2028 is the
+// bytes "( " in UTF-16LE).
+func asUTF8(data []byte) []byte {
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(data, []byte{0xff, 0xfe}):
+		order = binary.LittleEndian
+	case bytes.HasPrefix(data, []byte{0xfe, 0xff}):
+		order = binary.BigEndian
+	default:
+		return data
+	}
+	units := make([]uint16, 0, len(data)/2)
+	for i := 2; i+1 < len(data); i += 2 {
+		units = append(units, order.Uint16(data[i:]))
+	}
+	return []byte(string(utf16.Decode(units)))
 }
 
 // checkErrors asserts that err is what Decode and Validate promise: every
