@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,10 +21,11 @@ import (
 // a disk under, so it names the base: an image rebuilt in place gets a new
 // one, and never meets the registration of the old.
 const (
-	vdiSignature  = 0xbeda107f
-	vdiSigOffset  = 0x40
-	vdiSizeOffset = 0x170
-	vdiUUIDOffset = 0x188
+	vdiSignature     = 0xbeda107f
+	vdiSigOffset     = 0x40
+	vdiVersionOffset = 0x44
+	vdiSizeOffset    = 0x170
+	vdiUUIDOffset    = 0x188
 )
 
 // vdiHeader is what hwk reads of a VDI's header.
@@ -47,11 +49,22 @@ func readVDI(path string) (vdiHeader, error) {
 	if binary.LittleEndian.Uint32(head[vdiSigOffset:]) != vdiSignature {
 		return vdiHeader{}, fmt.Errorf("%s is not a VDI disk (no VDI signature)", path)
 	}
+	// The offsets read here are those of the version 1 header (1.0 and
+	// 1.1 alike); an older header keeps its size elsewhere.
+	if major := binary.LittleEndian.Uint32(head[vdiVersionOffset:]) >> 16; major != 1 {
+		return vdiHeader{}, fmt.Errorf("%s is a VDI disk of header version %d; hwk reads version 1, which VirtualBox writes", path, major)
+	}
+	// A size that does not fit an int64 is no disk's: read as one, it
+	// would be a size below zero.
+	size := binary.LittleEndian.Uint64(head[vdiSizeOffset:])
+	if size > math.MaxInt64 {
+		return vdiHeader{}, fmt.Errorf("%s is not a VDI disk hwk can use: its header gives a virtual size of %d bytes", path, size)
+	}
 	u := head[vdiUUIDOffset:]
 	// RTUUID's first three fields are little-endian on disk.
 	uuid := fmt.Sprintf("%08x-%04x-%04x-%x-%x", binary.LittleEndian.Uint32(u[0:]), binary.LittleEndian.Uint16(u[4:]),
 		binary.LittleEndian.Uint16(u[6:]), u[8:10], u[10:16])
-	return vdiHeader{UUID: uuid, Size: int64(binary.LittleEndian.Uint64(head[vdiSizeOffset:]))}, nil
+	return vdiHeader{UUID: uuid, Size: int64(size)}, nil
 }
 
 // CheckImage implements drivers.ImageChecker: image is a VDI file.
@@ -79,8 +92,12 @@ type medium struct {
 func mediumFrom(b block) medium {
 	m := medium{UUID: b.Fields["UUID"], Parent: b.Fields["Parent UUID"], Type: b.Fields["Type"], Location: b.Fields["Location"]}
 	if c, ok := strings.CutSuffix(b.Fields["Capacity"], " MBytes"); ok {
-		mib, _ := strconv.ParseInt(c, 10, 64)
-		m.Capacity = mib << 20
+		// A size no disk has, below zero or of more bytes than an int64
+		// holds, stays unknown (0) as a missing one does: shifted into
+		// bytes it would wrap to a wrong size.
+		if mib, err := strconv.ParseInt(c, 10, 64); err == nil && mib >= 0 && mib <= math.MaxInt64>>20 {
+			m.Capacity = mib << 20
+		}
 	}
 	return m
 }

@@ -16,58 +16,54 @@ import (
 // skipped.
 func machineReadable(out string) map[string]string {
 	kv := map[string]string{}
-	lines := strings.Split(strings.ReplaceAll(out, "\r\n", "\n"), "\n")
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		key, val, ok := splitKV(line)
-		// A quoted value left open goes on over the next lines.
-		for j := i + 1; !ok && openValue(line) && j < len(lines); j++ {
-			line += "\n" + lines[j]
-			if key, val, ok = splitKV(line); ok {
-				i = j
-			}
+	rest := strings.ReplaceAll(out, "\r\n", "\n")
+	for rest != "" {
+		key, val, n, ok := readKV(rest)
+		if !ok {
+			// Not a pair: skip the line, and read on from the next.
+			_, rest, _ = strings.Cut(rest, "\n")
+			continue
 		}
-		if ok {
-			kv[key] = val
-		}
+		kv[key] = val
+		rest = rest[n:]
 	}
 	return kv
 }
 
-// openValue reports whether line is key="... with the value's quote not
-// closed.
-func openValue(line string) bool {
-	_, rest, ok := strings.Cut(line, "=")
-	if !ok || !strings.HasPrefix(rest, `"`) {
-		return false
-	}
-	_, _, closed := unquote(rest)
-	return !closed
-}
-
-func splitKV(line string) (string, string, bool) {
-	var key, rest string
+// readKV reads the key=value pair at the start of s, and how many bytes
+// of s it took with its line end: a quoted value goes on to its closing
+// quote, over as many lines as it holds, which must end that line. The
+// value is read in one pass: joining its lines one at a time and reading
+// the join again at each takes time in the square of its length, minutes
+// for a description of a few thousand lines.
+func readKV(s string) (key, val string, n int, ok bool) {
+	line, _, _ := strings.Cut(s, "\n")
 	if strings.HasPrefix(line, `"`) {
-		k, n, ok := unquote(line)
-		if !ok || !strings.HasPrefix(line[n:], "=") {
-			return "", "", false
+		k, m, closed := unquote(line)
+		if !closed || !strings.HasPrefix(line[m:], "=") {
+			return "", "", 0, false
 		}
-		key, rest = k, line[n+1:]
+		key, n = k, m+1
 	} else {
-		k, r, ok := strings.Cut(line, "=")
-		if !ok {
-			return "", "", false
+		k, _, found := strings.Cut(line, "=")
+		if !found {
+			return "", "", 0, false
 		}
-		key, rest = k, r
+		key, n = k, len(k)+1
 	}
-	if strings.HasPrefix(rest, `"`) {
-		v, n, ok := unquote(rest)
-		if !ok || n != len(rest) {
-			return "", "", false
+	if strings.HasPrefix(s[n:], `"`) {
+		v, m, closed := unquote(s[n:])
+		if !closed || n+m < len(s) && s[n+m] != '\n' {
+			return "", "", 0, false
 		}
-		return key, v, true
+		val, n = v, n+m
+	} else {
+		val, n = line[n:], len(line)
 	}
-	return key, rest, true
+	if n < len(s) {
+		n++ // the line's end
+	}
+	return key, val, n, true
 }
 
 // unquote reads the quoted string at the start of s, returning it and how
@@ -174,9 +170,14 @@ func parseVersion(out string) (version, bool) {
 	if m == nil {
 		return version{}, false
 	}
+	// A number too long for an int is no version VirtualBox printed:
+	// Atoi would give the largest int, which passes every version check.
 	var v version
-	v.Major, _ = strconv.Atoi(m[1])
-	v.Minor, _ = strconv.Atoi(m[2])
-	v.Patch, _ = strconv.Atoi(m[3])
+	for i, n := range []*int{&v.Major, &v.Minor, &v.Patch} {
+		var err error
+		if *n, err = strconv.Atoi(m[i+1]); err != nil {
+			return version{}, false
+		}
+	}
 	return v, true
 }

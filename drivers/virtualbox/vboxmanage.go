@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hwk-dev/hwk/drivers/internal/console"
 )
@@ -185,13 +186,15 @@ func parseError(args []string, stderr string, runErr error) *Error {
 		if m == nil {
 			continue
 		}
-		rest := m[1]
+		rest := strings.TrimSpace(m[1])
 		switch {
 		case detailsRE.MatchString(rest):
 			e.Code = detailsRE.FindStringSubmatch(rest)[1]
+		// An error line of only a rule, or of nothing, says nothing: kept,
+		// it would make an empty message.
 		case strings.HasPrefix(rest, "Context: "), strings.Trim(rest, "-") == "":
 		default:
-			e.Messages = append(e.Messages, strings.TrimSpace(rest))
+			e.Messages = append(e.Messages, rest)
 		}
 	}
 	var ee *exec.ExitError
@@ -212,7 +215,13 @@ func parseError(args []string, stderr string, runErr error) *Error {
 func tail(s string, n int) string {
 	s = strings.TrimSpace(s)
 	if len(s) > n {
-		s = "..." + s[len(s)-n:]
+		// Cut where a character starts: a cut inside one would leave
+		// the message half a character that is no UTF-8.
+		i := len(s) - n
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		s = "..." + s[i:]
 	}
 	return s
 }

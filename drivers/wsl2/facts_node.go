@@ -1,12 +1,10 @@
 package wsl2
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"path"
 	"strconv"
@@ -74,36 +72,39 @@ func nodeFacts(ctx context.Context, n *node.Node) (fstest.MapFS, error) {
 	return parseFacts(out.Bytes())
 }
 
-// parseFacts reads factsScript's output.
+// parseFacts reads factsScript's output. A header's size is held against
+// the bytes after it before any is taken, so a damaged or hostile header
+// ("F /x 99999999999") is refused rather than allocated.
 func parseFacts(data []byte) (fstest.MapFS, error) {
 	fsys := fstest.MapFS{}
-	r := bufio.NewReader(bytes.NewReader(data))
-	for {
-		line, err := r.ReadString('\n')
-		if err == io.EOF && line == "" {
-			return fsys, nil
-		}
-		if err != nil {
+	for rest := data; len(rest) > 0; {
+		line, after, ok := bytes.Cut(rest, []byte("\n"))
+		if !ok {
 			return nil, fmt.Errorf("node facts: truncated after %d files", len(fsys))
 		}
-		f := strings.Fields(line)
-		size := -1
+		f := strings.Fields(string(line))
+		size, name := -1, ""
 		if len(f) == 3 && (f[0] == "F" || f[0] == "D") && strings.HasPrefix(f[1], "/") {
-			size, _ = strconv.Atoi(f[2])
+			// The root ("/", "/..") names no file the checks read, and
+			// is no valid path of an fs.FS ("" here).
+			if name = path.Clean(f[1])[1:]; fs.ValidPath(name) {
+				size, _ = strconv.Atoi(f[2])
+			}
 		}
 		if size < 0 {
-			return nil, fmt.Errorf("node facts: unexpected line %q", strings.TrimSpace(line))
+			return nil, fmt.Errorf("node facts: unexpected line %.100q", strings.TrimSpace(string(line)))
 		}
-		body := make([]byte, size+1)
-		if _, err := io.ReadFull(r, body); err != nil || body[size] != '\n' {
-			return nil, fmt.Errorf("node facts: %s is cut short", f[1])
+		if size >= len(after) || after[size] != '\n' {
+			return nil, fmt.Errorf("node facts: %.100s is cut short", f[1])
 		}
-		body = body[:size]
-		name := path.Clean(f[1])[1:]
+		body := bytes.Clone(after[:size])
+		rest = after[size+1:]
 		if f[0] == "D" {
 			fsys[name] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
 			for _, e := range strings.Split(string(body), "\n") {
-				if e != "" && !strings.Contains(e, "/") {
+				// ls -1A lists neither . nor ..; a name that is not one
+				// path element is no entry of the directory.
+				if fs.ValidPath(e) && !strings.Contains(e, "/") {
 					fsys[path.Join(name, e)] = &fstest.MapFile{Mode: fs.ModeDir | 0o755}
 				}
 			}
@@ -118,6 +119,7 @@ func parseFacts(data []byte) (fstest.MapFS, error) {
 		}
 		fsys[name] = &fstest.MapFile{Data: body, Mode: 0o444}
 	}
+	return fsys, nil
 }
 
 // listening reads /proc/net/tcp and tcp6 of root: the TCP ports something

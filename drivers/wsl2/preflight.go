@@ -1,8 +1,8 @@
 package wsl2
 
 import (
-	"bufio"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,13 +16,14 @@ import (
 type wslConfig map[string]string
 
 // parseWSLConfig reads .wslconfig's INI: [section] lines, key = value
-// lines, # and ; comments.
+// lines, # and ; comments. Lines are split here, not by a bufio.Scanner:
+// one stops silently at a line over its 64 KiB limit (a long
+// kernelCommandLine), and the settings after it would go unread.
 func parseWSLConfig(text string) wslConfig {
 	c := wslConfig{}
 	section := ""
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
 		switch {
 		case line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, ";"):
 		case strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]"):
@@ -54,14 +55,19 @@ func (c wslConfig) networkingMode() string {
 var sizeRE = regexp.MustCompile(`(?i)^\s*(\d+)\s*(b|kb|mb|gb|tb)?\s*$`)
 
 // memoryLimit is .wslconfig's memory limit of the WSL VM in bytes, 0
-// when it sets none (then half of Windows' memory).
+// when it sets none (then half of Windows' memory). A limit of more
+// bytes than an int64 holds limits nothing: it is the largest int64, not
+// the number a shift would wrap it to (17179869186GB to 2 GiB).
 func (c wslConfig) memoryLimit() int64 {
 	m := sizeRE.FindStringSubmatch(c["wsl2.memory"])
 	if m == nil {
 		return 0
 	}
-	n, _ := strconv.ParseInt(m[1], 10, 64)
 	shift := map[string]uint{"": 0, "b": 0, "kb": 10, "mb": 20, "gb": 30, "tb": 40}[strings.ToLower(m[2])]
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil || n > math.MaxInt64>>shift {
+		return math.MaxInt64
+	}
 	return n << shift
 }
 
@@ -180,6 +186,11 @@ func parseWindowsBuild(out string) int {
 	if m == nil {
 		return 0
 	}
-	b, _ := strconv.Atoi(m[1])
+	// A number too long for an int names no build: Atoi would give the
+	// largest int, which passes every build check.
+	b, err := strconv.Atoi(m[1])
+	if err != nil {
+		return 0
+	}
 	return b
 }

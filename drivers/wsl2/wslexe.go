@@ -110,20 +110,31 @@ func command(cmd *exec.Cmd) *exec.Cmd {
 
 // decode turns wsl.exe's own output into text: UTF-16LE (without a BOM,
 // as wsl.exe writes it; one is dropped if there) unless it is UTF-8
-// (WSL_UTF8=1), with CRLF and the inbox wsl.exe's CRCRLF made LF.
+// (WSL_UTF8=1; a BOM dropped there too), with CRLF and the inbox
+// wsl.exe's CRCRLF made LF.
 func decode(b []byte) string {
 	b = bytes.TrimPrefix(b, []byte{0xff, 0xfe})
-	s := string(b)
-	if len(b)%2 == 0 && (bytes.IndexByte(b, 0) >= 0 || !utf8.Valid(b)) {
+	// UTF-8 text holds no NULs, and UTF-16 of any ASCII does. Output cut
+	// short (wsl.exe killed mid-write) still decodes to UTF-8: an odd
+	// last byte is half a code unit, and UTF-8 cut in a character keeps
+	// a replacement for it.
+	s := strings.ToValidUTF8(string(b), "\uFFFD")
+	if bytes.IndexByte(b, 0) >= 0 || len(b)%2 == 0 && !utf8.Valid(b) {
 		u := make([]uint16, len(b)/2)
 		for i := range u {
 			u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
 		}
 		s = string(utf16.Decode(u))
+		if len(b)%2 == 1 {
+			s += "\uFFFD"
+		}
 	}
-	s = strings.ReplaceAll(s, "\r\r\n", "\n")
-	return strings.ReplaceAll(s, "\r\n", "\n")
+	// Every CR before a line end goes, however many: replacing CRCRLF
+	// and then CRLF leaves CRLF of a longer run.
+	return crsRE.ReplaceAllString(strings.TrimPrefix(s, "\ufeff"), "\n")
 }
+
+var crsRE = regexp.MustCompile(`\r+\n`)
 
 // Error is wsl.exe failing: its message (in the user's language) and the
 // code on its last line ("Error code: Wsl/Service/WSL_E_DISTRO_NOT_FOUND";
@@ -149,9 +160,12 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("wsl.exe %s: %s", strings.Join(e.Args, " "), msg)
 }
 
-// codeRE finds the code of an error: ErrorToString (wslutil.cpp) joins
-// the context's flags, Wsl first, and the error's name with slashes.
-var codeRE = regexp.MustCompile(`Wsl(?:/[A-Za-z0-9_]+)+`)
+// codeRE finds the code of an error at the end of a line: ErrorToString
+// (wslutil.cpp) joins the context's flags, Wsl first, and the error's
+// name with slashes. Anchored, it finds the code that ends the line
+// where an earlier "Wsl/..." in the line (a message quoting one) would
+// otherwise be found first, and the code missed.
+var codeRE = regexp.MustCompile(`Wsl(?:/[A-Za-z0-9_]+)+$`)
 
 // parseError reads a failed wsl.exe's output: its message lines, then the
 // code line.
@@ -160,7 +174,7 @@ func parseError(args []string, out string, exit int) *Error {
 	var msg []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		line = strings.TrimSpace(line)
-		if c := codeRE.FindString(line); c != "" && strings.HasSuffix(line, c) {
+		if c := codeRE.FindString(line); c != "" {
 			e.Context = c
 			e.Code = c[strings.LastIndex(c, "/")+1:]
 			continue
