@@ -31,7 +31,7 @@ func TestExportLogsRedactsSecrets(t *testing.T) {
 	logs := filepath.Join(dir, clusterdir.LogsDir)
 	for file, data := range map[string]string{
 		filepath.Join(dir, clusterdir.TokenFile): token + "\n",
-		filepath.Join(logs, "up.log"):           "kubeadm join --token " + token + "\nnet user Administrator " + password + "\n",
+		filepath.Join(logs, "up.log"):            "kubeadm join --token " + token + "\nnet user Administrator " + password + "\n",
 	} {
 		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 			t.Fatal(err)
