@@ -50,8 +50,8 @@ func TestHostileInput(t *testing.T) {
 			if code == 0 {
 				t.Errorf("exit status 0; want non-zero\n%s", out)
 			}
-			if !strings.Contains(out, "ERROR") || !containsAny(out, tc.want) {
-				t.Errorf("the error should say one of %q; it said:\n%s", tc.want, out)
+			if !strings.Contains(out, "ERROR") || !containsAny(out, tc.want) || (tc.rule != nil && !containsAny(out, tc.rule)) {
+				t.Errorf("the error should say one of %q (and of %q); it said:\n%s", tc.want, tc.rule, out)
 			}
 			if diff := diffSnapshots(before, after); diff != "" {
 				t.Errorf("the command changed files:\n%s\noutput:\n%s", diff, out)
@@ -66,16 +66,17 @@ func TestHostileInput(t *testing.T) {
 
 type hostileCase struct {
 	args []string
-	// want: the error says at least one of these.
-	want []string
+	// want: the error says at least one of these; and, when rule is set,
+	// one of rule's too.
+	want, rule []string
 }
+
+// nameRule is the rule as config.CheckName words it.
+var nameRule = []string{"not a valid cluster name; use lowercase letters, digits and '-'", "use at most 32", "the cluster name is empty"}
 
 // optionLike is cobra's word for a positional argument that looks like a
 // flag: it is refused as one.
 const optionLike = "unknown shorthand flag"
-
-// The rule's words, as config.CheckName says them.
-var nameRule = []string{"not a valid cluster name; use lowercase letters, digits and '-'", "use at most 32", "the cluster name is empty"}
 
 // hostileNames break the name rule.
 func hostileNames(f *hostileFixture) []string {
@@ -109,7 +110,7 @@ func hostileCases(f *hostileFixture) []hostileCase {
 	var cases []hostileCase
 	for _, c := range nameCommands {
 		for _, n := range hostileNames(f) {
-			cases = append(cases, hostileCase{args: withName(c, n), want: []string{"--name: "}})
+			cases = append(cases, hostileCase{args: withName(c, n), want: []string{"--name: "}, rule: nameRule})
 		}
 	}
 	// Names that pass the rule but are not hwk's clusters: each is
