@@ -138,6 +138,11 @@ func (s *Store) checkOwned(name, dir string) error {
 		}
 		return nil
 	}
+	// An empty directory holds nothing to lose: it is what an up killed
+	// between making the directory and writing the marker leaves.
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+		return nil
+	}
 	return fmt.Errorf("%w: %w", &NotOursError{Dir: dir, Reason: "holds no " + MarkerFile + " marker (hwk writes one into every cluster directory it makes)"}, errNoMarker)
 }
 

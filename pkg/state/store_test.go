@@ -109,6 +109,14 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 		t.Error("ExistingDir followed a link out of the clusters directory")
 	}
 
+	// An empty directory (an up killed before its marker) holds nothing
+	// to lose.
+	if err := os.Mkdir(filepath.Join(clusters, "empty"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("empty"); err != nil {
+		t.Errorf("Remove(empty): %v", err)
+	}
 	// A directory older hwk made, with only its record, is still hwk's.
 	if err := s.Remove("legacy"); err != nil {
 		t.Errorf("Remove(legacy): %v", err)
@@ -126,7 +134,7 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 	if err := s.Remove("mine"); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{dir, filepath.Join(clusters, "legacy")} {
+	for _, p := range []string{dir, filepath.Join(clusters, "legacy"), filepath.Join(clusters, "empty")} {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is still there: %v", p, err)
 		}
