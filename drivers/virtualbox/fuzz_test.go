@@ -36,21 +36,15 @@ func seedReplies(f *testing.F, prefix string, stderr bool) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var keys []string
-	for k := range all {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
+	replies := all.WithPrefix(prefix)
+	if len(replies) == 0 {
 		f.Fatalf("no replies %s*", prefix)
 	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, r := range replies {
 		if stderr {
-			f.Add(all[k].Stderr)
+			f.Add(r.Stderr)
 		} else {
-			f.Add(all[k].Stdout)
+			f.Add(r.Stdout)
 		}
 	}
 }

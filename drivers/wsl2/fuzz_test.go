@@ -34,21 +34,11 @@ func fuzzReplies(f *testing.F, prefix string) []transcript.Reply {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var keys []string
-	for k := range all {
-		if strings.HasPrefix(k, prefix) {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
+	replies := all.WithPrefix(prefix)
+	if len(replies) == 0 {
 		f.Fatalf("no replies %s*", prefix)
 	}
-	slices.Sort(keys)
-	var out []transcript.Reply
-	for _, k := range keys {
-		out = append(out, all[k])
-	}
-	return out
+	return replies
 }
 
 // raw is what the program writes of s: UTF-16LE or UTF-8.

@@ -131,7 +131,7 @@ func (s *Store) checkOwned(name, dir string) error {
 			return &NotOursError{Dir: dir, Reason: fmt.Sprintf("has a marker hwk cannot read (%v)", err)}
 		}
 		if m == MarkerFile && strings.TrimSpace(string(b)) != name {
-			return &NotOursError{Dir: dir, Reason: fmt.Sprintf("is marked as cluster %q's, not %q's", shorten(strings.TrimSpace(string(b))), name)}
+			return &NotOursError{Dir: dir, Reason: fmt.Sprintf("is marked as cluster %q's, not %q's", config.Shorten(strings.TrimSpace(string(b))), name)}
 		}
 		if m == legacyRecord && !recordNames(b, name) {
 			continue
@@ -171,13 +171,6 @@ func readSmall(path string) ([]byte, error) {
 		return nil, err
 	}
 	return b[:n], nil
-}
-
-func shorten(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
 }
 
 // ExistingDir is the directory of cluster name, checked to be a real

@@ -188,6 +188,23 @@ func LoadReplies(dir string) (Replies, error) {
 	return out, nil
 }
 
+// WithPrefix is every reply whose key starts with prefix, in key order
+// (the seeds of a fuzz target, say).
+func (rs Replies) WithPrefix(prefix string) []Reply {
+	var keys []string
+	for k := range rs {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]Reply, len(keys))
+	for i, k := range keys {
+		out[i] = rs[k]
+	}
+	return out
+}
+
 var sectionRE = regexp.MustCompile(`^== ([\w.-]+) ==$`)
 
 func (r Replies) parse(path string) error {

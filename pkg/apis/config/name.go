@@ -32,16 +32,16 @@ func CheckName(name string) error {
 	case name == "":
 		return &NameError{name, "the cluster name is empty; " + rule + ", e.g. " + DefaultName}
 	case !dnsLabel.MatchString(name):
-		return &NameError{name, fmt.Sprintf("%q is not a valid cluster name; %s", shorten(name), rule)}
+		return &NameError{name, fmt.Sprintf("%q is not a valid cluster name; %s", Shorten(name), rule)}
 	case len(name) > MaxClusterNameLength:
-		return &NameError{name, fmt.Sprintf("%q is %d characters; use at most %d", shorten(name), len(name), MaxClusterNameLength)}
+		return &NameError{name, fmt.Sprintf("%q is %d characters; use at most %d", Shorten(name), len(name), MaxClusterNameLength)}
 	}
 	return nil
 }
 
-// shorten keeps an over-long name readable in a message (a pasted file
-// could be megabytes).
-func shorten(s string) string {
+// Shorten keeps an over-long value readable in a message (a pasted file
+// could be megabytes): its first 40 bytes, cut at a character boundary.
+func Shorten(s string) string {
 	const keep = 40
 	if len(s) <= keep {
 		return s
@@ -63,7 +63,7 @@ var imageNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 // of the cache (a path, "..", an empty name, an option).
 func CheckImageName(name string) error {
 	if !imageNameRE.MatchString(name) || strings.Contains(name, "..") {
-		return fmt.Errorf("%q is not a node image name (lowercase letters, digits, '.', '_' and '-', at most 128)", shorten(name))
+		return fmt.Errorf("%q is not a node image name (lowercase letters, digits, '.', '_' and '-', at most 128)", Shorten(name))
 	}
 	return nil
 }
@@ -82,7 +82,7 @@ func CheckRecordNames(c *Cluster, cluster string) error {
 	}
 	for i, n := range c.Nodes {
 		if !dnsLabel.MatchString(n.Name) || len(n.Name) > maxNodeName {
-			return fmt.Errorf("nodes[%d].name: %q is not a node name hwk makes (a DNS label)", i, shorten(n.Name))
+			return fmt.Errorf("nodes[%d].name: %q is not a node name hwk makes (a DNS label)", i, Shorten(n.Name))
 		}
 	}
 	return nil
