@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"reflect"
@@ -31,81 +29,19 @@ import (
 const listingMagic = "hwk-archive-listing\n"
 
 // fuzzArchive is the tar the fuzz input data stands for.
-func fuzzArchive(data []byte) []byte {
-	rest, ok := bytes.CutPrefix(data, []byte(listingMagic))
-	if !ok {
-		return data
-	}
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	var name string
-	var content []string
-	inFile := false
-	flush := func() {
-		if !inFile {
-			return
-		}
-		body := []byte(strings.Join(content, "\n"))
-		sum := sha256.Sum256(body)
-		n := strings.ReplaceAll(name, "@", hex.EncodeToString(sum[:]))
-		_ = tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg, Format: tar.FormatPAX})
-		_, _ = tw.Write(body)
-		inFile, content = false, nil
-	}
-	for _, line := range strings.Split(string(rest), "\n") {
-		switch {
-		case strings.HasPrefix(line, "== "):
-			flush()
-			name, inFile = line[3:], true
-		case strings.HasPrefix(line, "=s "), strings.HasPrefix(line, "=h "):
-			flush()
-			n, target, _ := strings.Cut(line[3:], " ")
-			typ := byte(tar.TypeSymlink)
-			if line[1] == 'h' {
-				typ = tar.TypeLink
-			}
-			_ = tw.WriteHeader(&tar.Header{Name: n, Linkname: target, Mode: 0o777, Typeflag: typ, Format: tar.FormatPAX})
-		case inFile:
-			content = append(content, line)
-		}
-	}
-	flush()
-	_ = tw.Close()
-	return b.Bytes()
-}
+func fuzzArchive(data []byte) []byte { return imagearchivetest.FromListing(listingMagic, data) }
 
 // listing is the listing of the tar archive b (for seeds): blobs named by
 // digest get "@".
 func listing(t testing.TB, b []byte) []byte {
-	var entries []string
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			// The newline before a line that starts an entry is not
-			// content.
-			return []byte(listingMagic + strings.Join(entries, "\n"))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch h.Typeflag {
-		case tar.TypeSymlink:
-			entries = append(entries, "=s "+h.Name+" "+h.Linkname)
-		case tar.TypeLink:
-			entries = append(entries, "=h "+h.Name+" "+h.Linkname)
-		case tar.TypeReg:
-			data, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := h.Name
-			if _, ok := blobDigest(name); ok {
-				name = "blobs/sha256/@"
-			}
-			entries = append(entries, "== "+name+"\n"+string(data))
-		}
+	out, err := imagearchivetest.Listing(listingMagic, b, func(name string) bool {
+		_, ok := blobDigest(name)
+		return ok
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 // seedArchives are real-format archives of every kind Scan reads, kept

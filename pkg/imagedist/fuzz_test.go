@@ -24,6 +24,7 @@ import (
 	"oras.land/oras-go/v2/registry"
 
 	nodeimages "github.com/hwk-dev/hwk/node-images"
+	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
@@ -104,83 +105,17 @@ func savedSmall(t testing.TB) []byte {
 // "=h NAME TARGET" links.
 const listingMagic = "hwk-layout-listing\n"
 
-func fuzzLayout(data []byte) []byte {
-	rest, ok := bytes.CutPrefix(data, []byte(listingMagic))
-	if !ok {
-		return data
-	}
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	var name string
-	var content []string
-	inFile := false
-	flush := func() {
-		if !inFile {
-			return
-		}
-		body := []byte(strings.Join(content, "\n"))
-		sum := sha256.Sum256(body)
-		n := strings.ReplaceAll(name, "@", hex.EncodeToString(sum[:]))
-		_ = tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg, Format: tar.FormatPAX})
-		_, _ = tw.Write(body)
-		inFile, content = false, nil
-	}
-	for _, line := range strings.Split(string(rest), "\n") {
-		switch {
-		case strings.HasPrefix(line, "== "):
-			flush()
-			name, inFile = line[3:], true
-		case strings.HasPrefix(line, "=d "):
-			flush()
-			_ = tw.WriteHeader(&tar.Header{Name: line[3:], Mode: 0o755, Typeflag: tar.TypeDir, Format: tar.FormatPAX})
-		case strings.HasPrefix(line, "=s "), strings.HasPrefix(line, "=h "):
-			flush()
-			n, target, _ := strings.Cut(line[3:], " ")
-			typ := byte(tar.TypeSymlink)
-			if line[1] == 'h' {
-				typ = tar.TypeLink
-			}
-			_ = tw.WriteHeader(&tar.Header{Name: n, Linkname: target, Mode: 0o777, Typeflag: typ, Format: tar.FormatPAX})
-		case inFile:
-			content = append(content, line)
-		}
-	}
-	flush()
-	_ = tw.Close()
-	return b.Bytes()
-}
+func fuzzLayout(data []byte) []byte { return imagearchivetest.FromListing(listingMagic, data) }
 
 // layoutListing is the listing of the tar archive b.
 func layoutListing(t testing.TB, b []byte) []byte {
-	var entries []string
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return []byte(listingMagic + strings.Join(entries, "\n"))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch h.Typeflag {
-		case tar.TypeDir:
-			entries = append(entries, "=d "+h.Name)
-		case tar.TypeSymlink:
-			entries = append(entries, "=s "+h.Name+" "+h.Linkname)
-		case tar.TypeLink:
-			entries = append(entries, "=h "+h.Name+" "+h.Linkname)
-		case tar.TypeReg:
-			data, err := io.ReadAll(tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := h.Name
-			if strings.HasPrefix(name, "blobs/sha256/") {
-				name = "blobs/sha256/@"
-			}
-			entries = append(entries, "== "+name+"\n"+string(data))
-		}
+	out, err := imagearchivetest.Listing(listingMagic, b, func(name string) bool {
+		return strings.HasPrefix(name, "blobs/sha256/")
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return out
 }
 
 // files lists the regular files under dir, relative to it.
