@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -138,12 +139,19 @@ func (s *Store) checkOwned(name, dir string) error {
 		}
 		return nil
 	}
-	// An empty directory holds nothing to lose: it is what an up killed
-	// between making the directory and writing the marker leaves.
-	if entries, err := os.ReadDir(dir); err == nil && len(entries) == 0 {
+	// A directory holding nothing, or only an unfinished marker, has
+	// nothing to lose: it is what an up killed between making the
+	// directory and renaming the marker into place leaves.
+	if entries, err := os.ReadDir(dir); err == nil && !slices.ContainsFunc(entries, notUnfinishedMarker) {
 		return nil
 	}
 	return fmt.Errorf("%w: %w", &NotOursError{Dir: dir, Reason: "holds no " + MarkerFile + " marker (hwk writes one into every cluster directory it makes)"}, errNoMarker)
+}
+
+// notUnfinishedMarker reports whether e is anything but the temporary
+// file WriteFileAtomic makes on its way to the marker.
+func notUnfinishedMarker(e fs.DirEntry) bool {
+	return !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), "."+MarkerFile+".tmp-")
 }
 
 // recordNames reports whether a cluster record (YAML) is cluster name's:

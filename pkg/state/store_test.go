@@ -117,6 +117,22 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 	if err := s.Remove("empty"); err != nil {
 		t.Errorf("Remove(empty): %v", err)
 	}
+	// Nor does one killed between writing the marker's temporary file and
+	// renaming it (seen in CI: TestKilledUp/network).
+	if err := os.Mkdir(filepath.Join(clusters, "halfmarked"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	write(filepath.Join(clusters, "halfmarked", "."+MarkerFile+".tmp-123"), "")
+	if err := s.Remove("halfmarked"); err != nil {
+		t.Errorf("Remove(halfmarked): %v", err)
+	}
+	// ... but a directory named like one is not a temporary file.
+	if err := os.MkdirAll(filepath.Join(clusters, "tmpdir", "."+MarkerFile+".tmp-1"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("tmpdir"); err == nil {
+		t.Error("Remove(tmpdir) deleted a directory holding a directory")
+	}
 	// A directory older hwk made, with only its record, is still hwk's.
 	if err := s.Remove("legacy"); err != nil {
 		t.Errorf("Remove(legacy): %v", err)
@@ -134,7 +150,7 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 	if err := s.Remove("mine"); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{dir, filepath.Join(clusters, "legacy"), filepath.Join(clusters, "empty")} {
+	for _, p := range []string{dir, filepath.Join(clusters, "legacy"), filepath.Join(clusters, "empty"), filepath.Join(clusters, "halfmarked")} {
 		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s is still there: %v", p, err)
 		}
