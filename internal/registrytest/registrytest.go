@@ -274,6 +274,9 @@ type Request struct {
 	// Bytes is what the registry wrote of the response body (short of the
 	// whole when the client went away).
 	Bytes int64
+	// RemoteAddr is the client's address and port: which connection the
+	// request came on.
+	RemoteAddr string
 }
 
 // logEntry is the part of distribution's JSON log line for a request that
@@ -284,6 +287,7 @@ type logEntry struct {
 	URI     string `json:"http.request.uri"`
 	Status  int    `json:"http.response.status"`
 	Written int64  `json:"http.response.written"`
+	Remote  string `json:"http.request.remoteaddr"`
 }
 
 // Requests lists every request logged so far, in order.
@@ -302,7 +306,7 @@ func (r *Registry) Requests(t testing.TB) []Request {
 		if json.Unmarshal(sc.Bytes(), &e) != nil || !strings.HasPrefix(e.Msg, "response completed") {
 			continue
 		}
-		out = append(out, Request{Method: e.Method, Path: e.URI, Status: e.Status, Bytes: e.Written})
+		out = append(out, Request{Method: e.Method, Path: e.URI, Status: e.Status, Bytes: e.Written, RemoteAddr: e.Remote})
 	}
 	return out
 }
