@@ -117,14 +117,19 @@ e2e: build
 	HWK_BIN=$(CURDIR)/$(BIN)/hwk $(GO) test -tags e2e -count=1 -timeout 80m -v ./e2e/
 
 # load-image from Docker's containerd image store (Docker Engine 28.5.2
-# built from the module proxy by hack/dockerd-store.sh, which stands in
-# for the running engine meanwhile): a rebuilt image's save is filtered as
-# it streams, and each node gets only its new layer. Root.
+# built from the module proxy by hack/dockerd-store.sh, which runs it
+# beside the system's engine, in a network namespace of its own): a
+# rebuilt image's save is filtered as it streams, and each node gets only
+# its new layer. What needs the network (the node image, the test binary)
+# is built first, outside that namespace. Root.
 e2e-store: build
-	hack/dockerd-store.sh start
 	$(BIN)/hwk node-image build linux --source source --formats docker
-	HWK_E2E_CONTAINERD_STORE=1 HWK_BIN=$(CURDIR)/$(BIN)/hwk $(GO) test -tags e2e -count=1 -timeout 30m -v -run TestLoadFromContainerdStore ./e2e/; \
-		rc=$$?; hack/dockerd-store.sh stop; exit $$rc
+	$(GO) test -c -tags e2e -o $(BIN)/e2e.test ./e2e/
+	hack/dockerd-store.sh start
+	hack/dockerd-store.sh exec $(BIN)/hwk node-image build linux --source source --formats docker && \
+		cd e2e && HWK_E2E_CONTAINERD_STORE=1 HWK_BIN=$(CURDIR)/$(BIN)/hwk ../hack/dockerd-store.sh exec \
+		../$(BIN)/e2e.test -test.count=1 -test.timeout 30m -test.v -test.run TestLoadFromContainerdStore; \
+		rc=$$?; cd $(CURDIR) && hack/dockerd-store.sh stop; exit $$rc
 
 # The main job on a fresh Linux machine: installs what is missing, builds
 # the node image when none is cached, and brings up a cluster. Arguments

@@ -1,29 +1,44 @@
 #!/usr/bin/env bash
-# Runs Docker Engine 28.5.2 with its containerd image store in place of
-# the engine that answers now, for `make e2e-store` and for measuring
+# Runs Docker Engine 28.5.2 with its containerd image store *beside* the
+# engine that answers now, for `make e2e-store` and for measuring
 # `make bench-load` against that store (the default of Docker Desktop's
 # new installs and of Docker Engine 29; Debian ships only 20.10, which
 # has the classic store alone).
 #
-#   hack/dockerd-store.sh start   build it (once), stop the running
-#                                 dockerd, start this one
-#   hack/dockerd-store.sh stop    stop it and start the system's dockerd
+#   hack/dockerd-store.sh start        build it (once) and start it
+#   hack/dockerd-store.sh exec CMD...  run CMD against it, from the
+#                                      current directory (see below)
+#   hack/dockerd-store.sh stop         stop it and remove its namespace
+#
+# It shares nothing with the system's engine, which keeps running with
+# its containers: its own data root, exec root, socket, pid file and
+# network namespace (hwk-store). The namespace is what lets both engines
+# keep their iptables rules: in one namespace they would fight over
+# Docker's chains (each flushes DOCKER when it starts), and an engine
+# without rules leaves its bridges' traffic to the FORWARD policy the
+# other sets to DROP. `exec` runs CMD in that namespace with DOCKER_HOST
+# set to the engine's socket; the namespace has no route out, so build
+# or download what CMD needs before. Only the engine this script started
+# is stopped, by the pid it wrote, never a process found by name. A
+# second `start` while one runs is refused.
 #
 # The engine is built from the Go module proxy, the only source this
 # machine reaches. Moby has no go.mod at this version: its vendor.mod is
 # one in all but name, and module zips carry no vendor directory, so the
-# build uses vendor.mod as go.mod with the versions it pins. It keeps its
-# own data and state directories, so the stopped engine's images and
-# containers are untouched. Needs root; containerd and runc come from the
-# system's docker.io.
+# build uses vendor.mod as go.mod with the versions it pins. Needs root;
+# containerd and runc come from the system's docker.io.
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
 
 version=v28.5.2
 tools=${HWK_TOOLS:-$PWD/bin/tools}
 dir=$tools/dockerd-$version
 state=/var/lib/hwk-docker-store
-run=/var/run/hwk-docker-store
+run=/run/hwk-docker-store
+netns=hwk-store
+pidfile=$run/docker.pid
+sock=$run/docker.sock
 log=/tmp/hwk-dockerd-store.log
 
 build() {
@@ -33,7 +48,7 @@ build() {
 	src=$(go mod download -json "github.com/docker/docker@$version+incompatible" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 	[ -d "$src" ] || { echo "go mod download gave no directory for github.com/docker/docker@$version" >&2; exit 1; }
 	work=$(mktemp -d)
-	trap 'rm -rf "$work"' RETURN
+	trap 'rm -rf "$work"; trap - RETURN' RETURN
 	cp -r "$src/." "$work"
 	chmod -R u+w "$work"
 	rm -rf "$work/vendor"
@@ -45,54 +60,88 @@ build() {
 		./cmd/dockerd ./cmd/docker-proxy)
 }
 
-# stop_engines stops every dockerd and waits until none runs, so that the
-# next one can take the socket.
-stop_engines() {
-	pkill -x dockerd || true
-	for _ in $(seq 60); do
-		pgrep -x dockerd >/dev/null || return 0
-		sleep 1
-	done
-	echo "dockerd did not stop" >&2
-	exit 1
+# ours prints the pid of the engine this script started, if it still
+# runs: the pid file's process, checked to be this script's dockerd (a
+# pid the kernel gave to something else since is not ours).
+ours() {
+	local pid exe
+	[ -s "$pidfile" ] || return 1
+	pid=$(cat "$pidfile")
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+	[ "$exe" = "$(realpath "$dir/dockerd")" ] || return 1
+	echo "$pid"
 }
 
-wait_engine() {
+in_ns() {
+	DOCKER_HOST=unix://$sock nsenter --net="/run/netns/$netns" "$@"
+}
+
+start() {
+	build
+	mkdir -p "$run"
+	# One start at a time; a second run finds the first's engine.
+	exec 9>"$run/start.lock"
+	flock -n 9 || { echo "another hack/dockerd-store.sh start is running" >&2; exit 1; }
+	if pid=$(ours); then
+		echo "the containerd-store engine of hack/dockerd-store.sh already runs (pid $pid), for another run: wait for it to finish, or stop it with: hack/dockerd-store.sh stop" >&2
+		exit 1
+	fi
+	[ -e "/run/netns/$netns" ] || ip netns add "$netns"
+	ip netns exec "$netns" ip link set lo up
+	cat >"$run/daemon.json" <<EOF
+{"features": {"containerd-snapshotter": true}, "data-root": "$state", "exec-root": "$run/exec", "pidfile": "$pidfile", "hosts": ["unix://$sock"]}
+EOF
+	# dockerd looks for docker-proxy (published ports) on PATH; it must be
+	# its own version's. nsenter enters only the network namespace: the
+	# engine sees the host's cgroups and mounts.
+	PATH="$dir:$PATH" nohup nsenter --net="/run/netns/$netns" "$dir/dockerd" --config-file "$run/daemon.json" >"$log" 2>&1 9>&- &
 	for _ in $(seq 60); do
-		docker version >/dev/null 2>&1 && return 0
+		in_ns docker version >/dev/null 2>&1 && break
 		sleep 1
 	done
-	tail -20 "$1" >&2
-	exit 1
+	in_ns docker version >/dev/null 2>&1 || { tail -20 "$log" >&2; exit 1; }
+	status=$(in_ns docker info -f '{{.DriverStatus}}')
+	case $status in
+	*io.containerd.snapshotter*) ;;
+	*)
+		echo "the engine started without the containerd image store: $status" >&2
+		stop
+		exit 1
+		;;
+	esac
+	in_ns docker version -f 'Docker Engine {{.Server.Version}} (API {{.Server.APIVersion}}), containerd image store, at unix://'"$sock"' in network namespace '"$netns"'; log: '"$log"
+}
+
+stop() {
+	local pid
+	if pid=$(ours); then
+		kill -TERM "$pid"
+		for _ in $(seq 60); do
+			[ -e "/proc/$pid" ] || break
+			sleep 1
+		done
+		if [ -e "/proc/$pid" ]; then
+			echo "dockerd $pid did not stop in 60 s; killing it" >&2
+			kill -KILL "$pid"
+		fi
+		echo "stopped the containerd-store engine (pid $pid)"
+	fi
+	rm -f "$pidfile"
+	[ ! -e "/run/netns/$netns" ] || ip netns delete "$netns"
 }
 
 case ${1:-} in
-start)
-	build
-	stop_engines
-	mkdir -p "$run"
-	cat >"$run/daemon.json" <<EOF
-{"features": {"containerd-snapshotter": true}, "data-root": "$state", "exec-root": "$run/exec", "pidfile": "$run/docker.pid"}
-EOF
-	# dockerd looks for docker-proxy (published ports) on PATH; it must be
-	# its own version's.
-	PATH="$dir:$PATH" nohup "$dir/dockerd" --config-file "$run/daemon.json" >"$log" 2>&1 &
-	wait_engine "$log"
-	status=$(docker info -f '{{.DriverStatus}}')
-	case $status in
-	*io.containerd.snapshotter*) ;;
-	*) echo "the engine started without the containerd image store: $status" >&2; exit 1 ;;
-	esac
-	docker version -f 'Docker Engine {{.Server.Version}} (API {{.Server.APIVersion}}), containerd image store; log: '"$log"
-	;;
-stop)
-	stop_engines
-	nohup dockerd >/tmp/hwk-ci-dockerd.log 2>&1 &
-	wait_engine /tmp/hwk-ci-dockerd.log
-	docker version -f 'back to Docker Engine {{.Server.Version}} (API {{.Server.APIVersion}})'
+start) start ;;
+stop) stop ;;
+exec)
+	shift
+	[ $# -gt 0 ] || { echo "usage: $0 exec CMD [ARG...]" >&2; exit 2; }
+	ours >/dev/null || { echo "the containerd-store engine is not running: start it with: hack/dockerd-store.sh start" >&2; exit 1; }
+	cd "$caller"
+	in_ns "$@"
 	;;
 *)
-	echo "usage: $0 start|stop" >&2
+	echo "usage: $0 start|exec CMD...|stop" >&2
 	exit 2
 	;;
 esac
