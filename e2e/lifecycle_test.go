@@ -102,10 +102,9 @@ func TestSurvivesRestarts(t *testing.T) {
 	t.Run("engine restart", func(t *testing.T) {
 		back := restartDockerEngine(t)
 		ready := waitBack(t, cs, back, cp, worker)
+		// A figure for .ci/run's table, not a limit: a slow machine is
+		// not a failure.
 		fmt.Printf("E2E RESTART: cluster Ready %s after the Docker engine answered again\n", ready.Round(100*time.Millisecond))
-		if ready > 2*time.Minute {
-			t.Logf("slower than the 2 minutes hoped for: %s", ready)
-		}
 		after, err := os.ReadFile(e.kubeconfig)
 		if err != nil || !bytes.Equal(after, kubeconfigBefore) {
 			t.Errorf("the kubeconfig changed across the restart (%v)", err)
@@ -396,7 +395,9 @@ func reachable(t *testing.T, e *env, name string) {
 // TestKilledUp: an up killed outright (SIGKILL, no chance to clean up) at
 // three different steps leaves nothing once down has run: no container,
 // volume, network, kubeconfig entry, cluster directory, lock file or
-// subnet reservation.
+// subnet reservation. Each kill must land during the step it names (its
+// line printed, its ✓ not): when the step had finished, the kill comes
+// earlier on the next try.
 func TestKilledUp(t *testing.T) {
 	for _, tc := range []struct {
 		name, step string
@@ -408,36 +409,50 @@ func TestKilledUp(t *testing.T) {
 		{"nodes", "• Creating nodes", 300 * time.Millisecond},
 		{"kubeadm", "• Starting the control plane", 3 * time.Second},
 	} {
-		step := tc.step
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			name := "e2e-kill"
-			c := e.cmd("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker")
-			stderr := &lineWatcher{want: step, seen: make(chan struct{})}
-			c.Stderr = stderr
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
+			const tries = 5
+			for i, after := 1, tc.after; ; i, after = i+1, after/2 {
+				landed := killUpDuring(t, e, "e2e-kill", tc.step, after)
+				if _, _, err := e.hwk("down", "--name", "e2e-kill"); err != nil {
+					t.Fatalf("down after a killed up: %v", err)
+				}
+				e.assertGone("e2e-kill")
+				if landed {
+					t.Logf("the kill %s after %q began landed in that step (try %d)", after, tc.step, i)
+					break
+				}
+				if i == tries {
+					t.Fatalf("in %d tries no kill landed during %q: the step had always finished", tries, tc.step)
+				}
+				t.Logf("try %d: %q had finished when the kill came %s after it began; trying earlier", i, tc.step, after)
 			}
-			select {
-			case <-stderr.seen:
-			case <-time.After(3 * time.Minute):
-				_ = c.Process.Kill()
-				t.Fatalf("up never reached %q:\n%s", step, stderr.String())
-			}
-			time.Sleep(tc.after)
-			if err := c.Process.Kill(); err != nil {
-				t.Fatal(err)
-			}
-			_ = c.Wait()
-			t.Logf("killed up:\n%s", stderr.String())
-			// The kill came during the step: its line never got its ✓.
-			if done := "✓ " + strings.TrimPrefix(step, "• "); strings.Contains(stderr.String(), done) {
-				t.Logf("note: %q had finished when the kill came", done)
-			}
-			if _, _, err := e.hwk("down", "--name", name); err != nil {
-				t.Fatalf("down after a killed up: %v", err)
-			}
-			e.assertGone(name)
 		})
 	}
+}
+
+// killUpDuring starts an up of cluster name, kills it (SIGKILL) after
+// the given time from when step's line appears, and reports whether the
+// kill came during that step: its ✓ line never printed.
+func killUpDuring(t *testing.T, e *env, name, step string, after time.Duration) bool {
+	t.Helper()
+	c := e.cmd("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker")
+	stderr := &lineWatcher{want: step, seen: make(chan struct{})}
+	c.Stderr = stderr
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-stderr.seen:
+	case <-time.After(3 * time.Minute):
+		_ = c.Process.Kill()
+		t.Fatalf("up never reached %q:\n%s", step, stderr.String())
+	}
+	time.Sleep(after)
+	if err := c.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
+	t.Logf("killed up:\n%s", stderr.String())
+	return !strings.Contains(stderr.String(), "✓ "+strings.TrimPrefix(step, "• "))
 }
