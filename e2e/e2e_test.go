@@ -185,18 +185,7 @@ func TestInterruptedUp(t *testing.T) {
 		t.Run(strings.Fields(tc.step)[1], func(t *testing.T) {
 			e := newEnv(t)
 			name := "e2e-int"
-			c := e.cmd("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker")
-			stderr := &lineWatcher{want: tc.step, seen: make(chan struct{})}
-			c.Stderr = stderr
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-stderr.seen:
-			case <-time.After(3 * time.Minute):
-				_ = c.Process.Kill()
-				t.Fatalf("up never reached %q:\n%s", tc.step, stderr.String())
-			}
+			c, stderr := startUpUntil(t, e, name, tc.step)
 			time.Sleep(tc.after)
 			if err := c.Process.Signal(syscall.SIGINT); err != nil {
 				t.Fatal(err)

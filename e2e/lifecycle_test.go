@@ -449,10 +449,9 @@ func TestKilledUp(t *testing.T) {
 	}
 }
 
-// killUpDuring starts an up of cluster name, kills it (SIGKILL) after
-// the given time from when step's line appears, and reports whether the
-// kill came during that step: its ✓ line never printed.
-func killUpDuring(t *testing.T, e *env, name, step string, after time.Duration) bool {
+// startUpUntil starts an up of a 2-node Linux cluster called name and
+// returns once its stderr shows step's line.
+func startUpUntil(t *testing.T, e *env, name, step string) (*exec.Cmd, *lineWatcher) {
 	t.Helper()
 	c := e.cmd("up", "--name", name, "--windows-workers", "0", "--linux-workers", "1", "--driver", "docker")
 	stderr := &lineWatcher{want: step, seen: make(chan struct{})}
@@ -466,6 +465,15 @@ func killUpDuring(t *testing.T, e *env, name, step string, after time.Duration) 
 		_ = c.Process.Kill()
 		t.Fatalf("up never reached %q:\n%s", step, stderr.String())
 	}
+	return c, stderr
+}
+
+// killUpDuring starts an up of cluster name, kills it (SIGKILL) after
+// the given time from when step's line appears, and reports whether the
+// kill came during that step: its ✓ line never printed.
+func killUpDuring(t *testing.T, e *env, name, step string, after time.Duration) bool {
+	t.Helper()
+	c, stderr := startUpUntil(t, e, name, step)
 	time.Sleep(after)
 	if err := c.Process.Kill(); err != nil {
 		t.Fatal(err)
