@@ -95,11 +95,20 @@ EOF
 	# its own version's. nsenter enters only the network namespace: the
 	# engine sees the host's cgroups and mounts.
 	PATH="$dir:$PATH" nohup nsenter --net="/run/netns/$netns" "$dir/dockerd" --config-file "$run/daemon.json" >"$log" 2>&1 9>&- &
+	# nsenter execs dockerd, so this is the engine's own pid.
+	started=$!
 	for _ in $(seq 60); do
 		in_ns docker version >/dev/null 2>&1 && break
 		sleep 1
 	done
-	in_ns docker version >/dev/null 2>&1 || { tail -20 "$log" >&2; exit 1; }
+	if ! in_ns docker version >/dev/null 2>&1; then
+		tail -20 "$log" >&2
+		echo "the engine did not answer in 60 s; stopping it (pid $started)" >&2
+		kill -TERM "$started" 2>/dev/null || true
+		wait "$started" 2>/dev/null || true
+		ip netns delete "$netns"
+		exit 1
+	fi
 	status=$(in_ns docker info -f '{{.DriverStatus}}')
 	case $status in
 	*io.containerd.snapshotter*) ;;
