@@ -111,6 +111,14 @@ func TestRegistryTLSAuthAndLog(t *testing.T) {
 		t.Errorf("range: %s, %d bytes", resp.Status, len(body))
 	}
 	reqs := r.Requests(t)[n:]
+	// Each request names the client's address (the test's own
+	// connection, on loopback); the rest is compared as a whole.
+	for i := range reqs {
+		if !strings.HasPrefix(reqs[i].RemoteAddr, "127.0.0.1:") {
+			t.Errorf("request %d logged remote address %q, want 127.0.0.1:PORT", i, reqs[i].RemoteAddr)
+		}
+		reqs[i].RemoteAddr = ""
+	}
 	want := []Request{
 		{Method: "GET", Path: "/v2/test/repo/blobs/" + dg, Status: 200, Bytes: int64(len(data))},
 		{Method: "GET", Path: "/v2/test/repo/blobs/" + dg, Status: 206, Bytes: int64(len(data) - 10)},
