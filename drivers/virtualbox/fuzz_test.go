@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hwk-dev/hwk/drivers/internal/clitest"
 	"github.com/hwk-dev/hwk/drivers/internal/transcript"
 	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
 )
@@ -32,15 +33,7 @@ import (
 // error) of every reply of testdata/replies whose key starts with prefix.
 func seedReplies(f *testing.F, prefix string, stderr bool) {
 	f.Helper()
-	all, err := transcript.LoadReplies("testdata/replies")
-	if err != nil {
-		f.Fatal(err)
-	}
-	replies := all.WithPrefix(prefix)
-	if len(replies) == 0 {
-		f.Fatalf("no replies %s*", prefix)
-	}
-	for _, r := range replies {
+	for _, r := range clitest.Seeds(f, "testdata", prefix) {
 		if stderr {
 			f.Add(r.Stderr)
 		} else {

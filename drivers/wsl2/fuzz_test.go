@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/hwk-dev/hwk/drivers/internal/clitest"
 	"github.com/hwk-dev/hwk/drivers/internal/transcript"
 )
 
@@ -25,21 +26,6 @@ import (
 // Windows build in its --version, the user's .wslconfig, and the node
 // facts the facts script sends. Their seeds are the real-format replies
 // of testdata/replies; under `go test` they run on the seeds alone.
-
-// fuzzReplies is every reply of testdata/replies whose key starts with
-// prefix, in key order.
-func fuzzReplies(f *testing.F, prefix string) []transcript.Reply {
-	f.Helper()
-	all, err := transcript.LoadReplies("testdata/replies")
-	if err != nil {
-		f.Fatal(err)
-	}
-	replies := all.WithPrefix(prefix)
-	if len(replies) == 0 {
-		f.Fatalf("no replies %s*", prefix)
-	}
-	return replies
-}
 
 // raw is what the program writes of s: UTF-16LE or UTF-8.
 func raw(r transcript.Reply, s string) []byte {
@@ -55,7 +41,7 @@ func raw(r transcript.Reply, s string) []byte {
 // text with a character of ASCII or Latin-1 (a line end will do) reads
 // the same in UTF-16LE, with or without a byte order mark, as in UTF-8.
 func FuzzDecode(f *testing.F) {
-	for _, r := range fuzzReplies(f, "wsl/") {
+	for _, r := range clitest.Seeds(f, "testdata", "wsl/") {
 		f.Add(raw(r, r.Stdout))
 	}
 	f.Add(utf16le("Ubuntu\r\r\nhwk-demo-cp\r\r\n"))
@@ -105,7 +91,7 @@ var wholeCodeRE = regexp.MustCompile(`^Wsl(?:/[A-Za-z0-9_]+)+$`)
 // is its lines but the code's, on one line; the code is the context's
 // last part; a line that ends in a code gives the error its code.
 func FuzzWSLError(f *testing.F) {
-	for _, r := range fuzzReplies(f, "wsl/") {
+	for _, r := range clitest.Seeds(f, "testdata", "wsl/") {
 		if r.Exit != 0 {
 			f.Add(decode(raw(r, r.Stdout))+"\n"+decode(raw(r, r.Stderr)), r.Exit)
 		}
@@ -197,7 +183,7 @@ func TestWSLConfigLongLine(t *testing.T) {
 // FuzzWindowsBuild: the build read from --version is the number its last
 // line ends with, and 0 when that is no number an int holds.
 func FuzzWindowsBuild(f *testing.F) {
-	for _, r := range fuzzReplies(f, "wsl/version") {
+	for _, r := range clitest.Seeds(f, "testdata", "wsl/version") {
 		f.Add(decode(raw(r, r.Stdout)))
 	}
 	f.Fuzz(func(t *testing.T, out string) {
@@ -254,7 +240,7 @@ func gunzip(t *testing.T, name string, data []byte) []byte {
 // refused: its names are valid paths, its files' bytes no more than the
 // output's, and sent again it reads back the same.
 func FuzzFacts(f *testing.F) {
-	for _, r := range fuzzReplies(f, "facts/") {
+	for _, r := range clitest.Seeds(f, "testdata", "facts/") {
 		f.Add([]byte(r.Stdout))
 	}
 	f.Add([]byte("F /proc/sys/kernel/osrelease 7\n6.6.87\n\nD /sys/module 14\nvxlan\noverlay\n\n"))

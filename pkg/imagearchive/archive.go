@@ -583,41 +583,31 @@ func validDigest(s string) bool {
 
 // index is the index blob e (of digest d), parsed once.
 func (a *Archive) index(d string, e *entry) (*index, error) {
-	if idx := a.indexes[d]; idx != nil {
-		return idx, nil
-	}
-	idx := &index{}
-	if err := jsonOf(e, "index "+d, idx); err != nil {
-		return nil, err
-	}
-	a.indexes[d] = idx
-	return idx, nil
+	return parseOnce(a.indexes, d, e, "index "+d)
 }
 
 // manifest is the manifest blob e (of digest d), parsed once.
 func (a *Archive) manifest(d string, e *entry) (*manifest, error) {
-	if mf := a.parsed[d]; mf != nil {
-		return mf, nil
-	}
-	mf := &manifest{}
-	if err := jsonOf(e, "manifest "+d, mf); err != nil {
-		return nil, err
-	}
-	a.parsed[d] = mf
-	return mf, nil
+	return parseOnce(a.parsed, d, e, "manifest "+d)
 }
 
 // config is the image config entry e (what names it), parsed once.
 func (a *Archive) config(e *entry, what string) (*imageConfig, error) {
-	if c := a.configs[e.digest]; c != nil {
-		return c, nil
+	return parseOnce(a.configs, e.digest, e, what)
+}
+
+// parseOnce is the JSON of entry e (what names it in an error) as a T,
+// kept in cache under key so that it is parsed only once.
+func parseOnce[T any](cache map[string]*T, key string, e *entry, what string) (*T, error) {
+	if v := cache[key]; v != nil {
+		return v, nil
 	}
-	c := &imageConfig{}
-	if err := jsonOf(e, what, c); err != nil {
+	v := new(T)
+	if err := jsonOf(e, what, v); err != nil {
 		return nil, err
 	}
-	a.configs[e.digest] = c
-	return c, nil
+	cache[key] = v
+	return v, nil
 }
 
 // manifests resolves a descriptor to the runnable manifests under it.

@@ -1,11 +1,9 @@
 package imagearchive_test
 
 import (
-	"archive/tar"
 	"bytes"
 	"compress/gzip"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 
@@ -148,8 +146,8 @@ func TestScanRejectsBadArchives(t *testing.T) {
 		"cut short":         {good[:len(good)/2], "cut short"},
 		"oci blob flipped":  {imagearchivetest.Corrupt(good, []byte("0-linux/amd640-linux")), "archive is corrupt"},
 		"layer tar flipped": {imagearchivetest.Corrupt(classic, []byte("0-linux/amd640-linux")), "archive is corrupt"},
-		"no manifest":       {tarOf(map[string]string{"hello.txt": "hi"}), "not an image archive"},
-		"missing layer":     {tarOf(map[string]string{"manifest.json": `[{"Config":"c.json","RepoTags":["a:1"],"Layers":["l/layer.tar"]}]`, "c.json": `{"os":"linux","architecture":"amd64","rootfs":{"diff_ids":["sha256:00"]}}`}), "lacks the layer"},
+		"no manifest":       {imagearchivetest.TarOf(map[string]string{"hello.txt": "hi"}), "not an image archive"},
+		"missing layer":     {imagearchivetest.TarOf(map[string]string{"manifest.json": `[{"Config":"c.json","RepoTags":["a:1"],"Layers":["l/layer.tar"]}]`, "c.json": `{"os":"linux","architecture":"amd64","rootfs":{"diff_ids":["sha256:00"]}}`}), "lacks the layer"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := imagearchive.Scan(bytes.NewReader(c.data))
@@ -159,17 +157,6 @@ func TestScanRejectsBadArchives(t *testing.T) {
 			}
 		})
 	}
-}
-
-func tarOf(files map[string]string) []byte {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for n, c := range files {
-		_ = tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write([]byte(c))
-	}
-	_ = tw.Close()
-	return b.Bytes()
 }
 
 // rewrite scans src, writes the archive of sels from it and scans that.
@@ -234,18 +221,8 @@ func TestWritePoisonsOnChange(t *testing.T) {
 	if err := a.Write(&out, bytes.NewReader(changed), plan); err == nil || !strings.Contains(err.Error(), "changed since it was read") {
 		t.Fatalf("Write = %v, want a changed-archive error", err)
 	}
-	tr := tar.NewReader(&out)
-	for {
-		_, err := tr.Next()
-		if err == io.EOF {
-			t.Fatal("the poisoned stream read as a whole tar archive")
-		}
-		if err != nil {
-			break
-		}
-		if _, err := io.Copy(io.Discard, tr); err != nil {
-			break
-		}
+	if imagearchivetest.WholeTar(out.Bytes()) {
+		t.Fatal("the poisoned stream read as a whole tar archive")
 	}
 }
 

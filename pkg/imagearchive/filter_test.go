@@ -104,15 +104,8 @@ func TestFilterCorruptBlobFailsAndPoisons(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "archive is corrupt") {
 		t.Fatalf("Filter = %v, want a corrupt-archive error", err)
 	}
-	tr := tar.NewReader(bytes.NewReader(out.Bytes()))
-	for {
-		_, err := tr.Next()
-		if err == io.EOF {
-			t.Fatal("the stream after a corrupt blob reads as a whole tar")
-		}
-		if err != nil {
-			break
-		}
+	if imagearchivetest.WholeTar(out.Bytes()) {
+		t.Fatal("the stream after a corrupt blob reads as a whole tar")
 	}
 }
 

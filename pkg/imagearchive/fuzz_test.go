@@ -284,15 +284,8 @@ func FuzzFilter(f *testing.F) {
 		scanned, scanErr := Scan(bytes.NewReader(src))
 		if err != nil {
 			// Whatever reads dst must never take it for a whole archive.
-			tr := tar.NewReader(bytes.NewReader(out.Bytes()))
-			for {
-				_, rerr := tr.Next()
-				if rerr == io.EOF {
-					t.Fatalf("Filter failed (%v) but what it wrote reads as a whole archive", err)
-				}
-				if rerr != nil {
-					break
-				}
+			if imagearchivetest.WholeTar(out.Bytes()) {
+				t.Fatalf("Filter failed (%v) but what it wrote reads as a whole archive", err)
 			}
 			var fe *FormatError
 			if scanErr == nil && !errors.As(err, &fe) && !strings.HasPrefix(err.Error(), "pass on ") {
@@ -465,25 +458,7 @@ func sparseArchive(typ byte) []byte {
 func hostileArchives() map[string][]byte {
 	good := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}})
 	with := func(h *tar.Header, data string) []byte {
-		var b bytes.Buffer
-		tw := tar.NewWriter(&b)
-		tr := tar.NewReader(bytes.NewReader(good))
-		for {
-			gh, err := tr.Next()
-			if err != nil {
-				break
-			}
-			content, _ := io.ReadAll(tr)
-			_ = tw.WriteHeader(gh)
-			_, _ = tw.Write(content)
-			if gh.Name == "index.json" {
-				h.Mode, h.Size = 0o644, int64(len(data))
-				_ = tw.WriteHeader(h)
-				_, _ = tw.Write([]byte(data))
-			}
-		}
-		_ = tw.Close()
-		return b.Bytes()
+		return imagearchivetest.WithEntry(good, "index.json", h, data)
 	}
 	return map[string][]byte{
 		"../escape":         with(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg}, "x"),
@@ -555,32 +530,14 @@ func TestScanRefusesTwoEntriesOfOneName(t *testing.T) {
 // TestFilterPoisonsWhenTheDescriptionFails: Filter wrote the archive's
 // end before it found the archive unreadable, so the node took it whole.
 func TestFilterPoisonsWhenTheDescriptionFails(t *testing.T) {
-	archive := tarOf(map[string]string{"index.json": `{"manifests":[{"mediaType":"` + mediaOCIIndex + `","digest":"sha256:` + strings.Repeat("a", 64) + `","size":2}]}`})
+	archive := imagearchivetest.TarOf(map[string]string{"index.json": `{"manifests":[{"mediaType":"` + mediaOCIIndex + `","digest":"sha256:` + strings.Repeat("a", 64) + `","size":2}]}`})
 	var out bytes.Buffer
 	if _, err := Filter(&out, bytes.NewReader(archive), func(string) bool { return false }); err == nil || !strings.Contains(err.Error(), "lacks the index") {
 		t.Fatalf("Filter = %v", err)
 	}
-	tr := tar.NewReader(&out)
-	for {
-		_, err := tr.Next()
-		if err == io.EOF {
-			t.Fatal("what a failed Filter wrote reads as a whole archive")
-		}
-		if err != nil {
-			break
-		}
+	if imagearchivetest.WholeTar(out.Bytes()) {
+		t.Fatal("what a failed Filter wrote reads as a whole archive")
 	}
-}
-
-func tarOf(files map[string]string) []byte {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	for n, c := range files {
-		_ = tw.WriteHeader(&tar.Header{Name: n, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write([]byte(c))
-	}
-	_ = tw.Close()
-	return b.Bytes()
 }
 
 // blobTar is an OCI layout tar of index.json and blobs named by digest.

@@ -96,15 +96,7 @@ func TestSaveLoad(t *testing.T) {
 	c, _ := ti.docker()
 	removeImage(c, ti.m.Artifacts[nodeimage.FormatDocker].DockerImage)
 
-	a, err := OpenArchive(context.Background(), file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ims, err := a.Images(context.Background())
-	if err != nil || len(ims) != 1 {
-		t.Fatalf("images %v, %v", ims, err)
-	}
-	im := ims[0]
+	im := archiveImage(t, file)
 	if im.Index.Digest != p.Index.Digest || len(im.Formats()) != 5 {
 		t.Errorf("archive index %s (packed %s), formats %v", im.Index.Digest, p.Index.Digest, im.Formats())
 	}
@@ -150,23 +142,16 @@ func TestLoadCorruptArchive(t *testing.T) {
 	}
 	flipByteIn(t, file, blobPath(layer))
 
-	a, err := OpenArchive(context.Background(), file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ims, err := a.Images(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	im := archiveImage(t, file)
 	cache := t.TempDir()
-	_, err = ims[0].Unpack(context.Background(), UnpackOptions{CacheDir: cache, Formats: []nodeimage.Format{nodeimage.FormatQCOW2}})
+	_, err := im.Unpack(context.Background(), UnpackOptions{CacheDir: cache, Formats: []nodeimage.Format{nodeimage.FormatQCOW2}})
 	var de *DigestError
 	if !errors.As(err, &de) || de.Want != layer {
 		t.Fatalf("load of a corrupt layer: %v", err)
 	}
 	assertNothingCached(t, cache)
 	// The other layer is whole and loads.
-	if _, err := ims[0].Unpack(context.Background(), UnpackOptions{CacheDir: cache, Formats: []nodeimage.Format{nodeimage.FormatVDI}}); err != nil {
+	if _, err := im.Unpack(context.Background(), UnpackOptions{CacheDir: cache, Formats: []nodeimage.Format{nodeimage.FormatVDI}}); err != nil {
 		t.Errorf("the whole layer: %v", err)
 	}
 
@@ -238,4 +223,18 @@ func flipByteAt(t *testing.T, file string, off int64) {
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// archiveImage opens the archive file and returns the one image it holds.
+func archiveImage(t *testing.T, file string) *Image {
+	t.Helper()
+	a, err := OpenArchive(context.Background(), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ims, err := a.Images(context.Background())
+	if err != nil || len(ims) != 1 {
+		t.Fatalf("images %v, %v", ims, err)
+	}
+	return ims[0]
 }

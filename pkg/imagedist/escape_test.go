@@ -17,6 +17,7 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
@@ -182,7 +183,7 @@ func TestLoadRefusesEntriesOutsideTheArchive(t *testing.T) {
 			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(file, withEntry(saved, c.h, "x"), 0o644); err != nil {
+			if err := os.WriteFile(file, imagearchivetest.WithEntry(saved, "", c.h, "x"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			_, err := OpenArchive(context.Background(), file)
@@ -198,15 +199,8 @@ func TestLoadRefusesEntriesOutsideTheArchive(t *testing.T) {
 	if err := os.WriteFile(file, saved, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, err := OpenArchive(context.Background(), file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ims, err := a.Images(context.Background())
-	if err != nil || len(ims) != 1 {
-		t.Fatalf("images %v, %v", ims, err)
-	}
-	if _, err := ims[0].Unpack(context.Background(), UnpackOptions{CacheDir: s.cache, Formats: ims[0].Formats()}); err != nil {
+	im := archiveImage(t, file)
+	if _, err := im.Unpack(context.Background(), UnpackOptions{CacheDir: s.cache, Formats: im.Formats()}); err != nil {
 		t.Fatal(err)
 	}
 	if got := files(t, s.root); !slicesSubset(got, "node.tar", "sentinel/keep", "cache/") {

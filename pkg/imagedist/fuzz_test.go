@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -261,39 +260,10 @@ func hostileLayouts(t testing.TB, saved []byte) [][]byte {
 		{Name: "blobs/sha256/x", Linkname: "../../../etc/passwd", Typeflag: tar.TypeSymlink},
 		{Name: "blobs/sha256/y", Linkname: "../outside", Typeflag: tar.TypeLink},
 	} {
-		b := withEntry(saved, h, "x")
+		b := imagearchivetest.WithEntry(saved, "", h, "x")
 		out = append(out, b, layoutListing(t, b))
 	}
 	return out
-}
-
-// withEntry is archive with the entry h (of content data, for a file)
-// after its first.
-func withEntry(archive []byte, h *tar.Header, data string) []byte {
-	var b bytes.Buffer
-	tw := tar.NewWriter(&b)
-	tr := tar.NewReader(bytes.NewReader(archive))
-	for i := 0; ; i++ {
-		gh, err := tr.Next()
-		if err != nil {
-			break
-		}
-		content, _ := io.ReadAll(tr)
-		_ = tw.WriteHeader(gh)
-		_, _ = tw.Write(content)
-		if i == 0 {
-			h.Mode = 0o644
-			if h.Typeflag == tar.TypeReg {
-				h.Size = int64(len(data))
-			}
-			_ = tw.WriteHeader(h)
-			if h.Typeflag == tar.TypeReg {
-				_, _ = tw.Write([]byte(data))
-			}
-		}
-	}
-	_ = tw.Close()
-	return b.Bytes()
 }
 
 // checkReencoding marshals v, parses that with parse and marshals the

@@ -199,7 +199,7 @@ func walk(t *testing.T, img io.ReaderAt) {
 // tree endless; one whose name is a path or "..", or empty (which took
 // its directory's name), named other files or none.
 func TestDirectoryLoopsAndBadNamesAreRefused(t *testing.T) {
-	data := gunzip(t, "testdata/udf.iso.gz")
+	data := fixture(t)
 	u, err := Open(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +268,7 @@ func TestDirectoryLoopsAndBadNamesAreRefused(t *testing.T) {
 // medium's (its extents allocated, not recorded: zeros), which was read
 // in full, and a size over 2^63, which made a negative slice bound.
 func TestHugeSizesAreRefused(t *testing.T) {
-	data := gunzip(t, "testdata/udf.iso.gz")
+	data := fixture(t)
 	u, err := Open(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)

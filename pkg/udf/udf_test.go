@@ -2,7 +2,6 @@ package udf
 
 import (
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -21,20 +20,7 @@ import (
 // -udf (see testdata/make.sh).
 func fixture(t *testing.T) []byte {
 	t.Helper()
-	f, err := os.Open("testdata/udf.iso.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return gunzip(t, "testdata/udf.iso.gz")
 }
 
 // sameTree checks that every file under dir reads back from u with the

@@ -111,3 +111,19 @@ func (f *Fake) Check(t testing.TB) {
 		t.Errorf("exchanges of the transcript no call used:\n  %s", strings.Join(u, "\n  "))
 	}
 }
+
+// Seeds is every reply in testdata's replies directory whose key starts
+// with prefix, in key order: the seeds of a fuzz target. None is a
+// failure, so that a renamed reply does not leave a target unseeded.
+func Seeds(t testing.TB, testdata, prefix string) []transcript.Reply {
+	t.Helper()
+	all, err := transcript.LoadReplies(filepath.Join(testdata, "replies"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	replies := all.WithPrefix(prefix)
+	if len(replies) == 0 {
+		t.Fatalf("no replies %s*", prefix)
+	}
+	return replies
+}

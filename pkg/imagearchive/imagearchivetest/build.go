@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 )
@@ -235,4 +236,61 @@ func Corrupt(archive []byte, needle []byte) []byte {
 		out[i] ^= 0xff
 	}
 	return out
+}
+
+// WholeTar reports whether b reads as a tar archive to its end: what a
+// stream that failed half-way must never do, or its reader (ctr import on
+// a node) would take the part as the whole.
+func WholeTar(b []byte) bool {
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		_, err := tr.Next()
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// WithEntry is archive with the entry h (of content data, for a file)
+// written after the entry named after, or after the first entry when
+// after is "": a hostile entry in an otherwise good archive.
+func WithEntry(archive []byte, after string, h *tar.Header, data string) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	tr := tar.NewReader(bytes.NewReader(archive))
+	for i := 0; ; i++ {
+		gh, err := tr.Next()
+		if err != nil {
+			break
+		}
+		content, _ := io.ReadAll(tr)
+		_ = tw.WriteHeader(gh)
+		_, _ = tw.Write(content)
+		if (after == "" && i == 0) || gh.Name == after {
+			h.Mode = 0o644
+			if h.Typeflag == tar.TypeReg {
+				h.Size = int64(len(data))
+			}
+			_ = tw.WriteHeader(h)
+			if h.Typeflag == tar.TypeReg {
+				_, _ = tw.Write([]byte(data))
+			}
+		}
+	}
+	_ = tw.Close()
+	return b.Bytes()
+}
+
+// TarOf is a tar archive of files (name to content), in no set order.
+func TarOf(files map[string]string) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for n, c := range files {
+		file(tw, n, []byte(c))
+	}
+	_ = tw.Close()
+	return b.Bytes()
 }
