@@ -20,21 +20,45 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// targets are the platforms a release has an archive for.
-var targets = []struct{ os, arch string }{
+type target struct{ os, arch string }
+
+// allTargets are the platforms a release has an archive for.
+var allTargets = []target{
 	{"windows", "amd64"}, {"windows", "arm64"},
 	{"linux", "amd64"}, {"linux", "arm64"},
 	{"darwin", "amd64"}, {"darwin", "arm64"},
+}
+
+// targets are the platforms this snapshot was built for: all of them, or
+// those HWK_RELEASE_TARGETS names (os/arch, space-separated), as CI
+// builds one archive per OS.
+func targets(t *testing.T) []target {
+	names := strings.Fields(os.Getenv("HWK_RELEASE_TARGETS"))
+	if len(names) == 0 {
+		return allTargets
+	}
+	var out []target
+	for _, n := range names {
+		goos, arch, _ := strings.Cut(n, "/")
+		tg := target{goos, arch}
+		if !slices.Contains(allTargets, tg) {
+			t.Fatalf("HWK_RELEASE_TARGETS: %q is not a release target", n)
+		}
+		out = append(out, tg)
+	}
+	return out
 }
 
 func dist(t *testing.T) string {
@@ -166,7 +190,7 @@ func machine(t *testing.T, name string, data []byte) (string, string) {
 func TestArchives(t *testing.T) {
 	dir := dist(t)
 	sums := checksums(t, dir)
-	for _, tg := range targets {
+	for _, tg := range targets(t) {
 		ext := ".tar.gz"
 		exe := "hwk"
 		if tg.os == "windows" {
@@ -262,8 +286,8 @@ func TestSBOMs(t *testing.T) {
 				bom.BOMFormat, bom.Metadata.Component.Name, len(bom.Components), names["github.com/spf13/cobra"], names["k8s.io/client-go"])
 		}
 	}
-	if n != len(targets) {
-		t.Errorf("%d archives, want %d", n, len(targets))
+	if want := len(targets(t)); n != want {
+		t.Errorf("%d archives, want %d", n, want)
 	}
 }
 
@@ -287,7 +311,17 @@ func TestManifests(t *testing.T) {
 	if err := json.Unmarshal(raw, &scoop); err != nil {
 		t.Fatal(err)
 	}
-	for arch, want := range map[string]string{"64bit": "windows_amd64.zip", "arm64": "windows_arm64.zip"} {
+	// Scoop names amd64 "64bit"; winget has an installer per Windows zip.
+	scoopArch := map[string]string{}
+	for _, tg := range targets(t) {
+		if tg.os == "windows" {
+			scoopArch[strings.Replace(tg.arch, "amd64", "64bit", 1)] = "windows_" + tg.arch + ".zip"
+		}
+	}
+	if len(scoop.Architecture) != len(scoopArch) {
+		t.Errorf("scoop architectures %v, want %v", slices.Sorted(maps.Keys(scoop.Architecture)), slices.Sorted(maps.Keys(scoopArch)))
+	}
+	for arch, want := range scoopArch {
 		a := scoop.Architecture[arch]
 		name := a.URL[strings.LastIndex(a.URL, "/")+1:]
 		if !strings.HasSuffix(name, want) || a.Hash != sums[name] || len(a.Bin) != 1 || a.Bin[0] != "hwk.exe" {
@@ -314,7 +348,7 @@ func TestManifests(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &winget); err != nil {
 		t.Fatal(err)
 	}
-	if winget.PackageIdentifier != "hwk-dev.hwk" || winget.InstallerType != "zip" || len(winget.Installers) != 2 {
+	if winget.PackageIdentifier != "hwk-dev.hwk" || winget.InstallerType != "zip" || len(winget.Installers) != len(scoopArch) {
 		t.Errorf("winget: %+v", winget)
 	}
 	for _, in := range winget.Installers {
