@@ -281,30 +281,37 @@ func waitBack(t *testing.T, cs kubernetes.Interface, since time.Time, nodes ...s
 	return time.Since(since)
 }
 
-// restartDockerEngine stops the Docker engine by its pid (as a reboot
-// would) and starts it again with the same command line, or restarts the
-// systemd unit where systemd runs it. It returns when the engine answers.
+// restartDockerEngine stops the Docker engine the tests talk to (the one
+// behind DOCKER_HOST, or the default socket) by its pid, as a reboot
+// would, and starts it again with the same command line; where systemd
+// runs that very engine, it restarts the unit instead. The engine is
+// found from its socket (the pid that listens on it), never by name, so
+// that a run against an engine of its own (make ci-cold) restarts that
+// one and leaves the system's alone. It returns when the engine answers.
 func restartDockerEngine(t *testing.T) time.Time {
 	t.Helper()
-	if exec.Command("systemctl", "is-active", "--quiet", "docker").Run() == nil {
+	pid, err := enginePID()
+	if err != nil {
+		t.Fatalf("find the Docker engine: %v", err)
+	}
+	// Under systemd the socket is the engine's own (its MainPID) or, with
+	// socket activation (docker.socket), systemd's: pid 1.
+	if out, err := exec.Command("systemctl", "show", "-p", "MainPID", "--value", "docker").Output(); err == nil &&
+		(pid == 1 || strings.TrimSpace(string(out)) == strconv.Itoa(pid)) {
 		if out, err := exec.Command("systemctl", "restart", "docker").CombinedOutput(); err != nil {
 			t.Fatalf("systemctl restart docker: %v\n%s", err, out)
 		}
 		return waitEngine(t)
-	}
-	raw, err := os.ReadFile("/var/run/docker.pid")
-	if err != nil {
-		t.Fatalf("find dockerd: %v", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
-	if err != nil {
-		t.Fatal(err)
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		t.Fatalf("dockerd %d: %v", pid, err)
 	}
 	args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		t.Fatalf("dockerd %d: %v", pid, err)
+	}
 	t.Logf("stopping dockerd (pid %d: %s)", pid, strings.Join(args, " "))
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -321,7 +328,14 @@ func restartDockerEngine(t *testing.T) time.Time {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	d := exec.Command(args[0], args[1:]...)
+	// The same executable (argv[0] may be a bare name resolved on a PATH
+	// this process does not have), the same arguments and environment.
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	d := exec.Command(exe, args[1:]...)
+	d.Args[0] = args[0]
+	if len(env) > 0 {
+		d.Env = strings.Split(strings.TrimRight(string(env), "\x00"), "\x00")
+	}
 	d.Stdout, d.Stderr = log, log
 	d.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := d.Start(); err != nil {
@@ -329,6 +343,35 @@ func restartDockerEngine(t *testing.T) time.Time {
 	}
 	_ = d.Process.Release()
 	return waitEngine(t)
+}
+
+// enginePID is the pid of the process listening on the Docker socket:
+// the peer credentials of a connection to a listening Unix socket are
+// those of the process that listened (unix(7), SO_PEERCRED).
+func enginePID() (int, error) {
+	sock := "/var/run/docker.sock"
+	if h := os.Getenv("DOCKER_HOST"); h != "" {
+		var ok bool
+		if sock, ok = strings.CutPrefix(h, "unix://"); !ok {
+			return 0, fmt.Errorf("DOCKER_HOST %q is not a Unix socket: the e2e restarts only a local engine", h)
+		}
+	}
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		return 0, fmt.Errorf("connect %s: %w", sock, err)
+	}
+	cred, err := syscall.GetsockoptUcred(fd, syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	if err != nil {
+		return 0, fmt.Errorf("%s: SO_PEERCRED: %w", sock, err)
+	}
+	if cred.Pid < 1 {
+		return 0, fmt.Errorf("%s: no peer pid", sock)
+	}
+	return int(cred.Pid), nil
 }
 
 func waitEngine(t *testing.T) time.Time {
