@@ -11,7 +11,8 @@
 #   hack/dockerd-store.sh stop         stop it and remove its namespace
 #
 # It shares nothing with the system's engine, which keeps running with
-# its containers: its own data root, exec root, socket, pid file and
+# its containers: its own data root, exec root, socket, pid file,
+# containerd namespaces (should it find the system's containerd) and
 # network namespace (hwk-store). The namespace is what lets both engines
 # keep their iptables rules: in one namespace they would fight over
 # Docker's chains (each flushes DOCKER when it starts), and an engine
@@ -34,7 +35,8 @@ cd "$(dirname "$0")/.."
 version=v28.5.2
 tools=${HWK_TOOLS:-$PWD/bin/tools}
 dir=$tools/dockerd-$version
-state=/var/lib/hwk-docker-store
+# HWK_DOCKERD_STORE_ROOT moves its data root (make ci-cold starts it empty).
+state=${HWK_DOCKERD_STORE_ROOT:-/var/lib/hwk-docker-store}
 run=/run/hwk-docker-store
 netns=hwk-store
 pidfile=$run/docker.pid
@@ -89,7 +91,8 @@ start() {
 	[ -e "/run/netns/$netns" ] || ip netns add "$netns"
 	ip netns exec "$netns" ip link set lo up
 	cat >"$run/daemon.json" <<EOF
-{"features": {"containerd-snapshotter": true}, "data-root": "$state", "exec-root": "$run/exec", "pidfile": "$pidfile", "hosts": ["unix://$sock"]}
+{"features": {"containerd-snapshotter": true}, "data-root": "$state", "exec-root": "$run/exec", "pidfile": "$pidfile", "hosts": ["unix://$sock"],
+ "containerd-namespace": "hwk-store", "containerd-plugins-namespace": "hwk-store-plugins"}
 EOF
 	# dockerd looks for docker-proxy (published ports) on PATH; it must be
 	# its own version's. nsenter enters only the network namespace: the
