@@ -11,6 +11,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -71,14 +72,16 @@ var (
 	buildErr  error
 )
 
-// Binary builds the registry program from hack/registry (once per test
-// process; the Go build cache makes later builds a link) and returns its
+// Binary builds the registry program from hack/registry and returns its
 // path. When it cannot be built (no Go module proxy, say) the test skips,
 // unless HWK_REQUIRE_REGISTRY=1, where it fails.
 //
-// The program lives in one place in the user's cache directory, replaced
-// by a rename, so that test processes running at once each get a whole
-// file and no run leaves a 70 MB copy behind in the temporary directory.
+// The program lives in the user's cache directory under a name keyed by
+// what it is built from (hack/registry's go.mod and go.sum, and the Go
+// version), so that it is built once, not once per test process; it
+// is put there by a rename, so that test processes running at once each
+// get a whole file, and no run leaves a 70 MB copy behind in the
+// temporary directory.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() { buildPath, buildErr = build() })
@@ -102,6 +105,20 @@ func build() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	key := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(mod, f))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(key, "%s %d\n", f, len(data))
+		key.Write(data)
+	}
+	fmt.Fprintf(key, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	path := filepath.Join(dir, "registry-"+hex.EncodeToString(key.Sum(nil))[:16])
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o100 != 0 {
+		return path, nil
+	}
 	tmp, err := os.CreateTemp(dir, "registry-*.tmp")
 	if err != nil {
 		return "", err
@@ -114,9 +131,16 @@ func build() (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("build the registry in %s: %v\n%s", mod, err, out)
 	}
-	path := filepath.Join(dir, "registry")
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return "", err
+	}
+	// Builds from other sources are stale now (one is 70 MB); the old
+	// unkeyed name too.
+	old, _ := filepath.Glob(filepath.Join(dir, "registry-*"))
+	for _, o := range append(old, filepath.Join(dir, "registry")) {
+		if o != path && !strings.HasSuffix(o, ".tmp") {
+			os.Remove(o)
+		}
 	}
 	return path, nil
 }
