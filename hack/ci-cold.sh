@@ -86,6 +86,17 @@ cleanup() {
 		[ ! -e "/proc/$pid" ] || { echo "dockerd $pid did not stop in 60 s; killing it" >&2; kill -KILL "$pid"; }
 	fi
 	rm -f "$pidfile"
+	# Anything else still in the namespace was started by the run (when no
+	# libvirtd answers, .ci/run starts one, and it would start here) and
+	# would outlive the namespace, cut off from the host: a libvirtd left
+	# so puts every later libvirt network out of the host's reach. Say
+	# so, and stop it by its pid.
+	if [ -e "/run/netns/$netns" ]; then
+		for p in $(ip netns pids "$netns"); do
+			echo "stopping pid $p, left in the namespace by the run: $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" >&2
+			kill -TERM "$p" 2>/dev/null
+		done
+	fi
 	if [ -n "${rules_added:-}" ]; then rules -D 2>/dev/null; fi
 	ip link delete "$host_if" 2>/dev/null
 	[ ! -e "/run/netns/$netns" ] || ip netns delete "$netns"
