@@ -23,6 +23,12 @@
 #                             empty caches, engine and namespace (say,
 #                             make test, to measure one stage cold)
 #
+# libvirt: with no libvirtd answering, .ci/run starts one, here inside
+# the namespace, and it is stopped at the end. A libvirtd already running
+# on the host is used as it is; the namespace then reaches its NAT
+# networks through the host's FORWARD chain, where libvirt's own REJECT
+# may come first (not tried: none ran here).
+#
 # Needs root. HWK_CI_COLD_DIR (default /var/tmp/hwk-ci-cold) holds the
 # clone and caches: about 30 GB at the end of a run.
 set -euo pipefail
