@@ -176,10 +176,10 @@ lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
 # Every release archive, built here without publishing (goreleaser
 # --snapshot, into dist/), then checked by hack/release's test: six
 # archives with binaries for their platform, checksums, SBOMs, Scoop and
-# winget manifests. RELEASE_TARGETS narrows it: CI builds one archive
-# per OS (windows/amd64 linux/amd64 darwin/arm64), the release workflow
-# all six.
-RELEASE_TARGETS ?= windows/amd64 windows/arm64 linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+# winget manifests. RELEASE_TARGETS (os/arch ...) narrows it: CI builds
+# one archive per OS (windows/amd64 linux/amd64 darwin/arm64), the
+# release workflow all six.
+RELEASE_TARGETS ?=
 release-snapshot: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
 	hack/release/config.sh $(RELEASE_TARGETS) >$(BIN)/goreleaser-snapshot.yaml
 	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --snapshot --clean --config $(BIN)/goreleaser-snapshot.yaml

@@ -33,6 +33,7 @@
 # clone and caches: about 30 GB at the end of a run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. hack/lib/pidfile.sh
 repo=$PWD
 root=${HWK_CI_COLD_DIR:-/var/tmp/hwk-ci-cold}
 run=/run/hwk-ci-cold
@@ -65,16 +66,8 @@ fi
 mkdir -p "$root"
 touch "$root/.hwk-ci-cold"
 
-# ours prints the pid of the engine this script started, if it still
-# runs: the pid file's process, checked to be that dockerd.
-ours() {
-	local pid exe
-	[ -s "$pidfile" ] || return 1
-	pid=$(cat "$pidfile")
-	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-	[ "$exe" = "$(realpath "$dockerd")" ] || return 1
-	echo "$pid"
-}
+# ours prints the pid of the engine this script started, if it still runs.
+ours() { pid_ours "$pidfile" "$dockerd"; }
 
 rules() {
 	local op=$1
@@ -86,11 +79,7 @@ rules() {
 cleanup() {
 	local rc=$? pid
 	set +e
-	if pid=$(ours); then
-		kill -TERM "$pid"
-		for _ in $(seq 60); do [ -e "/proc/$pid" ] || break; sleep 1; done
-		[ ! -e "/proc/$pid" ] || { echo "dockerd $pid did not stop in 60 s; killing it" >&2; kill -KILL "$pid"; }
-	fi
+	if pid=$(ours); then pid_stop "$pid" dockerd; fi
 	rm -f "$pidfile"
 	# Anything else still in the namespace was started by the run (when no
 	# libvirtd answers, .ci/run starts one, and it would start here) and

@@ -31,6 +31,7 @@
 set -euo pipefail
 caller=$PWD
 cd "$(dirname "$0")/.."
+. hack/lib/pidfile.sh
 
 version=v28.5.2
 tools=${HWK_TOOLS:-$PWD/bin/tools}
@@ -62,17 +63,8 @@ build() {
 		./cmd/dockerd ./cmd/docker-proxy)
 }
 
-# ours prints the pid of the engine this script started, if it still
-# runs: the pid file's process, checked to be this script's dockerd (a
-# pid the kernel gave to something else since is not ours).
-ours() {
-	local pid exe
-	[ -s "$pidfile" ] || return 1
-	pid=$(cat "$pidfile")
-	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
-	[ "$exe" = "$(realpath "$dir/dockerd")" ] || return 1
-	echo "$pid"
-}
+# ours prints the pid of the engine this script started, if it still runs.
+ours() { pid_ours "$pidfile" "$dir/dockerd"; }
 
 in_ns() {
 	DOCKER_HOST=unix://$sock nsenter --net="/run/netns/$netns" "$@"
@@ -127,15 +119,7 @@ EOF
 stop() {
 	local pid
 	if pid=$(ours); then
-		kill -TERM "$pid"
-		for _ in $(seq 60); do
-			[ -e "/proc/$pid" ] || break
-			sleep 1
-		done
-		if [ -e "/proc/$pid" ]; then
-			echo "dockerd $pid did not stop in 60 s; killing it" >&2
-			kill -KILL "$pid"
-		fi
+		pid_stop "$pid" dockerd
 		echo "stopped the containerd-store engine (pid $pid)"
 	fi
 	rm -f "$pidfile"

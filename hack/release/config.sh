@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Prints .goreleaser.yaml for a snapshot of only the targets named
-# (os/arch ...): the release workflow builds all six, CI one per OS,
+# (os/arch ...; none: all six): the release workflow builds all six, CI one per OS,
 # which is what can break per OS at a third of the compile. The others
 # go in the hwk build's `ignore` list; the node programs' builds inherit
 # it through the YAML merge, so windows/amd64 (the node's) must stay.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 all="windows/amd64 windows/arm64 linux/amd64 linux/arm64 darwin/amd64 darwin/arm64"
-[ $# -gt 0 ] || { echo "usage: $0 OS/ARCH..." >&2; exit 2; }
+# No targets: all of them, the config as it is.
+if [ $# -eq 0 ]; then
+	cat .goreleaser.yaml
+	exit
+fi
 for t in "$@"; do
 	case " $all " in *" $t "*) ;; *) echo "$0: $t is not a release target (targets: $all)" >&2; exit 2 ;; esac
 done
