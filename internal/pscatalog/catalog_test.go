@@ -58,7 +58,7 @@ var modules = map[string][]string{
 	"Microsoft.PowerShell.Utility":     {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String", "Format-List", "Invoke-WebRequest", "Get-FileHash", "Get-Date", "New-TimeSpan"},
 	"Microsoft.PowerShell.Archive":     {"Expand-Archive"},
 	"Microsoft.PowerShell.Diagnostics": {"Get-WinEvent"},
-	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Get-ItemProperty", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
+	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Get-ItemProperty", "Remove-ItemProperty", "Start-Process", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
 	"Microsoft.PowerShell.Host":        {"Start-Transcript", "Stop-Transcript"},
 	"CimCmdlets":                       {"Get-CimInstance", "Invoke-CimMethod"},
 	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
@@ -248,6 +248,7 @@ var notSent = map[string]string{
 	"internal/pscheck":                       "the grammar check's broken script",
 	"internal/pscatalog":                     "this catalog",
 	"drivers/hyperv/internal/fakepowershell": "the tests' powershell.exe, which reads the session's lines",
+	"internal/pssim":                         "the tests' model of Windows, which names the commands it runs",
 }
 
 // declared scans the Go files under root (not tests, testdata, hack or

@@ -62,7 +62,39 @@ function Get-Phase {
 }
 
 function Set-Phase([int]$phase) {
-    Microsoft.PowerShell.Management\Set-Content -LiteralPath $phaseFile -Value $phase
+    Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath $phaseFile -Value $phase
+}
+
+# Clear-ReadOnly clears the read-only attribute of every file under
+# $path. Windows' CD file system marks every file of a CD read-only
+# (cdfs strucsup.c: "We always start with the read-only bit"), and
+# Copy-Item keeps the attribute (CopyFile, Remarks), so everything copied
+# from the build disk would stay read-only: OpenSSH's installer rewrites
+# one of its files, sshd copies sshd_config_default to sshd_config, and
+# a later update of a binary replaces it.
+# New-RegistryKey makes a registry key and its missing parents, leaving a
+# key that exists as it is: New-Item -Force would delete it first, values
+# and subkeys (PowerShell's RegistryProvider.NewItem), and some of these
+# keys hold Windows' own settings (Known Issue Rollback overrides).
+function New-RegistryKey([string]$path) {
+    if (-not (Microsoft.PowerShell.Management\Test-Path -LiteralPath $path)) {
+        New-RegistryKey (Microsoft.PowerShell.Management\Split-Path -Parent $path)
+        Microsoft.PowerShell.Management\New-Item -Path $path | Microsoft.PowerShell.Core\Out-Null
+    }
+}
+
+# Both startup tasks must run on a laptop on battery too: Hyper-V passes
+# the host's battery to its guests, and Task Scheduler's defaults neither
+# start a task on battery nor keep it running when the power goes
+# (New-ScheduledTaskSettingsSet). No idle or network condition either.
+function New-TaskSettings([int]$hours) {
+    ScheduledTasks\New-ScheduledTaskSettingsSet -AllowStartIfOnBatteries -DontStopIfGoingOnBatteries `
+        -ExecutionTimeLimit (Microsoft.PowerShell.Utility\New-TimeSpan -Hours $hours)
+}
+
+function Clear-ReadOnly([string]$path) {
+    Microsoft.PowerShell.Management\Get-ChildItem -LiteralPath $path -Recurse -File -Force |
+        Microsoft.PowerShell.Core\ForEach-Object { $_.IsReadOnly = $false }
 }
 
 # Phase 1: copy the build disk, keep Windows from changing under the build,
@@ -75,25 +107,26 @@ function Invoke-Phase1 {
     Say "phase 1: copying the build disk ($($seed):) to $work"
     Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $work | Microsoft.PowerShell.Core\Out-Null
     Microsoft.PowerShell.Management\Copy-Item -Recurse -Force -Path "$($seed):\*" -Destination $work
+    Clear-ReadOnly $work
 
     # The rest runs at startup as SYSTEM, across restarts.
     $action = ScheduledTasks\New-ScheduledTaskAction -Execute 'powershell.exe' `
         -Argument "-NoLogo -NoProfile -ExecutionPolicy Bypass -File $work\provision.ps1"
     $trigger = ScheduledTasks\New-ScheduledTaskTrigger -AtStartup
-    ScheduledTasks\Register-ScheduledTask -TaskName $taskName -Action $action -Trigger $trigger -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
+    ScheduledTasks\Register-ScheduledTask -TaskName $taskName -Action $action -Trigger $trigger -Settings (New-TaskSettings 4) -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
 
     Say 'phase 1: turning Windows Update off'
     # A node image is rebuilt, not patched in place; an update during a
     # cluster's life would restart the node under its pods.
     $au = 'HKLM:\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU'
-    Microsoft.PowerShell.Management\New-Item -Force -Path $au | Microsoft.PowerShell.Core\Out-Null
+    New-RegistryKey $au
     Microsoft.PowerShell.Management\New-ItemProperty -Force -Path $au -Name NoAutoUpdate -PropertyType DWord -Value 1 | Microsoft.PowerShell.Core\Out-Null
     Microsoft.PowerShell.Management\Set-Service -Name wuauserv -StartupType Disabled
     Microsoft.PowerShell.Management\Stop-Service -Name wuauserv -Force -ErrorAction SilentlyContinue
 
     Say 'phase 1: registry settings for container networking'
     $overrides = 'HKLM:\SYSTEM\CurrentControlSet\Policies\Microsoft\FeatureManagement\Overrides'
-    Microsoft.PowerShell.Management\New-Item -Force -Path $overrides | Microsoft.PowerShell.Core\Out-Null
+    New-RegistryKey $overrides
     $build = [Environment]::OSVersion.Version.Build
     if ($build -eq 20348) {
         # Windows Server 2022 after the April 2025 update breaks HNS
@@ -146,7 +179,7 @@ function Invoke-Phase2 {
     $config = $config -replace "(?m)^(\s*)bin_dirs\s*=.*$", "`$1bin_dirs = ['c:/opt/cni/bin']"
     $config = $config -replace "(?m)^(\s*)conf_dir\s*=.*$", "`$1conf_dir = 'c:/etc/cni/net.d'"
     $config = $config -replace "(?m)^(\s*)sandbox\s*=.*$", "`$1sandbox = '$($cfg.pauseImage)'"
-    Microsoft.PowerShell.Management\Set-Content -LiteralPath "$ctrd\config.toml" -Value $config -Encoding ascii
+    Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath "$ctrd\config.toml" -Value $config -Encoding ascii
     Invoke-Native 'containerd --register-service' {
         & "$ctrd\containerd.exe" --register-service --config "$ctrd\config.toml" --log-file 'C:\var\log\containerd\containerd.log'
     }
@@ -205,10 +238,15 @@ function Invoke-Phase2 {
     if (-not (Microsoft.PowerShell.Management\Get-Service -Name sshd -ErrorAction SilentlyContinue)) {
         $ssh = "$env:ProgramFiles\OpenSSH"
         Microsoft.PowerShell.Management\Copy-Item -Recurse -Force -Path "$work\openssh\OpenSSH-Win64" -Destination $ssh
-        & "$ssh\install-sshd.ps1"
+        Clear-ReadOnly $ssh
+        # Its own process: install-sshd.ps1 sets 'Stop' and StrictMode for
+        # itself, and its exit status is what says it worked.
+        Invoke-Native 'install-sshd.ps1' {
+            powershell.exe -NoLogo -NoProfile -NonInteractive -ExecutionPolicy Bypass -File "$ssh\install-sshd.ps1"
+        }
     }
     # PowerShell as the login shell: hwk's node handle speaks it.
-    Microsoft.PowerShell.Management\New-Item -Force -Path 'HKLM:\SOFTWARE\OpenSSH' | Microsoft.PowerShell.Core\Out-Null
+    New-RegistryKey 'HKLM:\SOFTWARE\OpenSSH'
     Microsoft.PowerShell.Management\New-ItemProperty -Force -Path 'HKLM:\SOFTWARE\OpenSSH' -Name DefaultShell -PropertyType String `
         -Value "$env:SystemRoot\System32\WindowsPowerShell\v1.0\powershell.exe" | Microsoft.PowerShell.Core\Out-Null
     # Keys only; administrators' keys come from
@@ -225,7 +263,9 @@ function Invoke-Phase2 {
     if ($text -notmatch '(?m)^\s*Subsystem\s+sftp\s') {
         throw "phase 2: $sshdConfig has no 'Subsystem sftp' line, and hwk copies files to nodes over SFTP"
     }
-    Microsoft.PowerShell.Management\Set-Content -LiteralPath $sshdConfig -Value $text -Encoding ascii
+    # -Force: sshd made the file as a copy of sshd_config_default, with
+    # its attributes.
+    Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath $sshdConfig -Value $text -Encoding ascii
     Microsoft.PowerShell.Management\Set-Service -Name sshd -StartupType Automatic
     if (-not (NetSecurity\Get-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -ErrorAction SilentlyContinue)) {
         NetSecurity\New-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -DisplayName 'OpenSSH Server (hwk)' -Protocol TCP -LocalPort 22 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
@@ -237,15 +277,25 @@ function Invoke-Phase2 {
     Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath "$work\bin\hwk-seed.exe" -Destination "$hwk\hwk-seed.exe"
     $action = ScheduledTasks\New-ScheduledTaskAction -Execute "$hwk\hwk-seed.exe"
     $trigger = ScheduledTasks\New-ScheduledTaskTrigger -AtStartup
-    # A failed run (an adapter that never came up) is tried again.
-    $settings = ScheduledTasks\New-ScheduledTaskSettingsSet -RestartCount 5 -RestartInterval (Microsoft.PowerShell.Utility\New-TimeSpan -Minutes 1) -ExecutionTimeLimit (Microsoft.PowerShell.Utility\New-TimeSpan -Hours 2)
-    ScheduledTasks\Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -Settings $settings -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
+    # hwk-seed retries inside itself: Task Scheduler's RestartCount
+    # re-runs a task only when it could not be started, never when its
+    # program exits non-zero (MS-TSCH 2.5.4.2, RestartOnFailure).
+    ScheduledTasks\Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -Settings (New-TaskSettings 2) -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
 
     Say 'phase 2: generalizing'
     # Every clone must make its own host keys, or get the one hwk pinned
     # from its seed.
     Microsoft.PowerShell.Management\Remove-Item -Force -Path "$env:ProgramData\ssh\ssh_host_*" -ErrorAction SilentlyContinue
-    Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath "$work\sysprep-unattend.xml" -Destination 'C:\hwk\sysprep-unattend.xml'
+    # Nothing of the build keeps the Administrator password in plain
+    # text: Winlogon's copy from the build's automatic logon goes, and the
+    # clones' answer file holds it only hidden (encoded, as Windows SIM
+    # does) and is removed once sysprep has cached it in Panther, whose
+    # copy each clone's Setup masks after use.
+    foreach ($name in 'DefaultPassword', 'AutoAdminLogon', 'AutoLogonCount') {
+        Microsoft.PowerShell.Management\Remove-ItemProperty -Path 'HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion\Winlogon' -Name $name -ErrorAction SilentlyContinue
+    }
+    $unattend = 'C:\hwk\sysprep-unattend.xml'
+    Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath "$work\sysprep-unattend.xml" -Destination $unattend
     ScheduledTasks\Unregister-ScheduledTask -TaskName $taskName -Confirm:$false
     Microsoft.PowerShell.Management\Remove-Item -Recurse -Force -LiteralPath $work
     Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $phaseFile
@@ -255,10 +305,28 @@ function Invoke-Phase2 {
     # with /mode:vm to the hypervisor and hardware profile it was made on.
     # A full generalize lets each clone detect its own hardware at first
     # boot, which costs that boot some time instead.
-    Say 'done: sysprep generalizes the disk and powers off'
-    Invoke-Native 'sysprep' {
-        & "$env:SystemRoot\System32\Sysprep\sysprep.exe" /generalize /oobe /shutdown /quiet /unattend:C:\hwk\sysprep-unattend.xml
+    #
+    # sysprep.exe is a Windows (GUI) program, which & would start without
+    # waiting or reading its exit status; Start-Process -Wait does both.
+    # /quit rather than /shutdown, so its outcome is reported and the
+    # answer file removed before the power goes.
+    Say 'phase 2: sysprep'
+    $sysprep = Microsoft.PowerShell.Management\Start-Process -FilePath "$env:SystemRoot\System32\Sysprep\sysprep.exe" `
+        -ArgumentList '/generalize', '/oobe', '/quit', '/quiet', "/unattend:$unattend" -Wait -PassThru
+    if ($sysprep.ExitCode -ne 0) {
+        foreach ($log in 'setuperr.log', 'setupact.log') {
+            $path = "$env:SystemRoot\System32\Sysprep\Panther\$log"
+            if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $path) {
+                foreach ($line in Microsoft.PowerShell.Management\Get-Content -LiteralPath $path -Tail 15) {
+                    Say "$($log): $line"
+                }
+            }
+        }
+        throw "sysprep exited with status $($sysprep.ExitCode); its logs are in $env:SystemRoot\System32\Sysprep\Panther"
     }
+    Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $unattend
+    Say 'done: sysprep generalized the disk; powering off'
+    Microsoft.PowerShell.Management\Stop-Computer -Force
 }
 
 Microsoft.PowerShell.Host\Start-Transcript -Append -Path 'C:\hwk-provision.log' | Microsoft.PowerShell.Core\Out-Null

@@ -25,8 +25,16 @@ func inputs(t *testing.T) BuildInputs {
 		}
 		return p
 	}
-	file("openssh/install-sshd.ps1")
-	file("openssh/sshd.exe")
+	// Win32-OpenSSH's release zip holds these beside install-sshd.ps1
+	// (openssh-portable contrib/win32/openssh/OpenSSHBuildHelper.psm1's
+	// payload list), which reads and rewrites openssh-events.man; sshd
+	// makes its sshd_config from sshd_config_default.
+	for _, f := range []string{"install-sshd.ps1", "sshd.exe", "ssh-agent.exe", "sftp-server.exe", "openssh-events.man"} {
+		file("openssh/" + f)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "openssh", "sshd_config_default"), []byte(sshdConfigDefault), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return BuildInputs{
 		Unattend:          testOptions,
 		KubernetesVersion: "v1.35.4", ContainerdVersion: "v2.3.1", PauseImage: "registry.k8s.io/pause:3.10.1",
@@ -117,3 +125,15 @@ func TestBuildDiskRefusesMissingParts(t *testing.T) {
 		t.Errorf("empty OpenSSH dir: %v", err)
 	}
 }
+
+// sshdConfigDefault is the part of Win32-OpenSSH's sshd_config_default
+// (openssh-portable contrib/win32/openssh/sshd_config) that provision.ps1
+// edits.
+const sshdConfigDefault = `#PubkeyAuthentication yes
+#PasswordAuthentication yes
+# override default of no subsystems
+Subsystem	sftp	sftp-server.exe
+
+Match Group administrators
+       AuthorizedKeysFile __PROGRAMDATA__/ssh/administrators_authorized_keys
+`

@@ -8,12 +8,15 @@ package winimage
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/xml"
 	"fmt"
 	"math/big"
 	"regexp"
 	"strings"
 	"text/template"
+	"unicode/utf16"
 
 	recipe "github.com/hwk-dev/hwk/node-images/windows"
 )
@@ -137,21 +140,37 @@ func render(name string, o UnattendOptions) ([]byte, error) {
 		return b.String()
 	}
 	data := map[string]any{
-		"Version":           esc(o.Version),
-		"Edition":           esc(o.Edition),
-		"AdminPassword":     esc(o.AdminPassword),
-		"ProductKey":        esc(o.ProductKey),
-		"Locale":            esc(o.Locale),
-		"ComputerName":      esc(o.ComputerName),
-		"EFISizeMB":         260, // 4Kn disks need 260 MB for FAT32
-		"LogonCount":        1,
-		"FirstLogonCommand": esc(FirstLogonCommand()),
+		"Version":       esc(o.Version),
+		"Edition":       esc(o.Edition),
+		"AdminPassword": esc(o.AdminPassword),
+		// Base64: nothing to escape.
+		"AdminPasswordHidden": HiddenPassword(o.AdminPassword, "AdministratorPassword"),
+		"ProductKey":          esc(o.ProductKey),
+		"Locale":              esc(o.Locale),
+		"ComputerName":        esc(o.ComputerName),
+		"EFISizeMB":           260, // 4Kn disks need 260 MB for FAT32
+		"LogonCount":          1,
+		"FirstLogonCommand":   esc(FirstLogonCommand()),
 	}
 	var out bytes.Buffer
 	if err := tmpl.Execute(&out, data); err != nil {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// HiddenPassword is a password as an answer file holds it with
+// <PlainText>false</PlainText>: Base64 of the UTF-16LE of the password
+// followed by the element's name (AdministratorPassword, or Password for
+// AutoLogon), as Windows SIM's "Hide Sensitive Data" writes it. It keeps
+// the password out of plain sight, not secret: anyone can decode it.
+func HiddenPassword(password, element string) string {
+	u := utf16.Encode([]rune(password + element))
+	b := make([]byte, 2*len(u))
+	for i, c := range u {
+		binary.LittleEndian.PutUint16(b[2*i:], c)
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 // passwordAlphabet leaves out characters that need quoting in XML, cmd

@@ -2,12 +2,14 @@ package winimage
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/xml"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/hwk-dev/hwk/internal/pscheck"
 	recipe "github.com/hwk-dev/hwk/node-images/windows"
@@ -121,8 +123,19 @@ func TestSysprepUnattendFields(t *testing.T) {
 			t.Errorf("OOBE/%s is not true", f)
 		}
 	}
-	if oobe.text(t, "UserAccounts/AdministratorPassword/Value") != testOptions.AdminPassword {
-		t.Error("administrator password")
+	// Hidden, as Windows SIM writes it: Base64 of UTF-16LE password +
+	// "AdministratorPassword".
+	hidden, err := base64.StdEncoding.DecodeString(oobe.text(t, "UserAccounts/AdministratorPassword/Value"))
+	u := make([]uint16, len(hidden)/2)
+	for i := range u {
+		u[i] = uint16(hidden[2*i]) | uint16(hidden[2*i+1])<<8
+	}
+	if err != nil || string(utf16.Decode(u)) != testOptions.AdminPassword+"AdministratorPassword" ||
+		oobe.text(t, "UserAccounts/AdministratorPassword/PlainText") != "false" {
+		t.Errorf("administrator password: %q, %v", string(utf16.Decode(u)), err)
+	}
+	if bytes.Contains(raw, []byte(testOptions.AdminPassword)) {
+		t.Error("the clones' answer file holds the password in plain text")
 	}
 	if bytes.Contains(raw, []byte("AutoLogon")) || bytes.Contains(raw, []byte("FirstLogonCommands")) {
 		t.Error("a clone would log on by itself")
@@ -156,7 +169,8 @@ func TestProvisionScript(t *testing.T) {
 	lacks(t, s,
 		"Get-Volume -FileSystemLabel '"+SeedLabel+"'",
 		// No /mode:vm: the disk goes to every hypervisor (issue 26).
-		`sysprep.exe" /generalize /oobe /shutdown /quiet /unattend:C:\hwk\sysprep-unattend.xml`,
+		`-ArgumentList '/generalize', '/oobe', '/quit', '/quiet', "/unattend:$unattend" -Wait -PassThru`,
+		"$sysprep.ExitCode -ne 0",
 		`"$work\sysprep-unattend.xml"`,
 		`--log-file 'C:\var\log\containerd\containerd.log'`,
 		`binPath= 'C:\k\hwk-kubelet.exe'`,
@@ -363,16 +377,6 @@ func TestLogsApart(t *testing.T) {
 	if !strings.HasSuffix(strings.TrimSuffix(cmd, `"`), "*> "+FirstLogonLog) || strings.Contains(cmd, ProvisionLog) {
 		t.Errorf("the first logon writes %q, want %s and not the transcript", cmd, FirstLogonLog)
 	}
-}
-
-// TestProvisionSeedTaskRetries: hwk-seed's startup task is tried again
-// when a run fails (issue 26).
-func TestProvisionSeedTaskRetries(t *testing.T) {
-	s := provisionScript(t)
-	lacks(t, s,
-		`$settings = ScheduledTasks\New-ScheduledTaskSettingsSet -RestartCount 5 -RestartInterval`,
-		`Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -Settings $settings`,
-	)
 }
 
 // TestProvisionDefenderExclusions: containerd's and the kubelet's files

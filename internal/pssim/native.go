@@ -1,0 +1,282 @@
+package pssim
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// defaultContainerdConfig is the part of `containerd config default`
+// (v2, on Windows) that provision.ps1 edits.
+const defaultContainerdConfig = `version = 3
+[plugins.'io.containerd.cri.v1.images'.pinned_images]
+  sandbox = 'mcr.microsoft.com/oss/kubernetes/pause:3.10'
+[plugins.'io.containerd.cri.v1.runtime'.cni]
+  bin_dirs = ['C:\Program Files\containerd\cni\bin']
+  conf_dir = 'C:\Program Files\containerd\cni\conf'
+`
+
+// runNative runs a program (or a .ps1 file) named by c.Name with c.raw.
+// It sets $LASTEXITCODE and returns the program's output lines.
+func (m *Machine) runNative(c *call) (any, error) {
+	prog := c.Name
+	lower := strings.ToLower(base(prog))
+	m.Log = append(m.Log, strings.TrimSpace(prog+" "+strings.Join(c.raw, " ")))
+	if strings.Contains(prog, `\`) && m.fs.file(prog) == nil {
+		return nil, fmt.Errorf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program.", prog)
+	}
+	if strings.HasSuffix(lower, ".ps1") {
+		return m.runScriptFile(c, prog)
+	}
+	code, out, err := m.program(lower, prog, c.raw, c.sc)
+	if err != nil {
+		return nil, err
+	}
+	if code < 0 {
+		// A GUI program, not waited for: $LASTEXITCODE stays.
+		return nil, nil
+	}
+	setExit(c.sc, code)
+	return unwrap(out), nil
+}
+
+func setExit(sc *scope, code int) {
+	root := sc
+	for root.parent != nil {
+		root = root.parent
+	}
+	root.set("LASTEXITCODE", code)
+}
+
+// program runs one program: its exit status (-1: not waited for), its
+// output lines.
+func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []any, error) {
+	arg := func(i int) string {
+		if i < len(args) {
+			return args[i]
+		}
+		return ""
+	}
+	switch lower {
+	case "netsh.exe", "dism.exe", "wevtutil.exe":
+		return 0, nil, nil
+	case "sc.exe":
+		return m.sc(args), nil, nil
+	case "icacls.exe":
+		if !m.fs.exists(arg(0)) {
+			return 2, []any{arg(0) + ": The system cannot find the file specified."}, nil
+		}
+		return 0, []any{"processed file: " + arg(0)}, nil
+	case "attrib.exe":
+		clear := false
+		var target string
+		for _, a := range args {
+			switch {
+			case strings.EqualFold(a, "-R"):
+				clear = true
+			case strings.HasPrefix(a, "/"), strings.HasPrefix(a, "+"), strings.HasPrefix(a, "-"):
+			default:
+				target = a
+			}
+		}
+		if !clear || target == "" {
+			return 1, nil, nil
+		}
+		dir, pat := parent(target), base(target)
+		re := wildcard(pat)
+		for _, f := range m.fs.walk(dir) {
+			if re.MatchString(base(f.Path)) {
+				f.ReadOnly = false
+			}
+		}
+		return 0, nil, nil
+	case "containerd.exe":
+		switch {
+		case arg(0) == "config" && arg(1) == "default":
+			return 0, asList(strings.Split(strings.TrimSuffix(defaultContainerdConfig, "\n"), "\n")), nil
+		case arg(0) == "--register-service":
+			m.Services["containerd"] = &Service{Name: "containerd", Status: "Stopped", StartType: "Manual", BinPath: prog}
+			return 0, nil, nil
+		}
+	case "ctr.exe":
+		last := arg(len(args) - 1)
+		if m.fs.file(last) == nil {
+			return 1, []any{"ctr: open " + last + ": The system cannot find the file specified."}, nil
+		}
+		return 0, nil, nil
+	case "sysprep.exe":
+		// A GUI program: & starts it and goes on (PowerShell runs a
+		// windows-subsystem program last in a pipeline in the background).
+		m.sysprepQ = args
+		return -1, nil, nil
+	case "powershell.exe":
+		for i, a := range args {
+			if strings.EqualFold(a, "-File") && i+1 < len(args) {
+				r := m.runChildScript(args[i+1])
+				var out []any
+				for _, l := range r.Output {
+					out = append(out, l)
+				}
+				if r.Err != nil {
+					out = append(out, r.Err.Error())
+				}
+				return r.Exit, out, nil
+			}
+		}
+	}
+	return 0, nil, fmt.Errorf("pssim: the model cannot run %s %s", prog, strings.Join(args, " "))
+}
+
+// sc is sc.exe's create, config, failure and failureflag.
+func (m *Machine) sc(args []string) int {
+	if len(args) < 2 {
+		return 1639
+	}
+	name := strings.ToLower(args[1])
+	opts := map[string]string{}
+	for i := 2; i+1 < len(args); i += 2 {
+		opts[strings.ToLower(strings.TrimSuffix(args[i], "="))] = args[i+1]
+	}
+	switch strings.ToLower(args[0]) {
+	case "create":
+		if m.Services[name] != nil {
+			return 1073 // ERROR_SERVICE_EXISTS
+		}
+		st := map[string]string{"demand": "Manual", "auto": "Automatic", "delayed-auto": "Automatic", "disabled": "Disabled"}[opts["start"]]
+		m.Services[name] = &Service{Name: args[1], Status: "Stopped", StartType: st, BinPath: opts["binpath"]}
+		return 0
+	case "config", "failure", "failureflag":
+		if m.Services[name] == nil {
+			return 1060 // ERROR_SERVICE_DOES_NOT_EXIST
+		}
+		if s, ok := opts["start"]; ok {
+			m.Services[name].StartType = map[string]string{"demand": "Manual", "auto": "Automatic", "delayed-auto": "Automatic", "disabled": "Disabled"}[s]
+		}
+		return 0
+	}
+	return 1639
+}
+
+// runScriptFile runs a .ps1 with & in the caller's session: a child
+// scope, so its preferences and errors are the caller's problem.
+func (m *Machine) runScriptFile(c *call, path string) (any, error) {
+	if strings.EqualFold(base(path), "install-sshd.ps1") {
+		if err := m.installSSHD(path); err != nil {
+			// A .NET exception under the script's 'Stop': terminating.
+			return nil, &PSError{Message: err.Error(), Line: c.in.line}
+		}
+		return nil, nil
+	}
+	f := m.fs.file(path)
+	body, err := parse(string(f.Data))
+	if err != nil {
+		return nil, fmt.Errorf("pssim cannot read %s: %v", path, err)
+	}
+	out, err := c.in.runBlock(body, newScope(c.sc))
+	if errors.As(err, new(returnSignal)) || errors.As(err, new(exitSignal)) {
+		err = nil
+	}
+	return unwrap(out), err
+}
+
+// runChildScript is powershell.exe -File path: a new process, whose
+// uncaught error is exit status 1.
+func (m *Machine) runChildScript(path string) Result {
+	if strings.EqualFold(base(path), "install-sshd.ps1") {
+		if m.fs.file(path) == nil {
+			return Result{Exit: 1, Err: fmt.Errorf("the argument '%s' to the -File parameter does not exist", path)}
+		}
+		if err := m.installSSHD(path); err != nil {
+			return Result{Exit: 1, Err: err}
+		}
+		return Result{Output: []string{"[SC] SetServiceObjectSecurity SUCCESS", "sshd and ssh-agent services successfully installed"}}
+	}
+	return m.RunFile(path)
+}
+
+// installSSHD is Win32-OpenSSH's install-sshd.ps1 (openssh-portable
+// a915f06): it needs sshd.exe beside it, rewrites openssh-events.man
+// with a StreamWriter (under its own 'Stop'), and registers sshd and
+// ssh-agent.
+func (m *Machine) installSSHD(path string) error {
+	dir := parent(path)
+	if m.fs.file(join(dir, "sshd.exe")) == nil {
+		return errors.New("sshd.exe is not present in script path")
+	}
+	man := join(dir, "openssh-events.man")
+	if m.fs.file(man) == nil {
+		return fmt.Errorf("Cannot find path '%s' because it does not exist.", man)
+	}
+	if err := m.fs.write(man, m.fs.file(man).Data, false); err != nil {
+		return fmt.Errorf(`Exception calling ".ctor" with "2" argument(s): "%v"`, err)
+	}
+	m.Services["sshd"] = &Service{Name: "sshd", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "sshd.exe")}
+	m.Services["ssh-agent"] = &Service{Name: "ssh-agent", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "ssh-agent.exe")}
+	return nil
+}
+
+// startProcess is Start-Process; with -Wait -PassThru its result has the
+// program's ExitCode.
+func (m *Machine) startProcess(c *call) (any, error) {
+	prog := c.Str("FilePath")
+	var args []string
+	for _, a := range asList(c.Arg("ArgumentList")) {
+		args = append(args, strings.Fields(str(a))...)
+	}
+	m.Log = append(m.Log, strings.TrimSpace("Start-Process "+prog+" "+strings.Join(args, " ")))
+	if m.fs.file(prog) == nil {
+		return nil, fmt.Errorf("This command cannot be run because the file %s does not exist", prog)
+	}
+	code := 0
+	if strings.EqualFold(base(prog), "sysprep.exe") {
+		if !c.Switch("Wait") {
+			m.sysprepQ = args
+			return nil, nil
+		}
+		var err error
+		if code, err = m.sysprep(args); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		code, _, err = m.program(strings.ToLower(base(prog)), prog, args, c.sc)
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.Switch("PassThru") {
+		return newObject("Process", "ExitCode", code), nil
+	}
+	return nil, nil
+}
+
+// sysprep generalizes: it caches its answer file as
+// %WINDIR%\Panther\unattend.xml, which the clones' Setup reads, and with
+// /shutdown powers off. A failure writes Sysprep's setuperr.log.
+func (m *Machine) sysprep(args []string) (int, error) {
+	var unattend string
+	shutdown := false
+	for _, a := range args {
+		switch {
+		case strings.HasPrefix(strings.ToLower(a), "/unattend:"):
+			unattend = a[len("/unattend:"):]
+		case strings.EqualFold(a, "/shutdown"):
+			shutdown = true
+		}
+	}
+	m.Log = append(m.Log, "sysprep "+strings.Join(args, " "))
+	log := `C:\Windows\System32\Sysprep\Panther\setuperr.log`
+	m.fs.mkdirAll(parent(log))
+	if m.SysprepExit != 0 || (unattend != "" && m.fs.file(unattend) == nil) {
+		m.WriteFile(log, []byte("Error [0x0f0073] SYSPRP RunExternalDlls:An error occurred while running registry sysprep DLLs, halting sysprep execution. dwRet = 0x3cf2\r\n"))
+		return max(m.SysprepExit, 1), nil
+	}
+	if unattend != "" {
+		m.WriteFile(`C:\Windows\Panther\unattend.xml`, m.fs.file(unattend).Data)
+	}
+	m.Generalized = true
+	if shutdown {
+		return 0, m.halt("poweroff")
+	}
+	return 0, nil
+}

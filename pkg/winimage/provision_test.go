@@ -1,0 +1,145 @@
+package winimage
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hwk-dev/hwk/internal/pssim"
+	"github.com/hwk-dev/hwk/pkg/isoimage"
+)
+
+// provisioned builds the build disk from inputs, and installs a model
+// Windows Server 2022 from it (internal/pssim): Setup, provision.ps1's
+// two phases, sysprep.
+func provisioned(t *testing.T, in BuildInputs, change func(*pssim.Machine)) (*pssim.Machine, error) {
+	t.Helper()
+	image := filepath.Join(t.TempDir(), "build.iso")
+	if err := BuildDisk(image, in); err != nil {
+		t.Fatal(err)
+	}
+	_, files, err := isoimage.Read(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := pssim.NewServer2022()
+	if change != nil {
+		change(m)
+	}
+	err = m.Setup(SeedLabel, files, firstLogonScript())
+	t.Logf("console:\n%s", strings.Join(m.Console, "\n"))
+	return m, err
+}
+
+// TestProvisionOnWindowsModel runs the whole image build's guest side
+// against the model: it ends with sysprep powering the machine off, and
+// "done:" on the console only then.
+func TestProvisionOnWindowsModel(t *testing.T) {
+	m, err := provisioned(t, inputs(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := m.Console[len(m.Console)-1]; !strings.HasPrefix(last, "hwk-provision: done:") || !m.Generalized {
+		t.Errorf("last console line %q, generalized %v", last, m.Generalized)
+	}
+}
+
+// TestProvisionClearsReadOnly: every file of the build disk is read-only
+// on Windows (CDFS), and copies keep the attribute; the build must not
+// trip on it (OpenSSH's installer rewrites openssh-events.man, sshd's
+// first start copies sshd_config_default) and leaves no installed file
+// read-only, so later replacements and config edits work.
+func TestProvisionClearsReadOnly(t *testing.T) {
+	m, err := provisioned(t, inputs(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range m.Files() {
+		if f.ReadOnly {
+			t.Errorf("%s is read-only", f.Path)
+		}
+	}
+	cfg := m.File(`C:\ProgramData\ssh\sshd_config`)
+	if cfg == nil || !strings.Contains(string(cfg.Data), "PasswordAuthentication no") || !strings.Contains(string(cfg.Data), "PubkeyAuthentication yes") {
+		t.Errorf("sshd_config: %+v", cfg)
+	}
+	for _, p := range []string{`C:\Program Files\OpenSSH\sshd.exe`, `C:\k\kubelet.exe`, `C:\Program Files\containerd\containerd.exe`, `C:\Program Files\hwk\hwk-seed.exe`} {
+		if m.File(p) == nil {
+			t.Errorf("%s was not installed", p)
+		}
+	}
+}
+
+// TestProvisionWaitsForSysprep: a sysprep that fails is seen: the build
+// says FAILED with Sysprep's own error log, powers off, and never says
+// done. (sysprep.exe is a GUI program, which & does not wait for.)
+func TestProvisionWaitsForSysprep(t *testing.T) {
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.SysprepExit = 1 })
+	if err != nil {
+		t.Fatalf("the machine did not power off: %v", err)
+	}
+	console := strings.Join(m.Console, "\n")
+	if strings.Contains(console, "hwk-provision: done:") || !strings.Contains(console, "FAILED: sysprep exited with status 1") ||
+		!strings.Contains(console, "SYSPRP RunExternalDlls") {
+		t.Errorf("console:\n%s", console)
+	}
+}
+
+// TestProvisionOnBattery: a laptop on battery passes a battery to its
+// Hyper-V guests; both startup tasks must still start (and not stop), and
+// wait for nothing else.
+func TestProvisionOnBattery(t *testing.T) {
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.OnBattery = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := m.Tasks["hwk-seed"]
+	if seed == nil || seed.DisallowStartIfOnBatteries || seed.StopIfGoingOnBatteries || seed.RunOnlyIfIdle || seed.RunOnlyIfNetworkAvailable {
+		t.Errorf("hwk-seed task %+v", seed)
+	}
+}
+
+// TestProvisionLeavesNoPassword: no file and no registry value of the
+// captured disk holds the Administrator password in plain text; the
+// answer file the clones' Setup reads keeps it in the form Windows SIM's
+// "Hide Sensitive Data" writes.
+func TestProvisionLeavesNoPassword(t *testing.T) {
+	in := inputs(t)
+	m, err := provisioned(t, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if where := m.Secrets(in.Unattend.AdminPassword); len(where) > 0 {
+		t.Errorf("the password is in plain text in %v", where)
+	}
+	cached := m.File(`C:\Windows\Panther\unattend.xml`)
+	if cached == nil || !strings.Contains(string(cached.Data), "<Value>"+HiddenPassword(in.Unattend.AdminPassword, "AdministratorPassword")+"</Value>") ||
+		!strings.Contains(string(cached.Data), "<PlainText>false</PlainText>") {
+		t.Errorf("the clones' answer file: %s", cached.Data)
+	}
+}
+
+// TestProvisionKeepsRegistryKeys: keys that exist before the build (the
+// feature overrides Microsoft's Known Issue Rollbacks use, a Windows
+// Update policy, OpenSSH's) keep their values: New-Item -Force would
+// delete them.
+func TestProvisionKeepsRegistryKeys(t *testing.T) {
+	const overrides, au, ssh = `HKLM:\SYSTEM\CurrentControlSet\Policies\Microsoft\FeatureManagement\Overrides`,
+		`HKLM:\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU`, `HKLM:\SOFTWARE\OpenSSH`
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) {
+		m.Registry[strings.ToLower(au)] = map[string]any{"AUOptions": 2}
+		m.Registry[strings.ToLower(ssh)] = map[string]any{"DefaultShellCommandOption": "/c"}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RegistryValue(overrides, "4103588492") != 1 || m.RegistryValue(overrides, "1114842764") == nil {
+		t.Errorf("Overrides: %v", m.Registry[strings.ToLower(overrides)])
+	}
+	if m.RegistryValue(au, "AUOptions") != 2 || m.RegistryValue(au, "NoAutoUpdate") == nil {
+		t.Errorf("AU: %v", m.Registry[strings.ToLower(au)])
+	}
+	if m.RegistryValue(ssh, "DefaultShellCommandOption") != "/c" || m.RegistryValue(ssh, "DefaultShell") == nil {
+		t.Errorf("OpenSSH: %v", m.Registry[strings.ToLower(ssh)])
+	}
+}
