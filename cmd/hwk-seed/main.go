@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/hwk-dev/hwk/pkg/winseed"
 )
@@ -27,6 +28,26 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	return runWith(args, platform, stdout, stderr)
+}
+
+// steps are what applying a seed does on this OS; tests give their own.
+type steps struct {
+	findSeed  func() (string, error)
+	waitReady func(io.Writer) error
+	runScript func(script string, out, errOut io.Writer) error
+	sleep     func(time.Duration)
+	// retryFor bounds the retries: a seed disk that is not there yet, an
+	// adapter that is not up, a script that failed. Task Scheduler runs
+	// hwk-seed once per boot and does not run it again when it exits
+	// non-zero (RestartCount covers only a task that failed to start:
+	// MS-TSCH 2.5.4.2), so hwk-seed itself tries again.
+	retryFor time.Duration
+}
+
+var platform = steps{findSeed: findSeed, waitReady: waitReady, runScript: runScript, sleep: time.Sleep, retryFor: 30 * time.Minute}
+
+func runWith(args []string, st steps, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("hwk-seed", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("seed", "", "the seed's directory (default: the disk labelled cidata; Windows only)")
@@ -34,30 +55,53 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if err := apply(*dir, *printOnly, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "hwk-seed: %v\n", err)
-		return 1
+	if *printOnly {
+		st.retryFor = 0
 	}
-	return 0
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		err := apply(*dir, *printOnly, st, stdout, stderr)
+		if err == nil {
+			return 0
+		}
+		var p permanent
+		waited := time.Since(start)
+		if errors.As(err, &p) || waited >= st.retryFor {
+			fmt.Fprintf(stderr, "hwk-seed: %v\n", err)
+			if attempt > 1 {
+				fmt.Fprintf(stderr, "hwk-seed: giving up after %d attempts in %s\n", attempt, waited.Round(time.Second))
+			}
+			return 1
+		}
+		pause := min(time.Duration(attempt)*10*time.Second, time.Minute)
+		fmt.Fprintf(stderr, "hwk-seed: attempt %d failed: %v; trying again in %s\n", attempt, err, pause)
+		st.sleep(pause)
+	}
 }
 
-func apply(dir string, print bool, stdout, stderr io.Writer) error {
+// permanent is an error no retry mends: a seed that is wrong, an OS
+// hwk-seed does not apply seeds on.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+func apply(dir string, print bool, st steps, stdout, stderr io.Writer) error {
 	if dir == "" {
 		var err error
-		if dir, err = findSeed(); err != nil {
+		if dir, err = st.findSeed(); err != nil {
 			return err
 		}
 	}
-	st, err := os.Stat(dir)
+	fi, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("seed %s: %w", dir, err)
 	}
-	if !st.IsDir() {
-		return errors.New("seed " + dir + ": not a directory")
+	if !fi.IsDir() {
+		return permanent{errors.New("seed " + dir + ": not a directory")}
 	}
 	s, err := winseed.Read(os.DirFS(dir))
 	if err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
+		return permanent{fmt.Errorf("%s: %w", dir, err)}
 	}
 	script := s.Script(dir)
 	if print {
@@ -70,8 +114,8 @@ func apply(dir string, print bool, stdout, stderr io.Writer) error {
 		_, err := fmt.Fprintf(stdout, "hwk-seed: seed %s is applied already\n", s.ID)
 		return err
 	}
-	if err := waitReady(stdout); err != nil {
+	if err := st.waitReady(stdout); err != nil {
 		return err
 	}
-	return runScript(script, stdout, stderr)
+	return st.runScript(script, stdout, stderr)
 }

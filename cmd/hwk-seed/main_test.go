@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hwk-dev/hwk/pkg/sshkey"
 )
@@ -72,5 +75,70 @@ func TestErrors(t *testing.T) {
 		if code := run([]string{"--seed", writeSeed(t)}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "only on Windows") {
 			t.Errorf("applying on %s: exit %d %q", runtime.GOOS, code, errOut.String())
 		}
+	}
+}
+
+// TestRetries: a seed disk not found yet, an adapter wait that ends and a
+// script that fails are tried again (Task Scheduler would not run
+// hwk-seed again before the next boot), each attempt logged; a wrong seed
+// is not retried; the retries end at their bound.
+func TestRetries(t *testing.T) {
+	dir := writeSeed(t)
+	var finds, waits, runs int
+	var pauses []time.Duration
+	st := steps{
+		findSeed: func() (string, error) {
+			if finds++; finds < 3 {
+				return "", errors.New("no disk labelled cidata")
+			}
+			return dir, nil
+		},
+		waitReady: func(io.Writer) error {
+			if waits++; waits == 1 {
+				return errors.New("the network adapter did not come up within 2m0s")
+			}
+			return nil
+		},
+		runScript: func(script string, _, _ io.Writer) error {
+			if runs++; runs == 1 {
+				return errors.New("exit status 1")
+			}
+			if !strings.Contains(script, "172.31.250.11") {
+				return errors.New("not the seed's script")
+			}
+			return nil
+		},
+		sleep:    func(d time.Duration) { pauses = append(pauses, d) },
+		retryFor: time.Hour,
+	}
+	var out, errOut bytes.Buffer
+	if code := runWith(nil, st, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	if finds != 5 || waits != 3 || runs != 2 || len(pauses) != 4 {
+		t.Errorf("finds %d, waits %d, runs %d, pauses %v", finds, waits, runs, pauses)
+	}
+	for _, want := range []string{"attempt 1 failed: no disk labelled cidata", "attempt 3 failed: the network adapter did not come up", "attempt 4 failed: exit status 1"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, errOut.String())
+		}
+	}
+
+	// A wrong seed: once.
+	bad := writeSeed(t)
+	os.WriteFile(filepath.Join(bad, "network"), []byte("DHCP=yes\n"), 0o600)
+	finds = 0
+	st.findSeed = func() (string, error) { finds++; return bad, nil }
+	errOut.Reset()
+	if code := runWith(nil, st, &out, &errOut); code != 1 || finds != 1 || !strings.Contains(errOut.String(), "DHCP=yes") {
+		t.Errorf("a wrong seed: exit %d after %d attempts: %s", code, finds, errOut.String())
+	}
+
+	// The bound: a seed disk that never comes.
+	st.findSeed = func() (string, error) { return "", errors.New("no disk labelled cidata") }
+	st.retryFor = 0
+	errOut.Reset()
+	if code := runWith(nil, st, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no disk labelled cidata") {
+		t.Errorf("past the bound: exit %d: %s", code, errOut.String())
 	}
 }

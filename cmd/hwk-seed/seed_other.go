@@ -10,15 +10,15 @@ import (
 // hwk-seed changes a Windows machine; elsewhere it can only show what it
 // would run (--print) for a seed directory given with --seed.
 func findSeed() (string, error) {
-	return "", errors.New("no --seed directory given (only on Windows does hwk-seed look for the cidata disk itself)")
+	return "", permanent{errors.New("no --seed directory given (only on Windows does hwk-seed look for the cidata disk itself)")}
 }
 
 func waitReady(io.Writer) error {
-	return errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")
+	return permanent{errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")}
 }
 
 func runScript(string, io.Writer, io.Writer) error {
-	return errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")
+	return permanent{errors.New("hwk-seed applies a seed only on Windows; --print shows the PowerShell it would run")}
 }
 
 // withLog: only on Windows does hwk-seed keep a log of its runs.

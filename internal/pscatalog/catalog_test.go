@@ -58,7 +58,7 @@ var modules = map[string][]string{
 	"Microsoft.PowerShell.Utility":     {"Select-Object", "Sort-Object", "New-Object", "ConvertTo-Json", "ConvertFrom-Json", "Start-Sleep", "Write-Output", "Out-String", "Format-List", "Invoke-WebRequest", "Get-FileHash", "Get-Date", "New-TimeSpan"},
 	"Microsoft.PowerShell.Archive":     {"Expand-Archive"},
 	"Microsoft.PowerShell.Diagnostics": {"Get-WinEvent"},
-	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Get-ItemProperty", "Remove-ItemProperty", "Start-Process", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
+	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Get-ItemProperty", "Remove-ItemProperty", "Start-Process", "Get-Item", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
 	"Microsoft.PowerShell.Host":        {"Start-Transcript", "Stop-Transcript"},
 	"CimCmdlets":                       {"Get-CimInstance", "Invoke-CimMethod"},
 	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
@@ -71,7 +71,7 @@ var modules = map[string][]string{
 	"NetSecurity":    {"New-NetFirewallRule", "Get-NetFirewallRule", "New-NetFirewallHyperVRule", "Get-NetFirewallHyperVRule", "Remove-NetFirewallHyperVRule"},
 	"ScheduledTasks": {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction", "New-ScheduledTaskSettingsSet"},
 	"Dism":           {"Enable-WindowsOptionalFeature"},
-	"Storage":        {"Get-Volume"},
+	"Storage":        {"Get-Volume", "Get-Partition", "Get-PartitionSupportedSize", "Resize-Partition"},
 	// Windows Server 2019 and later; hwk's node images are 2022 and 2025.
 	"HostNetworkingService": {"Get-HnsNetwork", "Get-HnsEndpoint", "Get-HnsPolicyList", "Remove-HnsPolicyList"},
 	// microsoft/SDN Kubernetes/windows/hns.psm1 (710cad6), which the

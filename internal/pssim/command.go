@@ -112,17 +112,19 @@ func (in *interp) command(text string, input []any, piped bool, sc *scope) (any,
 		return nil, in.fail("pssim: an empty pipeline element")
 	}
 	var name string
-	var target any
 	rest := toks[1:]
 	if toks[0].text == "&" || toks[0].text == "." {
 		if len(rest) == 0 {
 			return nil, in.fail("pssim: & with nothing to run")
 		}
-		v, err := in.eval(rest[0].text, sc)
-		if err != nil {
-			return nil, err
+		var v any = rest[0].text
+		if c := rest[0].text[0]; c == '$' || c == '\'' || c == '"' || c == '(' || c == '{' {
+			var err error
+			if v, err = in.eval(rest[0].text, sc); err != nil {
+				return nil, err
+			}
 		}
-		target, rest = v, rest[1:]
+		rest = rest[1:]
 		if sb, ok := v.(scriptBlock); ok {
 			body, err := parse(sb.src)
 			if err != nil {
@@ -181,7 +183,6 @@ func (in *interp) command(text string, input []any, piped bool, sc *scope) (any,
 			i++
 		}
 	}
-	_ = target
 	if fn, ok := in.funcs[strings.ToLower(name)]; ok {
 		return in.callFunction(fn, c)
 	}

@@ -393,6 +393,11 @@ func (in *interp) eval(text string, sc *scope) (any, error) {
 			if err != nil {
 				return nil, err
 			}
+			// -and and -or do not evaluate their right side when the
+			// left one decides.
+			if lop := strings.ToLower(op); lop == "-and" && !truthy(l) || lop == "-or" && truthy(l) {
+				return truthy(l), nil
+			}
 			r, err := in.eval(text[i+len(op):], sc)
 			if err != nil {
 				return nil, err

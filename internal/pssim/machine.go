@@ -395,7 +395,7 @@ func init() {
 		"resize-partition": {"storage", (*Machine).resizePartition},
 		"update-disk":      {"storage", none},
 		"get-partitionsupportedsize": {"storage", func(m *Machine, c *call) (any, error) {
-			return newObject("PartitionSupportedSize", "SizeMin", int64(8<<30), "SizeMax", m.DiskBytes-600<<20), nil
+			return newObject("PartitionSupportedSize", "SizeMin", 8<<30, "SizeMax", int(m.DiskBytes-600<<20)), nil
 		}},
 		"register-scheduledtask": {"scheduledtasks", (*Machine).registerTask},
 		"unregister-scheduledtask": {"scheduledtasks", func(m *Machine, c *call) (any, error) {
@@ -776,14 +776,11 @@ func (m *Machine) getPartition(c *call) (any, error) {
 	if !strings.EqualFold(c.Str("DriveLetter"), "C") {
 		return nil, nonTerminating{"No MSFT_Partition objects found."}
 	}
-	return newObject("Partition", "DriveLetter", "C", "DiskNumber", 0, "PartitionNumber", 4, "Size", m.PartitionBytes), nil
+	return newObject("Partition", "DriveLetter", "C", "DiskNumber", 0, "PartitionNumber", 4, "Size", int(m.PartitionBytes)), nil
 }
 
 func (m *Machine) resizePartition(c *call) (any, error) {
 	size := int64(toInt(c.Arg("Size")))
-	if v, ok := c.Arg("Size").(int64); ok {
-		size = v
-	}
 	if size > m.DiskBytes-600<<20 {
 		return nil, errors.New("Size Not Supported")
 	}

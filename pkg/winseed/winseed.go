@@ -230,17 +230,43 @@ function Protect([string]$path) {
     & icacls.exe $path /inheritance:r /grant '*S-1-5-32-544:F' /grant '*S-1-5-18:F' | Microsoft.PowerShell.Core\Out-Null
     if ($LASTEXITCODE -ne 0) { throw "hwk-seed: icacls $path exited with $LASTEXITCODE" }
 }
-Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath (Microsoft.PowerShell.Management\Join-Path $seed 'authorized_keys') -Destination "$ssh\administrators_authorized_keys"
+# The seed is a CD, whose files Windows marks read-only; a copy keeps the
+# attribute (CopyFile), which would stop the next seed's copy or an edit.
+function Copy-FromSeed([string]$name, [string]$to) {
+    Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath (Microsoft.PowerShell.Management\Join-Path $seed $name) -Destination $to
+    $copy = Microsoft.PowerShell.Management\Get-Item -LiteralPath $to
+    $copy.IsReadOnly = $false
+}
+Copy-FromSeed 'authorized_keys' "$ssh\administrators_authorized_keys"
 Protect "$ssh\administrators_authorized_keys"
 `, q(dir), q(Marker), q(s.ID), q(s.Address.Addr().String()), s.Address.Bits(), q(s.Gateway.String()), joinQuoted(s.DNS))
 	if s.HasHostKey {
-		b.WriteString(`Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath (Microsoft.PowerShell.Management\Join-Path $seed 'ssh_host_ed25519_key') -Destination "$ssh\ssh_host_ed25519_key"
+		b.WriteString(`Copy-FromSeed 'ssh_host_ed25519_key' "$ssh\ssh_host_ed25519_key"
 Protect "$ssh\ssh_host_ed25519_key"
-Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath (Microsoft.PowerShell.Management\Join-Path $seed 'ssh_host_ed25519_key.pub') -Destination "$ssh\ssh_host_ed25519_key.pub"
+Copy-FromSeed 'ssh_host_ed25519_key.pub' "$ssh\ssh_host_ed25519_key.pub"
 `)
 	}
 	fmt.Fprintf(&b, `Microsoft.PowerShell.Management\Set-Service -Name sshd -StartupType Automatic
 Microsoft.PowerShell.Management\Restart-Service -Name sshd
+
+# The answer files Setup has used: sysprep's copy holds the image's
+# Administrator password (hidden, not encrypted).
+foreach ($answer in "$env:SystemRoot\Panther\unattend.xml", "$env:SystemRoot\Panther\Unattend\unattend.xml", "$env:SystemRoot\System32\Sysprep\unattend.xml", 'C:\hwk\sysprep-unattend.xml') {
+    Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $answer -ErrorAction SilentlyContinue
+}
+
+# The node's disk can be larger than the image's (nodes[].disk): C: takes
+# what there is. A failure leaves the node working, on a smaller C:.
+try {
+    $size = (Storage\Get-Partition -DriveLetter C).Size
+    $max = (Storage\Get-PartitionSupportedSize -DriveLetter C).SizeMax
+    if ($max -gt ($size + 16777216)) {
+        Storage\Resize-Partition -DriveLetter C -Size $max
+        Microsoft.PowerShell.Utility\Write-Output "hwk-seed: C: grown from $size to $max bytes"
+    }
+} catch {
+    Microsoft.PowerShell.Utility\Write-Output "hwk-seed: C: stays at its size: $($_.Exception.Message)"
+}
 
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path (Microsoft.PowerShell.Management\Split-Path -Parent $marker) | Microsoft.PowerShell.Core\Out-Null
 Microsoft.PowerShell.Management\Set-Content -LiteralPath $marker -Value $id

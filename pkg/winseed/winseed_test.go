@@ -124,7 +124,7 @@ func TestScript(t *testing.T) {
 		`"$ssh\administrators_authorized_keys"`,
 		// Administrators and SYSTEM by SID: the names are localized.
 		`/inheritance:r /grant '*S-1-5-32-544:F' /grant '*S-1-5-18:F'`,
-		`(Microsoft.PowerShell.Management\Join-Path $seed 'ssh_host_ed25519_key')`,
+		`Copy-FromSeed 'ssh_host_ed25519_key' "$ssh\ssh_host_ed25519_key"`,
 		`Rename-Computer -NewName 'hwk-win-1' -Force`,
 	} {
 		if !strings.Contains(script, fact) {
