@@ -37,8 +37,9 @@ type scriptBlock struct{ src string }
 // non-terminating one under -ErrorAction Stop.
 type PSError struct {
 	Message string
-	// Line is where in its script the statement that failed is.
-	Line int
+	// Script and Line are where the statement that failed is.
+	Script string
+	Line   int
 }
 
 func (e *PSError) Error() string { return fmt.Sprintf("%s (line %d)", e.Message, e.Line) }
@@ -100,9 +101,10 @@ type param struct {
 
 // interp runs statements against a machine.
 type interp struct {
-	m     *Machine
-	funcs map[string]*function
-	line  int
+	m      *Machine
+	funcs  map[string]*function
+	script string
+	line   int
 }
 
 // runBlock runs statements, returning their output.
@@ -119,7 +121,7 @@ func (in *interp) runBlock(body []stmt, sc *scope) ([]any, error) {
 }
 
 func (in *interp) fail(format string, args ...any) error {
-	return &PSError{Message: fmt.Sprintf(format, args...), Line: in.line}
+	return &PSError{Message: fmt.Sprintf(format, args...), Script: in.script, Line: in.line}
 }
 
 func (in *interp) runStmt(s stmt, sc *scope) ([]any, error) {
@@ -205,7 +207,7 @@ func errorRecord(err error) *Object {
 	var pe *PSError
 	if errors.As(err, &pe) {
 		msg = pe.Message
-		pos = fmt.Sprintf("At line:%d", pe.Line)
+		pos = fmt.Sprintf("At %s:%d char:1", pe.Script, pe.Line)
 	}
 	return newObject("ErrorRecord",
 		"Exception", newObject("Exception", "Message", msg),

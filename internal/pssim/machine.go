@@ -190,7 +190,7 @@ type Result struct {
 // Run runs script (named name, for messages) as powershell.exe -File
 // does.
 func (m *Machine) Run(script, name string) Result {
-	in := &interp{m: m, funcs: map[string]*function{}}
+	in := &interp{m: m, funcs: map[string]*function{}, script: name}
 	sc := newScope(nil)
 	sc.script = name
 	sc.set("ErrorActionPreference", "Continue")

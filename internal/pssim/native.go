@@ -163,7 +163,7 @@ func (m *Machine) runScriptFile(c *call, path string) (any, error) {
 	if strings.EqualFold(base(path), "install-sshd.ps1") {
 		if err := m.installSSHD(path); err != nil {
 			// A .NET exception under the script's 'Stop': terminating.
-			return nil, &PSError{Message: err.Error(), Line: c.in.line}
+			return nil, &PSError{Message: err.Error(), Script: c.in.script, Line: c.in.line}
 		}
 		return nil, nil
 	}

@@ -3,6 +3,7 @@ package nodeimage
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -67,7 +69,29 @@ type WindowsOptions struct {
 	// Progress receives each progress line the guest writes to its
 	// serial console while it installs.
 	Progress func(line string)
+	// Budgets bound each phase of the install; zero ones are
+	// DefaultInstallBudgets'.
+	Budgets InstallBudgets
 }
+
+// InstallBudgets are how long each phase of a Windows image's install
+// may take before the build stops it: a stuck Setup page or a sysprep
+// that never powers the VM off would otherwise keep the build waiting
+// forever, saying nothing.
+type InstallBudgets struct {
+	// Setup runs from the VM's start to provision.ps1's first line
+	// (Windows Setup copies and expands the image, then reboots twice).
+	Setup time.Duration
+	// Phase1 and Phase2 are provision.ps1's phases (phase 1 ends with a
+	// restart; phase 2 imports the container images).
+	Phase1, Phase2 time.Duration
+	// Sysprep runs from "phase 2: sysprep" to the power-off.
+	Sysprep time.Duration
+}
+
+// DefaultInstallBudgets fit a slow laptop: a Server 2022 Setup on two
+// vCPUs and a spinning disk takes about half an hour.
+var DefaultInstallBudgets = InstallBudgets{Setup: 90 * time.Minute, Phase1: 45 * time.Minute, Phase2: 90 * time.Minute, Sysprep: 30 * time.Minute}
 
 // DefaultWindowsDiskSize is the Windows image's virtual size: Server Core
 // with containerd and the images takes about 12 GiB.
@@ -329,7 +353,9 @@ func (wb *windowsBuilder) install(ctx context.Context, m *Manifest) error {
 		return err
 	}
 	in := winimage.BuildInputs{
-		Unattend:          winimage.UnattendOptions{Version: wb.w.Version, Edition: wb.edition.Name, AdminPassword: password},
+		// The language is the edition's: Setup stops to ask when the
+		// answer file names one the media lacks.
+		Unattend:          winimage.UnattendOptions{Version: wb.w.Version, Edition: wb.edition.Name, AdminPassword: password, Locale: wb.edition.Language},
 		KubernetesVersion: wb.w.KubernetesVersion,
 		ContainerdVersion: wb.recipe.component("containerd").Version,
 		HwkSeed:           filepath.Join(wb.w.Programs, "hwk-seed.exe"),
@@ -379,9 +405,17 @@ func (wb *windowsBuilder) install(ctx context.Context, m *Manifest) error {
 	}
 	label := fmt.Sprintf("Install Windows Server %s (%s) in a %s VM", wb.w.Version, wb.edition.Name, wb.w.DriverName)
 	return wb.step(label, func() error {
-		stop := wb.follow(console)
-		err := wb.w.Installer.Install(ctx, spec)
+		ictx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		dog := newWatchdog(wb.w.Budgets, console, spec.Name, wb.w.DriverName, cancel)
+		stop := wb.follow(console, dog.saw)
+		err := wb.w.Installer.Install(ictx, spec)
 		stop()
+		dog.stop()
+		var stalled *stalledError
+		if errors.As(context.Cause(ictx), &stalled) {
+			return stalled
+		}
 		if err != nil {
 			return err
 		}
@@ -389,10 +423,102 @@ func (wb *windowsBuilder) install(ctx context.Context, m *Manifest) error {
 	})
 }
 
+// watchdog stops an install whose current phase has outlived its budget.
+type watchdog struct {
+	budgets          InstallBudgets
+	console, vm, drv string
+	cancel           context.CancelCauseFunc
+	mu               sync.Mutex
+	phase            string
+	since            time.Time
+	last             string
+	done             chan struct{}
+}
+
+func newWatchdog(b InstallBudgets, console, vm, driver string, cancel context.CancelCauseFunc) *watchdog {
+	d := DefaultInstallBudgets
+	b.Setup, b.Phase1, b.Phase2, b.Sysprep = cmp.Or(b.Setup, d.Setup), cmp.Or(b.Phase1, d.Phase1), cmp.Or(b.Phase2, d.Phase2), cmp.Or(b.Sysprep, d.Sysprep)
+	w := &watchdog{budgets: b, console: console, vm: vm, drv: driver, cancel: cancel, phase: "Windows Setup", since: time.Now(), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// phaseOf is the install phase a progress line belongs to.
+func phaseOf(line string) string {
+	switch {
+	case strings.HasPrefix(line, "phase 2: sysprep"), strings.HasPrefix(line, "done:"):
+		return "sysprep"
+	case strings.HasPrefix(line, "phase 2"):
+		return "phase 2"
+	}
+	return "phase 1"
+}
+
+func (w *watchdog) budget(phase string) time.Duration {
+	return map[string]time.Duration{"Windows Setup": w.budgets.Setup, "phase 1": w.budgets.Phase1, "phase 2": w.budgets.Phase2, "sysprep": w.budgets.Sysprep}[phase]
+}
+
+// saw takes a progress line (without its prefix).
+func (w *watchdog) saw(line string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.last = line
+	if p := phaseOf(line); p != w.phase {
+		w.phase, w.since = p, time.Now()
+	}
+}
+
+func (w *watchdog) run() {
+	tick := time.NewTicker(min(w.budgets.Setup, w.budgets.Phase1, w.budgets.Phase2, w.budgets.Sysprep, time.Minute) / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		over := time.Since(w.since) > w.budget(w.phase)
+		err := &stalledError{phase: w.phase, budget: w.budget(w.phase), last: w.last, console: w.console, vm: w.vm, driver: w.drv}
+		w.mu.Unlock()
+		if over {
+			w.cancel(err)
+			return
+		}
+	}
+}
+
+func (w *watchdog) stop() { close(w.done) }
+
+// stalledError is an install phase that outlived its budget.
+type stalledError struct {
+	phase, last, console, vm, driver string
+	budget                           time.Duration
+}
+
+func (e *stalledError) Error() string {
+	last := "none yet"
+	if e.last != "" {
+		last = fmt.Sprintf("%q", e.last)
+	}
+	where := map[string]string{
+		"Windows Setup": `Setup's own logs are in X:\Windows\Panther (while it runs from the ISO) and C:\Windows\Panther on the disk`,
+		"phase 1":       `the guest's logs are C:\hwk-firstlogon.log and C:\hwk-provision.log`,
+		"phase 2":       `the guest's log is C:\hwk-provision.log`,
+		"sysprep":       `sysprep's logs are in C:\Windows\System32\Sysprep\Panther`,
+	}[e.phase]
+	watch := map[string]string{"hyperv": "vmconnect localhost " + e.vm, "virtualbox": `VirtualBox's window for "` + e.vm + `"`, "libvirt": "virt-viewer " + e.vm}[e.driver]
+	if watch == "" {
+		watch = "the VM's screen"
+	}
+	return fmt.Sprintf("the install stopped: %s took longer than %s (the last progress line: %s)\n  console: %s; %s\n  fix: run the build again and watch the VM's screen (%s) to see where it waits",
+		e.phase, e.budget, last, e.console, where, watch)
+}
+
 // follow passes the guest's progress lines from its console log to the
 // build log and Progress as they appear; the returned func stops it
 // after a last read.
-func (wb *windowsBuilder) follow(console string) func() {
+func (wb *windowsBuilder) follow(console string, saw func(string)) func() {
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -420,6 +546,7 @@ func (wb *windowsBuilder) follow(console string) func() {
 				if strings.HasPrefix(l, progressPrefix) {
 					fmt.Fprintln(wb.opts.Log, l)
 					wb.w.Progress(strings.TrimPrefix(l, progressPrefix))
+					saw(strings.TrimPrefix(l, progressPrefix))
 				}
 			}
 		}

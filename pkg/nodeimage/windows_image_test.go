@@ -44,7 +44,7 @@ func TestWindowsImageBuild(t *testing.T) {
 	iso := winimagetest.ShellISO(t, map[string][]byte{
 		"sources/install.wim": winimagetest.WIM(winimagetest.Server2022List),
 	}, "echo \"hwk-provision: phase 1: (a UEFI shell stands in for Windows Setup)\"\r\n"+
-		"echo \"hwk-provision: done: sysprep generalizes the disk and powers off\"\r\nreset -s\r\n")
+		"echo \"hwk-provision: done: sysprep generalized the disk; powering off\"\r\nreset -s\r\n")
 
 	programs := filepath.Join(dir, "windows-amd64")
 	build := exec.Command("go", "build", "-o", programs+string(filepath.Separator), "github.com/hwk-dev/hwk/cmd/hwk-seed", "github.com/hwk-dev/hwk/cmd/hwk-kubelet")

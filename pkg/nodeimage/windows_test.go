@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -29,7 +30,9 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/imagearchive"
 	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
+	"github.com/hwk-dev/hwk/internal/pssim"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
+	"github.com/hwk-dev/hwk/pkg/winimage"
 	"github.com/hwk-dev/hwk/pkg/winimage/winimagetest"
 )
 
@@ -152,10 +155,15 @@ func newWindowsFixture(t *testing.T) *windowsFixture {
 	openssh := filepath.Join(dir, "OpenSSH-Win64.zip")
 	var zb bytes.Buffer
 	zw := zip.NewWriter(&zb)
-	for _, n := range []string{"OpenSSH-Win64/install-sshd.ps1", "OpenSSH-Win64/sshd.exe", "OpenSSH-Win64/ssh-keygen.exe"} {
-		w, _ := zw.Create(n)
-		w.Write([]byte("content of " + n))
+	// Part of the release zip's layout (openssh-portable
+	// OpenSSHBuildHelper.psm1's payload): install-sshd.ps1 rewrites
+	// openssh-events.man; sshd copies sshd_config_default.
+	for _, n := range []string{"install-sshd.ps1", "sshd.exe", "ssh-keygen.exe", "ssh-agent.exe", "sftp-server.exe", "openssh-events.man"} {
+		w, _ := zw.Create("OpenSSH-Win64/" + n)
+		w.Write([]byte("content of OpenSSH-Win64/" + n))
 	}
+	w, _ := zw.Create("OpenSSH-Win64/sshd_config_default")
+	w.Write([]byte("#PubkeyAuthentication yes\n#PasswordAuthentication yes\nSubsystem\tsftp\tsftp-server.exe\n"))
 	zw.Close()
 	if err := os.WriteFile(openssh, zb.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
@@ -182,6 +190,12 @@ type fakeInstaller struct {
 	disk    map[string][]byte // files read back from the build disk
 	format  string
 	qemuImg string
+	// windows, when set, is the guest: a model of Windows Server
+	// (internal/pssim) that Setup installs from the build disk, running
+	// provision.ps1 itself; its console is what the VM writes to COM1.
+	windows *pssim.Machine
+	// hang: the VM never powers off; Install returns when ctx ends.
+	hang bool
 }
 
 func (f *fakeInstaller) InstallFormat() string { return cmp.Or(f.format, "qcow2") }
@@ -197,8 +211,19 @@ func (f *fakeInstaller) Install(ctx context.Context, spec drivers.InstallSpec) e
 		return err
 	}
 	f.disk = disk
-	if err := os.WriteFile(spec.ConsoleLog, []byte(strings.Join(f.console, "\r\n")+"\r\n"), 0o644); err != nil {
+	console := f.console
+	if f.windows != nil {
+		if err := f.windows.Setup(winimage.SeedLabel, disk, winimage.Scripts()["firstLogonScript"]); err != nil {
+			return fmt.Errorf("the model Windows: %w", err)
+		}
+		console = f.windows.Console
+	}
+	if err := os.WriteFile(spec.ConsoleLog, []byte(strings.Join(console, "\r\n")+"\r\n"), 0o644); err != nil {
 		return err
+	}
+	if f.hang {
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	out, err := exec.CommandContext(ctx, cmp.Or(f.qemuImg, "qemu-img"), "create", "-f", f.InstallFormat(), spec.Disk, fmt.Sprint(spec.DiskBytes)).CombinedOutput()
 	if err != nil {
@@ -212,7 +237,7 @@ var goodConsole = []string{
 	"hwk-provision: phase 1: turning Windows Update off",
 	"hwk-provision: phase 1: done, restarting",
 	"hwk-provision: phase 2: containerd",
-	"hwk-provision: done: sysprep generalizes the disk and powers off",
+	"hwk-provision: done: sysprep generalized the disk; powering off",
 }
 
 // TestBuildWindowsPipeline runs the whole Windows build with everything
@@ -307,7 +332,7 @@ func TestBuildWindowsPipeline(t *testing.T) {
 			t.Errorf("%s: %v\n%s", a.Path, err, out)
 		}
 	}
-	if !slices.Equal(progress, []string{"phase 1: turning Windows Update off", "phase 1: done, restarting", "phase 2: containerd", "done: sysprep generalizes the disk and powers off"}) {
+	if !slices.Equal(progress, []string{"phase 1: turning Windows Update off", "phase 1: done, restarting", "phase 2: containerd", "done: sysprep generalized the disk; powering off"}) {
 		t.Errorf("progress %q", progress)
 	}
 	list, err := List(opts.CacheDir)
@@ -478,5 +503,68 @@ func TestBuildWindowsFromArchives(t *testing.T) {
 	_, err = BuildWindows(context.Background(), opts)
 	if err == nil || !strings.Contains(err.Error(), "has nothing a windows/amd64 ltsc2022") || !strings.Contains(err.Error(), "built for a newer Windows") {
 		t.Errorf("a 2025-only pause for a 2022 image: %v", err)
+	}
+}
+
+// TestBuildWindowsOnWindowsModel is the build with its guest side run:
+// the build disk goes to a model of Windows Server 2022 (internal/pssim)
+// whose CD files are read-only, and provision.ps1 runs in it phase by
+// phase to sysprep. The build succeeds, and the disk it captured holds
+// the manifest's Administrator password nowhere in plain text.
+func TestBuildWindowsOnWindowsModel(t *testing.T) {
+	fx := newWindowsFixture(t)
+	inst := &fakeInstaller{t: t, windows: pssim.NewServer2022()}
+	opts := fx.opts
+	opts.Installer = inst
+	var progress []string
+	opts.Progress = func(l string) { progress = append(progress, l) }
+	m, err := BuildWindows(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("%v\nconsole:\n%s", err, strings.Join(inst.windows.Console, "\n"))
+	}
+	if len(progress) < 10 || !strings.HasPrefix(progress[len(progress)-1], "done:") || !inst.windows.Generalized {
+		t.Errorf("progress %q", progress)
+	}
+	if where := inst.windows.Secrets(m.Windows.AdminPassword); len(where) > 0 {
+		t.Errorf("the captured disk holds the Administrator password in plain text in %v", where)
+	}
+}
+
+// TestBuildWindowsStalls: an install phase that outlives its budget
+// stops the build with the phase, the last progress line and where to
+// look, instead of waiting forever.
+func TestBuildWindowsStalls(t *testing.T) {
+	fx := newWindowsFixture(t)
+	opts := fx.opts
+	opts.Installer = &fakeInstaller{t: t, console: goodConsole[:4], hang: true}
+	opts.Budgets = InstallBudgets{Setup: time.Hour, Phase1: time.Hour, Phase2: 300 * time.Millisecond, Sysprep: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := BuildWindows(ctx, opts)
+	if err == nil || !strings.Contains(err.Error(), "phase 2 took longer than 300ms") || !strings.Contains(err.Error(), `"phase 2: containerd"`) ||
+		!strings.Contains(err.Error(), "install-console.log") || !strings.Contains(err.Error(), "C:\\hwk-provision.log") {
+		t.Fatalf("err = %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Error("the build waited for the test's own deadline")
+	}
+}
+
+// TestBuildWindowsLanguage: the answer files take the edition's language
+// from the ISO's image list, not en-US: Setup asks when the answer file
+// names a language the media lacks.
+func TestBuildWindowsLanguage(t *testing.T) {
+	fx := newWindowsFixture(t)
+	opts := fx.opts
+	opts.ISO = winimagetest.ISO(t, map[string][]byte{"sources/install.wim": winimagetest.WIM(winimagetest.Server2022ListIn("de-DE")), "setup.exe": []byte("MZ")})
+	inst := &fakeInstaller{t: t, console: goodConsole}
+	opts.Installer = inst
+	if _, err := BuildWindows(context.Background(), opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"Autounattend.xml", "sysprep-unattend.xml"} {
+		if !bytes.Contains(inst.disk[f], []byte("<UILanguage>de-DE</UILanguage>")) || bytes.Contains(inst.disk[f], []byte("en-US")) {
+			t.Errorf("%s:\n%s", f, inst.disk[f])
+		}
 	}
 }

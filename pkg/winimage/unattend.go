@@ -41,7 +41,9 @@ type UnattendOptions struct {
 	AdminPassword string
 	// ProductKey is optional: evaluation media need none.
 	ProductKey string
-	// Locale defaults to en-US; ComputerName to hwk-build.
+	// Locale is the language of Setup, the system and its input: the
+	// edition's own (Edition.Language); en-US when the image does not
+	// say. ComputerName defaults to hwk-build.
 	Locale       string
 	ComputerName string
 }
@@ -51,7 +53,8 @@ var (
 	// A NetBIOS name: at most 15 letters, digits and hyphens, not all
 	// digits, not starting with a hyphen.
 	computerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,14}$`)
-	localeRE       = regexp.MustCompile(`^[a-z]{2,3}-[A-Z]{2}$`)
+	// A language tag as Windows names its languages: en-US, sr-Latn-RS.
+	localeRE = regexp.MustCompile(`^[a-z]{2,3}(-[A-Z][a-z]{3})?-[A-Z]{2}$`)
 )
 
 func (o *UnattendOptions) check() error {

@@ -23,6 +23,10 @@ type Edition struct {
 	// Build is the Windows build the edition installs (20348 for Windows
 	// Server 2022).
 	Build int
+	// Language is the edition's default language (en-US, de-DE): Setup
+	// stops at a page that asks when the answer file names a language the
+	// media does not have.
+	Language string
 }
 
 // ServerCore reports whether the edition installs Server Core, which
@@ -114,6 +118,7 @@ func parseWIMXML(raw []byte) ([]Edition, error) {
 			Name        string `xml:"NAME"`
 			Description string `xml:"DESCRIPTION"`
 			Build       int    `xml:"WINDOWS>VERSION>BUILD"`
+			Language    string `xml:"WINDOWS>LANGUAGES>DEFAULT"`
 		} `xml:"IMAGE"`
 	}
 	if err := xml.Unmarshal([]byte(text), &doc); err != nil {
@@ -124,7 +129,7 @@ func parseWIMXML(raw []byte) ([]Edition, error) {
 	}
 	out := make([]Edition, len(doc.Images))
 	for i, im := range doc.Images {
-		out[i] = Edition{Index: im.Index, Name: im.Name, Description: im.Description, Build: im.Build}
+		out[i] = Edition{Index: im.Index, Name: im.Name, Description: im.Description, Build: im.Build, Language: strings.TrimSpace(im.Language)}
 	}
 	return out, nil
 }

@@ -12,7 +12,7 @@ import (
 
 func wim(t *testing.T, xmlText string) []byte { return winimagetest.WIM(xmlText) }
 
-const server2022List = winimagetest.Server2022List
+var server2022List = winimagetest.Server2022List
 
 func TestEditions(t *testing.T) {
 	eds, err := Editions(bytes.NewReader(wim(t, server2022List)))

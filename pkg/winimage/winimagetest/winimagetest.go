@@ -13,13 +13,20 @@ import (
 )
 
 // Server2022List is the image list of a Windows Server 2022 evaluation
-// ISO (the names and builds Microsoft's media carry).
-const Server2022List = `<WIM><TOTALBYTES>5000000000</TOTALBYTES>
-<IMAGE INDEX="1"><NAME>Windows Server 2022 Standard Evaluation</NAME><DESCRIPTION>Server Core</DESCRIPTION><WINDOWS><VERSION><MAJOR>10</MAJOR><MINOR>0</MINOR><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
-<IMAGE INDEX="2"><NAME>Windows Server 2022 Standard Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
-<IMAGE INDEX="3"><NAME>Windows Server 2022 Datacenter Evaluation</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
-<IMAGE INDEX="4"><NAME>Windows Server 2022 Datacenter Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
+// ISO (the names and builds Microsoft's media carry), in English.
+var Server2022List = Server2022ListIn("en-US")
+
+// Server2022ListIn is Server2022List for media in language lang: each
+// image's WINDOWS element says its languages and the default one.
+func Server2022ListIn(lang string) string {
+	langs := "<LANGUAGES><LANGUAGE>" + lang + "</LANGUAGE><DEFAULT>" + lang + "</DEFAULT></LANGUAGES>"
+	return `<WIM><TOTALBYTES>5000000000</TOTALBYTES>
+<IMAGE INDEX="1"><NAME>Windows Server 2022 Standard Evaluation</NAME><DESCRIPTION>Server Core</DESCRIPTION><WINDOWS><VERSION><MAJOR>10</MAJOR><MINOR>0</MINOR><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
+<IMAGE INDEX="2"><NAME>Windows Server 2022 Standard Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
+<IMAGE INDEX="3"><NAME>Windows Server 2022 Datacenter Evaluation</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
+<IMAGE INDEX="4"><NAME>Windows Server 2022 Datacenter Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
 </WIM>`
+}
 
 // WIM crafts an install.wim: the 208-byte header (wimlib's and
 // Microsoft's layout) with the XML resource header at offset 72 filled
