@@ -15,31 +15,20 @@ $ErrorActionPreference = 'Stop'
 $sandbox = $env:CONTAINER_SANDBOX_MOUNT_POINT
 $networkName = 'Calico'
 
-# HNS, through the hns.psm1 the image ships beside kube-proxy.exe ([SWT]
-# line 23 imports it; the image's Dockerfile fetches microsoft/SDN
-# Kubernetes/windows/hns.psm1, last changed in 710cad6). It calls HNS
-# through vmcompute.dll and needs no Windows feature, whereas Windows' own
-# HostNetworkingService module depends on installed features on Server
-# 2022 (calico#6843): that module is the fallback, for an image without
-# hns.psm1. hns.psm1 has no Get-HnsNetwork/Get-HnsEndpoint (upstream's
-# script gets those from Windows' module), so hwk reads networks and
-# endpoints with its Invoke-HNSRequest, the same HNS objects.
-$hnsModule = Microsoft.PowerShell.Management\Join-Path $sandbox 'kube-proxy/hns.psm1'
-if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $hnsModule) {
-    Microsoft.PowerShell.Core\Import-Module -Force $hnsModule
-    Microsoft.PowerShell.Utility\Write-Output "HNS through $hnsModule"
-    function Get-Networks { @(hns\Invoke-HNSRequest -Method GET -Type networks) }
-    function Get-Endpoints { @(hns\Invoke-HNSRequest -Method GET -Type endpoints) }
-    function Get-PolicyLists { @(hns\Get-HNSPolicyList | Microsoft.PowerShell.Core\Where-Object Id) }
-    function Remove-PolicyLists($lists) { $lists | hns\Remove-HnsPolicyList }
-} else {
-    Microsoft.PowerShell.Core\Import-Module HostNetworkingService
-    Microsoft.PowerShell.Utility\Write-Output "no $hnsModule in the image: HNS through Windows' HostNetworkingService module"
-    function Get-Networks { @(HostNetworkingService\Get-HnsNetwork) }
-    function Get-Endpoints { @(HostNetworkingService\Get-HnsEndpoint) }
-    function Get-PolicyLists { @(HostNetworkingService\Get-HnsPolicyList | Microsoft.PowerShell.Core\Where-Object Id) }
-    function Remove-PolicyLists($lists) { $lists | HostNetworkingService\Remove-HnsPolicyList }
-}
+# HNS through Windows' HostNetworkingService module: the one way all of
+# hwk reads HNS (the join's wait for Calico's network, `hwk export logs`).
+# It comes with the Containers feature hwk's image enables, and upstream
+# depends on it too: [SWT] imports the image's hns.psm1 (line 23) but then
+# calls Get-HnsNetwork and Get-HnsEndpoint (lines 29, 76, 83, 87), which
+# hns.psm1 does not export (microsoft/SDN Kubernetes/windows/hns.psm1 at
+# 710cad6, exports at lines 481-502), so those come from Windows' module;
+# Calico's node-service.ps1 (v3.31.0, lines 78 and 118) calls them the
+# same way. A node without the module has no Calico network either.
+Microsoft.PowerShell.Core\Import-Module HostNetworkingService
+function Get-Networks { @(HostNetworkingService\Get-HnsNetwork) }
+function Get-Endpoints { @(HostNetworkingService\Get-HnsEndpoint) }
+function Get-PolicyLists { @(HostNetworkingService\Get-HnsPolicyList | Microsoft.PowerShell.Core\Where-Object Id) }
+function Remove-PolicyLists($lists) { $lists | HostNetworkingService\Remove-HnsPolicyList }
 
 # Wait for the HNS network Calico's node makes ([SWT] lines 28-32, [CAL]
 # lines 31-35: the same loop, no timeout; the pod restarts if this script

@@ -74,11 +74,6 @@ var modules = map[string][]string{
 	"Storage":        {"Get-Volume", "Get-Partition", "Get-PartitionSupportedSize", "Resize-Partition"},
 	// Windows Server 2019 and later; hwk's node images are 2022 and 2025.
 	"HostNetworkingService": {"Get-HnsNetwork", "Get-HnsEndpoint", "Get-HnsPolicyList", "Remove-HnsPolicyList"},
-	// microsoft/SDN Kubernetes/windows/hns.psm1 (710cad6), which the
-	// kube-proxy HostProcess image ships as /kube-proxy/hns.psm1
-	// (sig-windows-tools hostprocess/calico/kube-proxy/Dockerfile);
-	// imported by its path, its module name is its file's.
-	"hns": {"Invoke-HNSRequest", "Get-HNSPolicyList", "Remove-HnsPolicyList"},
 }
 
 // unqualified says what is wrong with invoking the command word w in a

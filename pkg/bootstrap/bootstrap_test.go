@@ -397,10 +397,11 @@ func TestWindowsManifests(t *testing.T) {
 	}
 }
 
-// kubeProxyStartOrder checks kube-proxy's start script (without comments)
-// for issue 26: HNS through the image's hns.psm1, Windows' own module only
-// when the image lacks it, no HNS call before either is imported, and every
-// stale policy list removed before kube-proxy starts.
+// kubeProxyStartOrder checks kube-proxy's start script (without
+// comments): HNS through Windows' HostNetworkingService module, as the
+// join and the log export read it (issue 37: one decision for the whole
+// tree), imported before any HNS call, and every stale policy list
+// removed before kube-proxy starts.
 func kubeProxyStartOrder(t *testing.T, code string) {
 	t.Helper()
 	at := func(s string) int {
@@ -410,29 +411,21 @@ func kubeProxyStartOrder(t *testing.T, code string) {
 		}
 		return i
 	}
-	path := at(`$hnsModule = Microsoft.PowerShell.Management\Join-Path $sandbox 'kube-proxy/hns.psm1'`)
-	test := at(`if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $hnsModule) {`)
-	imp := at(`Microsoft.PowerShell.Core\Import-Module -Force $hnsModule`)
-	fallback := at("} else {\n    Microsoft.PowerShell.Core\\Import-Module HostNetworkingService")
+	imp := at(`Microsoft.PowerShell.Core\Import-Module HostNetworkingService`)
 	wait := at(`while (-not (Get-Networks |`)
 	remove := at(`Remove-PolicyLists $policyLists`)
 	start := at(`& $kubeProxy @arguments`)
-	if !(path < test && test < imp && imp < fallback && fallback < wait && wait < remove && remove < start) {
-		t.Errorf("start.ps1's order: hns.psm1's path %d, test %d, import %d, fallback %d, network wait %d, policy lists removed %d, kube-proxy started %d",
-			path, test, imp, fallback, wait, remove, start)
+	if !(imp < wait && wait < remove && remove < start) {
+		t.Errorf("start.ps1's order: HNS module imported %d, network wait %d, policy lists removed %d, kube-proxy started %d", imp, wait, remove, start)
 	}
-	if fallback < 0 {
-		return
-	}
-	// Every HNS call goes through the functions the import defines.
-	for _, l := range strings.Split(code[:fallback], "\n") {
-		if strings.Contains(l, "HostNetworkingService\\") {
-			t.Errorf("start.ps1 calls Windows' HNS module before its fallback: %s", l)
+	for _, other := range []string{"hns.psm1", `hns\`} {
+		if strings.Contains(code, other) {
+			t.Errorf("start.ps1 uses %s: the tree reads HNS through Windows' module only", other)
 		}
 	}
 	for _, fn := range []string{"Get-Networks", "Get-Endpoints", "Get-PolicyLists", "Remove-PolicyLists"} {
-		if strings.Count(code, "function "+fn) != 2 {
-			t.Errorf("start.ps1 must define %s once for hns.psm1 and once for the fallback", fn)
+		if strings.Count(code, "function "+fn) != 1 {
+			t.Errorf("start.ps1 must define %s once", fn)
 		}
 	}
 }

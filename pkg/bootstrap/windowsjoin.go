@@ -77,8 +77,8 @@ const windowsBuildScript = `[Environment]::OSVersion.Version.Build`
 // without a timeout (sig-windows-tools hostprocess/calico/kube-proxy/
 // start.ps1 at 401ee6fc, lines 28-32); hwk's caller bounds it. The cmdlets
 // are Windows' HostNetworkingService module's, which comes with the
-// Containers feature that hwk's image enables (kube-proxy's start script
-// uses its image's own hns.psm1 first, for nodes where it may not).
+// Containers feature that hwk's image enables; Calico's node and
+// kube-proxy's start script read HNS through the same module.
 const calicoNetworkScript = `$ErrorActionPreference = 'Stop'
 if (-not (Microsoft.PowerShell.Core\Get-Command -Module HostNetworkingService -Name Get-HnsNetwork -ErrorAction SilentlyContinue)) {
     'no-hns'
