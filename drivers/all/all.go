@@ -29,7 +29,7 @@ func Registry(o Options) *drivers.Registry {
 	return drivers.NewRegistry(
 		docker.New(),
 		hyperv.New(hyperv.Options{Dirs: dirs, Warn: o.Warn}),
-		libvirt.New(libvirt.Options{Dirs: dirs}),
+		libvirt.New(libvirt.Options{Dirs: dirs, Warn: o.Warn}),
 		virtualbox.New(virtualbox.Options{Dirs: dirs, Warn: o.Warn, Force: o.Force}),
 		wsl2.New(wsl2.Options{Dirs: dirs, Warn: o.Warn}),
 	)

@@ -301,9 +301,10 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		Exists bool     `json:"exists"`
 		VM     string   `json:"vm"`
 		Free   int64    `json:"free"`
+		Image  int64    `json:"image"`
 		DNS    []string `json:"dns"`
 	}
-	if err := d.run(ctx, createFactsScript(spec.Name, dir), &facts); err != nil {
+	if err := d.run(ctx, createFactsScript(spec.Name, dir, spec.Image), &facts); err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
 	if facts.Exists {
@@ -343,6 +344,17 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if len(dns) == 0 {
 		return fmt.Errorf("node %s: the host has no IPv4 DNS server on its default route to give the node (hwk's NAT has no DNS of its own)\n  fix: check the host's network connection", spec.Name)
 	}
+	size, warning := drivers.DiskSize(spec.Name, spec.DiskBytes, facts.Image)
+	if warning != "" {
+		d.warn(warning)
+	}
+	// A VHDX holds whole logical sectors (512 or 4096 bytes), which a
+	// Kubernetes quantity such as 30G need not be: the disk grows to the
+	// next whole MiB.
+	grow := int64(0)
+	if size > facts.Image {
+		grow = (size + 1<<20 - 1) &^ (1<<20 - 1)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
@@ -370,7 +382,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	}
 	err = d.run(ctx, createScript(vmSpec{
 		Name: spec.Name, Dir: dir, Disk: d.diskPath(spec.Ref), Parent: spec.Image, Seed: d.seedPath(spec.Ref),
-		MemoryBytes: spec.MemoryBytes, CPUs: spec.CPUs, MAC: MAC(spec.IP), Partial: partial.notes(), Notes: meta.notes(),
+		MemoryBytes: spec.MemoryBytes, CPUs: spec.CPUs, MAC: MAC(spec.IP), DiskBytes: grow, Partial: partial.notes(), Notes: meta.notes(),
 		Windows: spec.OS == config.Windows, Start: spec.Start, Autostart: spec.Autostart,
 	}), &out)
 	if err != nil {

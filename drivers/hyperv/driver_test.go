@@ -84,6 +84,7 @@ func nodeSpec(name string, os config.OS, role config.Role, ip, image string) dri
 // a fresh elevated host.
 func TestCreateLinuxAndWindows(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/fresh", netFactsMark).quiet(netMakeMark).
+		on("create/fresh-windows", createFactsMark, "demo-win-1").
 		on("create/fresh", createFactsMark).
 		on("create/tpm", createMark, "Enable-VMTPM").
 		on("create/no-tpm", createMark, "-EnableSecureBoot Off")
@@ -97,6 +98,9 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 	// The golden transcript shows both start actions: the Windows node
 	// asks for autostart (StartIfRunning), the Linux one does not (Nothing).
 	win.Autostart = true
+	// And both disk sizes: the Linux node asks its image's 20 GiB, the
+	// Windows one the default 64 GiB over its 40 GiB image.
+	win.DiskBytes = 64 << 30
 	for _, s := range []drivers.MachineSpec{linux, win} {
 		if err := d.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -127,9 +131,9 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 	}{
 		{lin, []string{"-Differencing", "-Generation 2", "-MemoryStartupBytes 4294967296", "-ProcessorCount 2 -StaticMemory", "-StaticMacAddress '00155D1FFA0A'",
 			"-EnableSecureBoot Off", "Hyper-V\\Add-VMDvdDrive -VM $vm -Path", "cidata.iso", `-Path '\\.\pipe\hwk-demo-cp'`, "Hyper-V\\Start-VM -VM $vm",
-			`"cluster":"demo"`, `"role":"control-plane"`, `"os":"linux"`}, []string{"MicrosoftWindows", "Enable-VMTPM"}},
+			`"cluster":"demo"`, `"role":"control-plane"`, `"os":"linux"`}, []string{"MicrosoftWindows", "Enable-VMTPM", "Resize-VHD"}},
 		{wn, []string{"-SecureBootTemplate MicrosoftWindows", "Hyper-V\\Enable-VMTPM -VM $vm", "-MemoryStartupBytes 6442450944", "-StaticMacAddress '00155D1FFA0B'",
-			`"os":"windows"`}, []string{"-EnableSecureBoot Off"}},
+			`"os":"windows"`, "disk.vhdx' -SizeBytes 68719476736"}, []string{"-EnableSecureBoot Off"}},
 	} {
 		for _, w := range c.want {
 			if !strings.Contains(c.script, w) {
@@ -340,6 +344,57 @@ func TestCreateAgainReplacesUnfitVM(t *testing.T) {
 			}
 			if len(*warns) != 1 || !strings.Contains((*warns)[0], "node demo-cp: replacing its Hyper-V VM, ") || !strings.Contains((*warns)[0], c.want) {
 				t.Errorf("warnings: %q, want %q", *warns, c.want)
+			}
+		})
+	}
+}
+
+// TestCreateGrowsDisk: a node that asks for more disk than its image
+// holds gets its differencing disk grown to that size (to a whole MiB)
+// after New-VHD and before the VM is made, since a differencing disk
+// starts at its parent's size; one that asks for the image's size or
+// less gets the image's size, and a warning when it asked for less.
+func TestCreateGrowsDisk(t *testing.T) {
+	for name, c := range map[string]struct {
+		disk int64
+		grow string // the Resize-VHD line; "" for none
+		warn string
+	}{
+		"larger":        {64 << 30, "Hyper-V\\Resize-VHD -Path '%s' -SizeBytes 68719476736", ""},
+		"not whole MiB": {30e9, "Hyper-V\\Resize-VHD -Path '%s' -SizeBytes 30000807936", ""},
+		"the image's":   {20 << 30, "", ""},
+		"smaller":       {10 << 30, "", "node demo-cp: its disk stays at the node image's 20 GiB; nodes[].disk asks for 10 GiB"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("create/fresh", createFactsMark).on("create/no-tpm", createMark)
+			d, root, warns := testDriver(t, f)
+			if err := d.EnsureNetwork(context.Background(), clusterNet); err != nil {
+				t.Fatal(err)
+			}
+			spec := nodeSpec("demo-cp", config.Linux, config.ControlPlane, "172.31.250.10", vhdx(t, mkdir(t, root, "cache", "images", "linux")))
+			spec.DiskBytes = c.disk
+			if err := d.Create(context.Background(), spec); err != nil {
+				t.Fatal(err)
+			}
+			if facts := f.scripts[1]; !strings.Contains(facts, "$image = Hyper-V\\Get-VHD -Path '"+spec.Image+"'") || !strings.Contains(facts, "image = [int64]$image.Size") {
+				t.Errorf("the facts script does not ask the image's size:\n%s", facts)
+			}
+			script := f.scripts[len(f.scripts)-1]
+			resize := strings.Index(script, "Hyper-V\\Resize-VHD")
+			if c.grow == "" {
+				if resize >= 0 {
+					t.Errorf("the create script grows the disk:\n%s", script)
+				}
+			} else {
+				want := fmt.Sprintf(c.grow, d.diskPath(spec.Ref))
+				// Inside the try, so that a refused size removes the new disk.
+				try, newVM := strings.Index(script, "try {"), strings.Index(script, "Hyper-V\\New-VM ")
+				if !strings.Contains(script, want+"\n") || try < strings.Index(script, "Hyper-V\\New-VHD") || resize < try || resize > newVM {
+					t.Errorf("the create script should run %q after New-VHD, inside the try and before New-VM:\n%s", want, script)
+				}
+			}
+			if (c.warn == "") != (len(*warns) == 0) || (c.warn != "" && !strings.Contains((*warns)[0], c.warn)) {
+				t.Errorf("warnings %q, want %q", *warns, c.warn)
 			}
 		})
 	}

@@ -120,10 +120,12 @@ func listScript() string {
 }
 
 // createFactsScript reports what Create checks before it makes anything:
-// a VM of the name, the free space where the disk goes, and the host's
-// DNS servers (hwk's NAT has none of its own).
-func createFactsScript(name, dir string) string {
+// a VM of the name, the free space where the disk goes, the virtual size
+// of the node image the disk is made over, and the host's DNS servers
+// (hwk's NAT has none of its own).
+func createFactsScript(name, dir, image string) string {
 	return `$vm = Hyper-V\Get-VM -Name ` + quote(name) + ` -ErrorAction SilentlyContinue
+$image = Hyper-V\Get-VHD -Path ` + quote(image) + `
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path ` + quote(dir) + ` | Microsoft.PowerShell.Core\Out-Null
 $drive = Microsoft.PowerShell.Utility\New-Object System.IO.DriveInfo([System.IO.Path]::GetPathRoot(` + quote(dir) + `))
 $route = NetTCPIP\Get-NetRoute -DestinationPrefix '0.0.0.0/0' -ErrorAction SilentlyContinue | Microsoft.PowerShell.Utility\Sort-Object -Property RouteMetric | Microsoft.PowerShell.Utility\Select-Object -First 1
@@ -133,6 +135,7 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
     vm = $(if ($vm) { [string]$vm.Notes } else { $null })
     exists = [bool]$vm
     free = [int64]$drive.AvailableFreeSpace
+    image = [int64]$image.Size
     dns = $dns
 }`
 }
@@ -143,6 +146,9 @@ type vmSpec struct {
 	MemoryBytes                   int64
 	CPUs                          int
 	MAC                           string // Hyper-V's form, 00155D1FFA0A
+	// DiskBytes, when not 0, is the size the node's disk is grown to
+	// from its image's: a differencing disk starts at its parent's.
+	DiskBytes int64
 	// Notes mark the VM hwk's while it is made (Partial) and once it is
 	// (Notes): a VM whose Notes still say partial was cut off half-way.
 	Partial, Notes string
@@ -165,13 +171,20 @@ func startAction(autostart bool) string {
 }
 
 // createScript makes a node's VM: a differencing disk over the golden
-// image, a Generation 2 VM on hwk's switch with static memory and a
-// static MAC, its seed ISO as a DVD, COM1 on a named pipe, and Secure
+// image (grown to DiskBytes when given), a Generation 2 VM on hwk's
+// switch with static memory and a static MAC, its seed ISO as a DVD, COM1 on a named pipe, and Secure
 // Boot as the OS wants it: Windows with Microsoft's template (and a vTPM
 // where the host can give one); Linux off, since hwk's Linux image boots
 // an unsigned systemd-boot. It reports whether the vTPM was added.
 func createScript(s vmSpec) string {
 	var b strings.Builder
+	// The differencing disk New-VHD makes is its parent's size. Resize-VHD
+	// grows it before any VM has it, so the guest finds the whole disk at
+	// its first boot and grows its partition into it (Linux:
+	// systemd-repart; Windows: hwk-seed).
+	if s.DiskBytes > 0 {
+		fmt.Fprintf(&b, "Hyper-V\\Resize-VHD -Path %s -SizeBytes %d\n", quote(s.Disk), s.DiskBytes)
+	}
 	// Until Set-VM gives it hwk's Notes, a VM cannot be told from the
 	// user's: one made half-way would hold the node's name against the
 	// next try and against down. So whatever fails removes what was made,
@@ -322,6 +335,8 @@ func Scripts() map[string]string {
 		MemoryBytes: 4 << 30, CPUs: 2, MAC: "00155D1FFA0A", Partial: `hwk:{"cluster":"demo","partial":true}`, Notes: `hwk:{"cluster":"demo"}`, Start: true}
 	win := spec
 	win.Windows = true
+	grow := win
+	grow.DiskBytes = 64 << 30
 	out := map[string]string{}
 	for name, s := range map[string]string{
 		"preflightScript":          preflightScript(),
@@ -330,9 +345,10 @@ func Scripts() map[string]string {
 		"deleteNetworkScript":      deleteNetworkScript(gw),
 		"inspectScript+vmFields":   inspectScript("demo-cp"),
 		"listScript+vmFields":      listScript(),
-		"createFactsScript":        createFactsScript("demo-cp", `C:\hwk\demo-cp`),
+		"createFactsScript":        createFactsScript("demo-cp", `C:\hwk\demo-cp`, `C:\cache\disk.vhdx`),
 		"createScript/linux":       createScript(spec),
 		"createScript/windows":     createScript(win),
+		"createScript/grow":        createScript(grow),
 		"startScript":              startScript("demo-cp"),
 		"stopScript":               stopScript("demo-cp", StopGrace),
 		"deleteScript":             deleteScript("demo-cp", `C:\hwk\demo-cp`),

@@ -3,6 +3,7 @@ package libvirt
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -47,7 +48,8 @@ func bootImage(t *testing.T) string {
 // working KVM), and checks what the driver promises: the node takes its
 // reserved address by DHCP, answers SSH with the cluster key and the host
 // key hwk made for it (and no other), boots to a running system on a thin
-// overlay, stops and starts again, and Delete leaves nothing behind.
+// overlay, grows its root file system into a disk larger than the image,
+// stops and starts again, and Delete leaves nothing behind.
 func TestBootOnSystemLibvirt(t *testing.T) {
 	if os.Getenv("HWK_LIBVIRT_BOOT_TEST") != "1" {
 		t.Skip("boots the Linux node image in a VM; set HWK_LIBVIRT_BOOT_TEST=1 (make test-libvirt)")
@@ -78,9 +80,15 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 	if err := d.EnsureNetwork(ctx, n); err != nil {
 		t.Fatal(err)
 	}
+	virtual, err := qcow2Size(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A disk 2 GiB larger than the image, which the guest must grow its
+	// root partition and file system into at boot.
 	spec := drivers.MachineSpec{
 		Ref: ref, Role: config.ControlPlane, OS: config.Linux, Image: image,
-		CPUs: 2, MemoryBytes: 2 << 30, DiskBytes: 20 << 30,
+		CPUs: 2, MemoryBytes: 2 << 30, DiskBytes: int64(virtual) + 2<<30,
 		IP: netip.MustParseAddr("172.31.248.10"), Start: true, Autostart: true,
 	}
 	if err := d.CheckImage(ctx, image); err != nil {
@@ -130,7 +138,8 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 	}
 
 	checkPinned(t, d, ref, spec.IP)
-	checkOverlay(t, ref)
+	checkOverlay(t, ref, spec.DiskBytes)
+	checkGrown(ctx, t, h, int64(virtual), spec.DiskBytes)
 	if log, err := os.ReadFile(d.ConsoleLog(ref)); err != nil || !strings.Contains(string(log), "hwk-seed: address by DHCP (reserved: 172.31.248.10/24)") {
 		t.Errorf("console log %s (%v) does not show hwk-seed's DHCP line; last lines:\n%s", d.ConsoleLog(ref), err, node.LastLines(string(log), 15))
 	}
@@ -258,9 +267,9 @@ func checkPinned(t *testing.T, d *Driver, ref drivers.Ref, ip netip.Addr) {
 	}
 }
 
-// checkOverlay: the node's disk is a thin qcow2 over the base volume, and
-// logs how much the boot wrote to it.
-func checkOverlay(t *testing.T, ref drivers.Ref) {
+// checkOverlay: the node's disk is a thin qcow2 of size bytes over the
+// base volume, and logs how much the boot wrote to it.
+func checkOverlay(t *testing.T, ref drivers.Ref, size int64) {
 	t.Helper()
 	out, err := exec.Command("qemu-img", "info", "--force-share", "--output=json", filepath.Join(poolDir, overlayName(ref))).Output()
 	if err != nil {
@@ -276,11 +285,49 @@ func checkOverlay(t *testing.T, ref drivers.Ref) {
 		t.Fatal(err)
 	}
 	t.Logf("overlay %s after boot: %.1f MiB written (virtual %d GiB), backing %s", overlayName(ref), float64(info.ActualSize)/(1<<20), info.VirtualSize>>30, info.Backing)
-	if info.Format != "qcow2" || !strings.HasPrefix(filepath.Base(info.Backing), "base_") || info.VirtualSize != 20<<30 {
+	if info.Format != "qcow2" || !strings.HasPrefix(filepath.Base(info.Backing), "base_") || info.VirtualSize != size {
 		t.Errorf("overlay: %+v", info)
 	}
 	// A full copy of the image would be about 1 GiB.
 	if info.ActualSize > 512<<20 {
 		t.Errorf("the overlay holds %d MiB after boot; it should hold only the node's writes", info.ActualSize>>20)
+	}
+}
+
+// checkGrown: the guest grew its root partition to the end of its disk
+// of disk bytes and the root file system into the partition, so the node
+// has the room nodes[].disk asked for rather than the image's. The file
+// system must hold more than the whole image could (image bytes), and
+// miss the disk by no more than the ESP, the GPT and ext4's own metadata.
+func checkGrown(ctx context.Context, t *testing.T, h *node.Node, image, disk int64) {
+	t.Helper()
+	// df's size is the file system's blocks less its metadata; lsblk's
+	// are the partition's and the disk's sizes as the kernel sees them.
+	out, err := h.Output(ctx, "sh", "-c", `set -e
+root=$(findmnt -n -o SOURCE /)
+echo "$(lsblk -b -n -d -o SIZE "/dev/$(lsblk -n -o PKNAME "$root")") $(lsblk -b -n -d -o SIZE "$root") $(df -B1 --output=size / | tail -n 1)"`)
+	if err != nil {
+		t.Fatalf("root file system sizes: %v\n%s", err, out)
+	}
+	var dev, part, fs int64
+	if _, err := fmt.Sscan(out, &dev, &part, &fs); err != nil {
+		t.Fatalf("root file system sizes %q: %v", out, err)
+	}
+	t.Logf("disk %.2f GiB, root partition %.2f GiB, root file system %.2f GiB (image %.2f GiB)",
+		float64(dev)/(1<<30), float64(part)/(1<<30), float64(fs)/(1<<30), float64(image)/(1<<30))
+	if dev != disk {
+		t.Errorf("the guest's disk is %d bytes, want %d", dev, disk)
+	}
+	// The ESP takes 256 MiB and the backup GPT 1 MiB (disk.sh); ext4's
+	// journal, inode tables and reserved blocks take a few per cent.
+	if part < disk-300<<20 {
+		t.Errorf("the root partition is %d bytes of a %d-byte disk: it was not grown to the disk's end", part, disk)
+	}
+	if fs <= image || fs < part*9/10 {
+		t.Errorf("the root file system is %d bytes on a %d-byte partition (image %d bytes): it was not grown into the partition", fs, part, image)
+	}
+	if out, err := h.Output(ctx, "systemctl", "is-active", "systemd-repart.service", "hwk-growfs-root.service"); err != nil {
+		log, _ := h.Output(ctx, "journalctl", "-b", "-o", "cat", "-u", "systemd-repart.service", "-u", "hwk-growfs-root.service")
+		t.Errorf("systemd-repart and hwk-growfs-root: %s (%v)\n%s", out, err, log)
 	}
 }

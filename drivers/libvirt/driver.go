@@ -50,6 +50,9 @@ type Options struct {
 	// driver's files for it (SSH keys, console logs); the cache keeps
 	// the verdict of the KVM probe.
 	Dirs state.Dirs
+	// Warn receives what Create could not give but need not fail over
+	// (a disk smaller than the node image's); nil discards it.
+	Warn func(string)
 }
 
 // Driver is the libvirt driver.
@@ -58,6 +61,7 @@ type Driver struct {
 	sockets []string
 	dirs    state.Dirs
 	accel   accelCache
+	warn    func(string)
 	// routes reads the host's routing table; tests replace it.
 	routes func() ([]route, error)
 
@@ -78,7 +82,10 @@ func New(o Options) *Driver {
 	if len(o.Sockets) == 0 {
 		o.Sockets = SystemSockets
 	}
-	return &Driver{uri: o.URI, sockets: o.Sockets, dirs: o.Dirs, accel: accelCache{dirs: o.Dirs}, routes: hostRoutes}
+	if o.Warn == nil {
+		o.Warn = func(string) {}
+	}
+	return &Driver{uri: o.URI, sockets: o.Sockets, dirs: o.Dirs, accel: accelCache{dirs: o.Dirs}, warn: o.Warn, routes: hostRoutes}
 }
 
 func hostRoutes() ([]route, error) {
@@ -358,7 +365,13 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 			return err
 		}
 	}
-	disk, err := overlayVolume(l, pool, overlayName(spec.Ref), base, max(uint64(spec.DiskBytes), virtual))
+	// The overlay is made at the size the node asks for, which the
+	// guest grows its partition into at boot; never below the image's.
+	size, warning := drivers.DiskSize(spec.Name, spec.DiskBytes, int64(virtual))
+	if warning != "" {
+		d.warn(warning)
+	}
+	disk, err := overlayVolume(l, pool, overlayName(spec.Ref), base, uint64(size))
 	if err != nil {
 		return err
 	}

@@ -117,6 +117,21 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 	}
 }
 
+// TestCreateKeepsBaseSize: a node that asks for more disk than its image
+// holds is still made, on the image's size, with a warning that says so:
+// VirtualBox cannot grow a differencing disk past its shared base.
+func TestCreateKeepsBaseSize(t *testing.T) {
+	d, _, dirs, warns := testDriver(t, "create.txt")
+	ctx := context.Background()
+	must(t, "ensure network", d.EnsureNetwork(ctx, clusterNet))
+	spec := cp(dirs)
+	spec.DiskBytes = 30 << 30
+	must(t, "create demo-cp", d.Create(ctx, spec))
+	if len(*warns) != 1 || !strings.Contains((*warns)[0], "node demo-cp: its disk stays at the node image's 20 GiB (VirtualBox cannot grow a disk made on a shared base)") {
+		t.Errorf("warnings: %q", *warns)
+	}
+}
+
 // TestCreateRefusals: a spec hwk cannot make, a VM of the name that hwk
 // did not make, and a cluster without its network are refused before
 // anything is made.

@@ -61,7 +61,7 @@ var modules = map[string][]string{
 	"Microsoft.PowerShell.Management":  {"Get-Service", "Start-Service", "Restart-Service", "Set-Service", "Stop-Service", "Test-Path", "New-Item", "Remove-Item", "Move-Item", "Copy-Item", "Get-Content", "Set-Content", "Get-ChildItem", "New-ItemProperty", "Get-ItemProperty", "Remove-ItemProperty", "Start-Process", "Get-Item", "Join-Path", "Split-Path", "Get-Process", "Rename-Computer", "Restart-Computer", "Stop-Computer"},
 	"Microsoft.PowerShell.Host":        {"Start-Transcript", "Stop-Transcript"},
 	"CimCmdlets":                       {"Get-CimInstance", "Invoke-CimMethod"},
-	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
+	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VHD", "Resize-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
 	"NetNat":                           {"Get-NetNat", "New-NetNat", "Remove-NetNat"},
 	"NetTCPIP":                         {"Get-NetIPAddress", "New-NetIPAddress", "Remove-NetIPAddress", "Get-NetRoute", "New-NetRoute", "Remove-NetRoute", "Find-NetRoute", "Set-NetIPInterface"},
 	"DnsClient":                        {"Get-DnsClientServerAddress", "Set-DnsClientServerAddress"},

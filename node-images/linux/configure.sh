@@ -5,6 +5,7 @@
 set -eu
 
 systemctl enable containerd.service kubelet.service hwk-seed.service \
+	hwk-growfs-root.service \
 	systemd-networkd.service ssh.service >/dev/null
 systemctl set-default multi-user.target >/dev/null
 # A node has no use for these, and in a container they only fail. No

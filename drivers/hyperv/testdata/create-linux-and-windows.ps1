@@ -13,6 +13,7 @@ NetNat\New-NetNat -Name 'hwk' -InternalIPInterfaceAddressPrefix '172.31.0.0/16' 
 
 # --- script 3
 $vm = Hyper-V\Get-VM -Name 'demo-cp' -ErrorAction SilentlyContinue
+$image = Hyper-V\Get-VHD -Path 'C:\hwk\cache\images\linux\disk.vhdx'
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path 'C:\hwk\clusters\demo\hyperv\demo-cp' | Microsoft.PowerShell.Core\Out-Null
 $drive = Microsoft.PowerShell.Utility\New-Object System.IO.DriveInfo([System.IO.Path]::GetPathRoot('C:\hwk\clusters\demo\hyperv\demo-cp'))
 $route = NetTCPIP\Get-NetRoute -DestinationPrefix '0.0.0.0/0' -ErrorAction SilentlyContinue | Microsoft.PowerShell.Utility\Sort-Object -Property RouteMetric | Microsoft.PowerShell.Utility\Select-Object -First 1
@@ -22,6 +23,7 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
     vm = $(if ($vm) { [string]$vm.Notes } else { $null })
     exists = [bool]$vm
     free = [int64]$drive.AvailableFreeSpace
+    image = [int64]$image.Size
     dns = $dns
 }
 # --- script 4
@@ -50,6 +52,7 @@ try {
 [pscustomobject]@{ tpm = $tpm }
 # --- script 5
 $vm = Hyper-V\Get-VM -Name 'demo-win-1' -ErrorAction SilentlyContinue
+$image = Hyper-V\Get-VHD -Path 'C:\hwk\cache\images\windows\disk.vhdx'
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1' | Microsoft.PowerShell.Core\Out-Null
 $drive = Microsoft.PowerShell.Utility\New-Object System.IO.DriveInfo([System.IO.Path]::GetPathRoot('C:\hwk\clusters\demo\hyperv\demo-win-1'))
 $route = NetTCPIP\Get-NetRoute -DestinationPrefix '0.0.0.0/0' -ErrorAction SilentlyContinue | Microsoft.PowerShell.Utility\Sort-Object -Property RouteMetric | Microsoft.PowerShell.Utility\Select-Object -First 1
@@ -59,6 +62,7 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
     vm = $(if ($vm) { [string]$vm.Notes } else { $null })
     exists = [bool]$vm
     free = [int64]$drive.AvailableFreeSpace
+    image = [int64]$image.Size
     dns = $dns
 }
 # --- script 6
@@ -66,6 +70,7 @@ if (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'C:\hwk\clusters\demo
 Hyper-V\New-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -ParentPath 'C:\hwk\cache\images\windows\disk.vhdx' -Differencing | Microsoft.PowerShell.Core\Out-Null
 $vm = $null
 try {
+    Hyper-V\Resize-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -SizeBytes 68719476736
     $vm = Hyper-V\New-VM -Name 'demo-win-1' -Generation 2 -MemoryStartupBytes 6442450944 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1'
     Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStartAction StartIfRunning -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-win-1","role":"worker","os":"windows","ip":"172.31.250.11","partial":true}'
     Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress '00155D1FFA0B'
