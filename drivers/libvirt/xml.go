@@ -92,8 +92,8 @@ type domainSpec struct {
 // logged to a file. Linux guests get virtio disks and NIC. Windows guests
 // get the AHCI disk and CD-ROM and the e1000e NIC Windows Server has
 // drivers for out of the box (virtio needs the virtio-win drivers in the
-// image), plus Hyper-V enlightenments, a local-time clock and, when asked,
-// a TPM.
+// image), plus Hyper-V enlightenments, an RTC in UTC (the guest's time
+// zone) and, when asked, a TPM.
 func domainXML(s domainSpec) (string, error) {
 	if s.CPUs < 1 || s.MemoryBytes <= 0 {
 		return "", fmt.Errorf("node %s: %d CPUs and %d bytes of memory is no machine", s.Name, s.CPUs, s.MemoryBytes)
@@ -193,8 +193,8 @@ func uefi(nvram string) *libvirtxml.DomainOS {
 	}
 }
 
-// windows adds what Windows guests want: a clock in local time as Windows
-// keeps it, a TPM, and under KVM the Hyper-V enlightenments Windows uses
+// windows adds what Windows guests want: an RTC in UTC, which Windows
+// reads as its local time (its time zone is UTC), a TPM, and under KVM the Hyper-V enlightenments Windows uses
 // when it finds them (fewer VM exits, a stable clock). They are KVM's:
 // under TCG QEMU refuses to start with them ("kernel doesn't allow setting
 // HyperV VP_INDEX").
