@@ -228,14 +228,15 @@ var looksLikePowerShell = regexp.MustCompile(`\b(Add|Clear|ConvertFrom|ConvertTo
 // commands for the user to run, in error messages and fixes; they send
 // nothing.
 var messages = map[string]string{
-	"drivers/hyperv.Driver.Preflight":    "the fix for a host hwk cannot check",
-	"drivers/hyperv.judge":               "preflight's fixes",
-	"drivers/hyperv.Driver.checkSubnet":  "how to remove what is in the way",
-	"pkg/cmd.newExecCommand":             "an example command for hwk exec on a Windows node",
-	"drivers/hyperv.Driver.Create":       "how to remove a VM of the node's name",
-	"drivers/hyperv.confirmAddress":      "where to look for a VM's addresses",
-	"pkg/winimage.UnattendOptions.check": "dism /Get-WimInfo, where the edition names come from",
-	"drivers/wsl2.Driver.unroute":        "how to remove the firewall rule kept for want of elevation",
+	"drivers/hyperv.Driver.Preflight":               "the fix for a host hwk cannot check",
+	"drivers/hyperv.judge":                          "preflight's fixes",
+	"drivers/hyperv.Driver.checkSubnet":             "how to remove what is in the way",
+	"pkg/cmd.newExecCommand":                        "an example command for hwk exec on a Windows node",
+	"drivers/hyperv.Driver.Create":                  "how to remove a VM of the node's name",
+	"drivers/hyperv.confirmAddress":                 "where to look for a VM's addresses",
+	"pkg/winimage.UnattendOptions.check":            "dism /Get-WimInfo, where the edition names come from",
+	"drivers/wsl2.Driver.unroute":                   "how to remove the firewall rule kept for want of elevation",
+	"pkg/cluster/internal/actions.bootPhase.lookAt": "where to look when a Windows node's first boot stops (Get-Service containerd)",
 }
 
 // notSent are packages that hold PowerShell they never send.

@@ -93,6 +93,16 @@ if (-not (Microsoft.PowerShell.Core\Get-Command -Module HostNetworkingService -N
 // Windows node: the first thing kubeadm needs.
 const ContainerdRunningScript = `if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'Running') { exit 1 }`
 
+// WindowsBootScript is up's check that a Windows node's first boot is
+// over: it writes the name the computer runs under now, then exits as
+// ContainerdRunningScript does. hwk-seed restarts sshd with the node's
+// keys before it renames the computer and restarts it, so containerd can
+// run, and SSH answer, on a node about to restart; the name tells those
+// apart. MachineName is the active NetBIOS name (upper case), which a
+// rename changes only at the restart after it.
+const WindowsBootScript = `Microsoft.PowerShell.Utility\Write-Output ([System.Environment]::MachineName)
+` + ContainerdRunningScript
+
 // restartKubeletScript restarts the kubelet and says its state on its
 // last line. Calico's Windows troubleshooting guide says to restart the
 // kubelet once Calico is installed, since the vSwitch's creation cuts it
@@ -132,6 +142,7 @@ func Scripts() map[string]string {
 		"calicoNetworkScript":     calicoNetworkScript,
 		"restartKubeletScript":    restartKubeletScript,
 		"ContainerdRunningScript": ContainerdRunningScript,
+		"WindowsBootScript":       WindowsBootScript,
 		"WindowsJoinScript":       WindowsJoinScript(WindowsConfigDir + `\kubeadm-join.yaml`),
 		"logTailScript":           logTailScript(windowsLogs[0].path, 10),
 		"RouteScript":             RouteScript(netip.MustParseAddr("172.31.250.10"), netip.MustParseAddr("172.31.250.1")),

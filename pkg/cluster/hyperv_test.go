@@ -236,7 +236,7 @@ func (s *scriptedNodes) write(name string, r io.Reader, p string) error {
 
 // run answers one command on node name.
 func (s *scriptedNodes) run(name string, os config.OS, cmd node.Cmd) error {
-	what, out := s.answer(os, cmd)
+	what, out := s.answer(name, os, cmd)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if what == "" {
@@ -255,7 +255,7 @@ func (s *scriptedNodes) run(name string, os config.OS, cmd node.Cmd) error {
 
 // answer names a command and gives its output; "" is a command no step
 // of up should run.
-func (s *scriptedNodes) answer(os config.OS, cmd node.Cmd) (string, string) {
+func (s *scriptedNodes) answer(name string, os config.OS, cmd node.Cmd) (string, string) {
 	args := cmd.Args
 	if os == config.Windows {
 		if len(args) != 8 || args[0] != "powershell.exe" || args[6] != "-EncodedCommand" {
@@ -264,8 +264,9 @@ func (s *scriptedNodes) answer(os config.OS, cmd node.Cmd) (string, string) {
 		script := script(args)
 		scripts := bootstrap.Scripts()
 		switch {
-		case script == bootstrap.ContainerdRunningScript:
-			return "containerd running", ""
+		case script == bootstrap.WindowsBootScript:
+			// Windows reports its NetBIOS name, in upper case.
+			return "containerd running", strings.ToUpper(name) + "\r\n"
 		case script == scripts["windowsBuildScript"]:
 			return "windows build", "20348\r\n"
 		case strings.Contains(script, `& 'C:\k\kubeadm.exe' join --config 'C:\hwk\kubeadm-join.yaml'`):

@@ -157,6 +157,9 @@ func withDefaults(t actions.Timeouts) actions.Timeouts {
 	if t.NodeBoot == 0 {
 		t.NodeBoot = d.NodeBoot
 	}
+	if t.WindowsBoot == 0 {
+		t.WindowsBoot = d.WindowsBoot
+	}
 	if t.APIServer == 0 {
 		t.APIServer = d.APIServer
 	}

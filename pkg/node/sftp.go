@@ -29,14 +29,17 @@ type FileWriter interface {
 // sshd (Win32-OpenSSH's default sshd_config has "Subsystem sftp
 // sftp-server.exe"), on the connection commands share.
 func (s *SSH) WriteFile(ctx context.Context, r io.Reader, p string, mode fs.FileMode) error {
-	client, err := s.connect(ctx)
+	conn, err := s.connect(ctx)
 	if err != nil {
 		return err
 	}
-	sc, err := sftp.NewClient(client)
+	sc, err := sftp.NewClient(conn.client)
 	if err != nil {
 		// A dropped connection, as in Run: the next call redials.
-		s.drop(client)
+		if why := conn.why(); why != nil {
+			err = why
+		}
+		s.drop(conn)
 		return fmt.Errorf("ssh %s: start sftp (is the node's sshd missing its sftp subsystem?): %w", s.cfg.Addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { sc.Close() })
@@ -47,6 +50,9 @@ func (s *SSH) WriteFile(ctx context.Context, r io.Reader, p string, mode fs.File
 	err = writeFile(sc, r, p, mode)
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if why := conn.why(); err != nil && why != nil {
+		return fmt.Errorf("ssh %s: sftp: %w", s.cfg.Addr, why)
 	}
 	if err != nil {
 		return fmt.Errorf("ssh %s: sftp: %w", s.cfg.Addr, err)

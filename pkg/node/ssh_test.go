@@ -17,6 +17,8 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -325,5 +327,242 @@ func TestCopyToWindowsWithoutSFTP(t *testing.T) {
 	}
 	if out, err := New("vm", config.Linux, tr).Output(ctx, "echo", "ok"); err != nil || out != "ok\n" {
 		t.Errorf("a command after the failed copy: %q %v", out, err)
+	}
+}
+
+// silentProxy forwards TCP to an sshd until silence, after which every
+// connection open then stays open and forwards nothing, in either
+// direction: a peer gone silent without a FIN or a RST, as a Windows node
+// is while it reboots after its rename, or while Calico's vSwitch takes
+// its address. Connections made later forward as usual.
+type silentProxy struct {
+	addr string
+	mu   sync.Mutex
+	live []*atomic.Bool
+}
+
+func newSilentProxy(t *testing.T, target string) *silentProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	p := &silentProxy{addr: ln.Addr().String()}
+	var conns []net.Conn
+	var mu sync.Mutex
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, in, out)
+			mu.Unlock()
+			on := &atomic.Bool{}
+			on.Store(true)
+			p.mu.Lock()
+			p.live = append(p.live, on)
+			p.mu.Unlock()
+			go pipe(out, in, on)
+			go pipe(in, out, on)
+		}
+	}()
+	return p
+}
+
+// pipe copies from src to dst while on; after, it reads and drops.
+func pipe(dst, src net.Conn, on *atomic.Bool) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 && on.Load() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// silence stops every connection open now from forwarding.
+func (p *silentProxy) silence() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, on := range p.live {
+		on.Store(false)
+	}
+}
+
+// within runs fn and fails the test when it has not returned after d.
+// The bounds below are loose (a session on the loopback sshd takes
+// seconds to start on some machines); what they catch is a hang.
+func within[T any](t *testing.T, d time.Duration, what string, fn func() T) T {
+	t.Helper()
+	done := make(chan T, 1)
+	go func() { done <- fn() }()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s hung: no return after %s", what, d)
+		panic("unreachable")
+	}
+}
+
+// A connection that goes silent (issue 37: a Windows node's rename
+// reboot, Calico's vSwitch moving its address) ends the command on it
+// within a few keepalive intervals, with an error that says why, rather
+// than hanging until up's own deadline; the next command redials. A
+// command that runs longer than the keepalive budget on a live
+// connection is not cut off.
+func TestSSHSilentConnection(t *testing.T) {
+	addr, hostKey, key := startSSHD(t)
+	p := newSilentProxy(t, addr)
+	u, err := user.Current()
+	must(t, err)
+	tr, err := NewSSH(SSHConfig{Addr: p.addr, User: u.Username, Key: key, HostKey: hostKey,
+		KeepaliveInterval: 100 * time.Millisecond, KeepaliveMisses: 3})
+	must(t, err)
+	t.Cleanup(func() { tr.Close() })
+	n := New("vm", config.Linux, tr)
+	ctx := context.Background()
+
+	// Longer than 3 intervals, on a live connection: not a total limit.
+	must(t, within(t, 30*time.Second, "sleep 1", func() error { return n.Run(ctx, Cmd{Args: []string{"sleep", "1"}}) }))
+
+	// A command running when the connection goes silent.
+	started := make(chan struct{})
+	out := &signalWriter{seen: "started", ch: started}
+	errc := make(chan error, 1)
+	go func() { errc <- n.Run(ctx, Cmd{Args: []string{"sh", "-c", "echo started; sleep 60"}, Stdout: out}) }()
+	select {
+	case <-started:
+	case err := <-errc:
+		t.Fatalf("the long command ended before the silence: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long command did not start")
+	}
+	p.silence()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "keepalive") {
+			t.Errorf("a command on a silent connection: %v; want an error that names the missed keepalives", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a command on a silent connection hung")
+	}
+
+	// The next command redials.
+	got := within(t, 30*time.Second, "the command after the silence", func() error {
+		out, err := n.Output(ctx, "echo", "again")
+		if err == nil && out != "again\n" {
+			err = fmt.Errorf("output %q", out)
+		}
+		return err
+	})
+	must(t, got)
+
+	// A connection that goes silent between commands: the next command
+	// fails (its session never opens) instead of hanging, without a
+	// deadline of its own.
+	p.silence()
+	err = within(t, 10*time.Second, "a command on a connection silent since the last one", func() error {
+		_, err := n.Output(ctx, "echo", "lost")
+		return err
+	})
+	if err == nil {
+		t.Error("a command on a silent connection succeeded")
+	}
+	must(t, within(t, 30*time.Second, "the command after the second silence", func() error { return n.Run(ctx, Cmd{Args: []string{"true"}}) }))
+}
+
+// With keepalives off, a probe's own deadline still bounds it on a silent
+// connection: opening the session honours the context, not only the wait
+// for the command's end.
+func TestSSHDeadlineOnSilentConnection(t *testing.T) {
+	addr, hostKey, key := startSSHD(t)
+	p := newSilentProxy(t, addr)
+	u, err := user.Current()
+	must(t, err)
+	tr, err := NewSSH(SSHConfig{Addr: p.addr, User: u.Username, Key: key, HostKey: hostKey, KeepaliveInterval: -1})
+	must(t, err)
+	t.Cleanup(func() { tr.Close() })
+	n := New("vm", config.Linux, tr)
+	must(t, n.Connect(context.Background()))
+	p.silence()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err = within(t, 5*time.Second, "a probe with a deadline", func() error { return n.Run(ctx, Cmd{Args: []string{"true"}}) })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a probe past its deadline on a silent connection: %v", err)
+	}
+}
+
+// signalWriter closes ch once what it was written contains seen.
+type signalWriter struct {
+	mu   sync.Mutex
+	b    strings.Builder
+	seen string
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if strings.Contains(w.b.String(), w.seen) {
+		w.once.Do(func() { close(w.ch) })
+	}
+	return len(p), nil
+}
+
+// A failed connection says how far it got (ConnectError), which is how
+// up tells a Windows node still in Setup (nothing listens) from one whose
+// seed is not applied yet (its image's own host key, or the cluster's key
+// refused).
+func TestSSHConnectStages(t *testing.T) {
+	addr, hostKey, key := startSSHD(t)
+	u, err := user.Current()
+	must(t, err)
+	_, otherPriv, _ := ed25519.GenerateKey(rand.Reader)
+	otherKey, err := ssh.NewSignerFromKey(otherPriv)
+	must(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, c := range []struct {
+		name string
+		addr string
+		key  ssh.Signer
+		host ssh.PublicKey
+		want ConnectStage
+	}{
+		{"nothing listens", closed, key, hostKey, StageDial},
+		{"another host key", addr, key, otherKey.PublicKey(), StageHostKey},
+		{"the client key refused", addr, otherKey, hostKey, StageAuth},
+	} {
+		tr, err := NewSSH(SSHConfig{Addr: c.addr, User: u.Username, Key: c.key, HostKey: c.host})
+		must(t, err)
+		err = tr.Connect(context.Background())
+		var ce *ConnectError
+		if !errors.As(err, &ce) || ce.Stage != c.want {
+			t.Errorf("%s: %#v, want a ConnectError at stage %d", c.name, err, c.want)
+		}
 	}
 }

@@ -54,7 +54,7 @@ func joinWindows(ctx context.Context, c *Context, n config.Node, h *node.Node, c
 	return runLogged(ctx, c, "kubeadm-join-"+n.Name, func(w io.Writer) error {
 		j := &bootstrap.WindowsJoin{
 			Node: h, Version: n.WindowsVersion, Config: cfg, Log: w,
-			SSH: c.Timeouts.NodeBoot, Network: c.Timeouts.Pods, Poll: 2 * time.Second,
+			SSH: c.Timeouts.WindowsBoot, Network: c.Timeouts.Pods, Poll: 2 * time.Second,
 		}
 		if c.ControlPlane().Driver == config.DriverWSL2 {
 			// The control plane is on WSL's switch, not the node's:

@@ -10,8 +10,8 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
+	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // Nodes creates and boots every node's machine, all at once, and waits
@@ -23,6 +23,8 @@ func (Nodes) Name() string { return "Creating nodes" }
 
 // Execute implements Action.
 func (Nodes) Execute(ctx context.Context, c *Context) error {
+	// Only Windows nodes show phases: a Linux node boots in seconds.
+	phases := ui.NewPhases(c.Status)
 	return parallel(c.Config.Nodes, func(n config.Node) error {
 		spec, err := machineSpec(c, n)
 		if err != nil {
@@ -30,6 +32,9 @@ func (Nodes) Execute(ctx context.Context, c *Context) error {
 		}
 		if err := c.Drivers[n.Name].Create(ctx, spec); err != nil {
 			return err
+		}
+		if n.OS == config.Windows {
+			return waitWindowsBooted(ctx, c, n, phases)
 		}
 		return waitBooted(ctx, c, n)
 	})
@@ -66,13 +71,10 @@ func machineSpec(c *Context, n config.Node) (drivers.MachineSpec, error) {
 	return spec, nil
 }
 
-// waitBooted waits until the node's container runtime runs: the first
-// thing kubeadm needs.
+// waitBooted waits until a Linux node's container runtime runs: the first
+// thing kubeadm needs. A Windows node's first boot is waitWindowsBooted's.
 func waitBooted(ctx context.Context, c *Context, n config.Node) error {
 	check := []string{"systemctl", "is-active", "--quiet", "containerd"}
-	if n.OS == config.Windows {
-		check = node.ScriptArgs(node.PowerShell, bootstrap.ContainerdRunningScript)
-	}
 	err := retry(ctx, c.Timeouts.NodeBoot, 500*time.Millisecond, func(ctx context.Context) error {
 		h, err := c.Node(ctx, n.Name)
 		if err != nil {
@@ -84,7 +86,7 @@ func waitBooted(ctx context.Context, c *Context, n config.Node) error {
 		return err
 	}
 	err = fmt.Errorf("node %s did not start its container runtime within %s: %w", n.Name, c.Timeouts.NodeBoot, err)
-	if h, herr := c.Node(context.WithoutCancel(ctx), n.Name); herr == nil && n.OS == config.Linux {
+	if h, herr := c.Node(context.WithoutCancel(ctx), n.Name); herr == nil {
 		out, _ := h.Output(context.WithoutCancel(ctx), "journalctl", "--no-pager", "-o", "short", "-n", "15")
 		return withLog(err, "last lines of the node's journal", out, "")
 	}
