@@ -302,14 +302,14 @@ func (m *Machine) initDotNet() {
 		},
 		"environment::setenvironmentvariable": func(a []any) (any, error) {
 			if len(a) != 3 {
-				return nil, errors.New("SetEnvironmentVariable wants 3 arguments")
+				return nil, winErr("SetEnvironmentVariable wants 3 arguments")
 			}
 			m.Env[strings.ToLower(str(a[0]))] = str(a[1])
 			return nil, nil
 		},
 		"environment::getenvironmentvariable": func(a []any) (any, error) {
 			if len(a) < 1 {
-				return nil, errors.New("GetEnvironmentVariable wants a name")
+				return nil, winErr("GetEnvironmentVariable wants a name")
 			}
 			return m.Env[strings.ToLower(str(a[0]))], nil
 		},
@@ -428,7 +428,7 @@ func init() {
 		"set-dnsclientserveraddress": {"dnsclient", none},
 		"add-mppreference": {"configdefender", func(m *Machine, _ *call) (any, error) {
 			if !m.Defender {
-				return nil, errors.New("Add-MpPreference: Defender is not installed")
+				return nil, winErr("Add-MpPreference: Defender is not installed")
 			}
 			return nil, nil
 		}},
@@ -644,13 +644,14 @@ func (m *Machine) removeItem(c *call) (any, error) {
 }
 
 func (m *Machine) testPath(c *call) (any, error) {
-	for _, p := range m.paths(c) {
-		if isRegistry(p) {
-			return m.keyExists(p), nil
-		}
-		return m.fs.exists(p), nil
+	paths := m.paths(c)
+	if len(paths) == 0 {
+		return false, nil
 	}
-	return false, nil
+	if isRegistry(paths[0]) {
+		return m.keyExists(paths[0]), nil
+	}
+	return m.fs.exists(paths[0]), nil
 }
 
 func (m *Machine) getChildItem(c *call) (any, error) {
@@ -743,7 +744,7 @@ func (m *Machine) startService(c *call) (any, error) {
 		cfg := join(dir, "sshd_config")
 		if m.fs.file(cfg) == nil {
 			if err := m.fs.copyFile(join(parent(s.BinPath), "sshd_config_default"), cfg, false); err != nil {
-				return nil, fmt.Errorf("Failed to start service 'OpenSSH SSH Server (sshd)': %v", err)
+				return nil, winErr("Failed to start service 'OpenSSH SSH Server (sshd)': %v", err)
 			}
 		}
 		for _, k := range []string{"ssh_host_ed25519_key", "ssh_host_ecdsa_key", "ssh_host_rsa_key"} {
@@ -782,10 +783,10 @@ func (m *Machine) getPartition(c *call) (any, error) {
 func (m *Machine) resizePartition(c *call) (any, error) {
 	size := int64(toInt(c.Arg("Size")))
 	if size > m.DiskBytes-600<<20 {
-		return nil, errors.New("Size Not Supported")
+		return nil, winErr("Size Not Supported")
 	}
 	if size == m.PartitionBytes {
-		return nil, errors.New("The size of the extent is less than the minimum of 1MB.")
+		return nil, winErr("The size of the extent is less than the minimum of 1MB.")
 	}
 	m.PartitionBytes = size
 	return nil, nil
@@ -809,12 +810,12 @@ func (m *Machine) getNetAdapter(c *call) (any, error) {
 func (m *Machine) registerTask(c *call) (any, error) {
 	name := c.Str("TaskName")
 	if _, ok := m.Tasks[strings.ToLower(name)]; ok && !c.Switch("Force") {
-		return nil, errors.New("Cannot create a file when that file already exists.")
+		return nil, winErr("Cannot create a file when that file already exists.")
 	}
 	act, _ := c.Arg("Action").(*Object)
 	trig, _ := c.Arg("Trigger").(*Object)
 	if act == nil || trig == nil {
-		return nil, errors.New("Register-ScheduledTask: the model wants -Action and -Trigger")
+		return nil, winErr("Register-ScheduledTask: the model wants -Action and -Trigger")
 	}
 	set, _ := c.Arg("Settings").(*Object)
 	if set == nil {
@@ -872,7 +873,7 @@ func outString(in []any) string {
 func convertFromJSON(_ *Machine, c *call) (any, error) {
 	var v any
 	if err := json.Unmarshal([]byte(str(unwrap(c.input))), &v); err != nil {
-		return nil, fmt.Errorf("ConvertFrom-Json: %v", err)
+		return nil, winErr("ConvertFrom-Json: %v", err)
 	}
 	return fromJSON(v), nil
 }
@@ -967,3 +968,11 @@ func (in *interp) withItem(sb scriptBlock, item any, parent *scope) (any, error)
 	out, err := in.runBlock(body, sc)
 	return unwrap(out), err
 }
+
+// winMsg is an error as Windows or PowerShell words it, capitals and
+// full stop included, since scripts and tests read these messages.
+type winMsg string
+
+func (w winMsg) Error() string { return string(w) }
+
+func winErr(format string, args ...any) error { return winMsg(fmt.Sprintf(format, args...)) }

@@ -23,7 +23,7 @@ func (m *Machine) runNative(c *call) (any, error) {
 	lower := strings.ToLower(base(prog))
 	m.Log = append(m.Log, strings.TrimSpace(prog+" "+strings.Join(c.raw, " ")))
 	if strings.Contains(prog, `\`) && m.fs.file(prog) == nil {
-		return nil, fmt.Errorf("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program.", prog)
+		return nil, winErr("The term '%s' is not recognized as the name of a cmdlet, function, script file, or operable program.", prog)
 	}
 	if strings.HasSuffix(lower, ".ps1") {
 		return m.runScriptFile(c, prog)
@@ -205,10 +205,10 @@ func (m *Machine) installSSHD(path string) error {
 	}
 	man := join(dir, "openssh-events.man")
 	if m.fs.file(man) == nil {
-		return fmt.Errorf("Cannot find path '%s' because it does not exist.", man)
+		return winErr("Cannot find path '%s' because it does not exist.", man)
 	}
 	if err := m.fs.write(man, m.fs.file(man).Data, false); err != nil {
-		return fmt.Errorf(`Exception calling ".ctor" with "2" argument(s): "%v"`, err)
+		return winErr(`Exception calling ".ctor" with "2" argument(s): "%v"`, err)
 	}
 	m.Services["sshd"] = &Service{Name: "sshd", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "sshd.exe")}
 	m.Services["ssh-agent"] = &Service{Name: "ssh-agent", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "ssh-agent.exe")}
@@ -225,7 +225,7 @@ func (m *Machine) startProcess(c *call) (any, error) {
 	}
 	m.Log = append(m.Log, strings.TrimSpace("Start-Process "+prog+" "+strings.Join(args, " ")))
 	if m.fs.file(prog) == nil {
-		return nil, fmt.Errorf("This command cannot be run because the file %s does not exist", prog)
+		return nil, winErr("This command cannot be run because the file %s does not exist", prog)
 	}
 	code := 0
 	if strings.EqualFold(base(prog), "sysprep.exe") {

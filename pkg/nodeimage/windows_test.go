@@ -28,9 +28,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/pssim"
 	"github.com/hwk-dev/hwk/pkg/imagearchive"
 	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
-	"github.com/hwk-dev/hwk/internal/pssim"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/winimage"
 	"github.com/hwk-dev/hwk/pkg/winimage/winimagetest"
