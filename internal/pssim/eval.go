@@ -365,25 +365,16 @@ var binaryOps = [][]string{
 // brackets, as " -op ".
 func topOp(s string, ops []string) (int, string) {
 	best, bestOp := -1, ""
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'' || c == '"':
-			if end, err := skipString(s, i); err == nil {
-				i = end - 1
-			}
-		case c == '(' || c == '{' || c == '[':
-			if end, err := matchBracket(s, i); err == nil {
-				i = end
-			}
-		case c == '-' && i > 0 && (s[i-1] == ' ' || s[i-1] == ')'):
-			for _, op := range ops {
-				if len(s) > i+len(op) && strings.EqualFold(s[i:i+len(op)], op) && s[i+len(op)] == ' ' {
-					best, bestOp = i, op
-				}
+	eachTop(s, func(i int) {
+		if s[i] != '-' || i == 0 || (s[i-1] != ' ' && s[i-1] != ')') {
+			return
+		}
+		for _, op := range ops {
+			if len(s) > i+len(op) && strings.EqualFold(s[i:i+len(op)], op) && s[i+len(op)] == ' ' {
+				best, bestOp = i, op
 			}
 		}
-	}
+	})
 	return best, bestOp
 }
 
@@ -635,15 +626,9 @@ func (in *interp) members(v any, rest string, sc *scope) (any, error) {
 				if err != nil {
 					return nil, in.fail("%v", err)
 				}
-				var args []any
-				if inner := strings.TrimSpace(rest[1:end]); inner != "" {
-					for _, a := range splitTop(inner, ',') {
-						x, err := in.eval(a, sc)
-						if err != nil {
-							return nil, err
-						}
-						args = append(args, x)
-					}
+				args, err := in.evalArgs(rest[1:end], sc)
+				if err != nil {
+					return nil, err
 				}
 				rest = rest[end+1:]
 				if v, err = in.method(v, name, args); err != nil {
@@ -742,6 +727,22 @@ func (in *interp) method(v any, name string, args []any) (any, error) {
 	return nil, in.fail("pssim: the model has no method %s on %T %v", name, v, v)
 }
 
+// evalArgs evaluates a method call's arguments, "a, b".
+func (in *interp) evalArgs(inner string, sc *scope) ([]any, error) {
+	var args []any
+	if strings.TrimSpace(inner) == "" {
+		return nil, nil
+	}
+	for _, a := range splitTop(inner, ',') {
+		x, err := in.eval(a, sc)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, x)
+	}
+	return args, nil
+}
+
 // static is a .NET static member: [Type]::Member...
 func (in *interp) static(typ, rest string, sc *scope) (any, error) {
 	j := 0
@@ -757,14 +758,8 @@ func (in *interp) static(typ, rest string, sc *scope) (any, error) {
 		if err != nil {
 			return nil, in.fail("%v", err)
 		}
-		if inner := strings.TrimSpace(rest[1:end]); inner != "" {
-			for _, a := range splitTop(inner, ',') {
-				x, err := in.eval(a, sc)
-				if err != nil {
-					return nil, err
-				}
-				args = append(args, x)
-			}
+		if args, err = in.evalArgs(rest[1:end], sc); err != nil {
+			return nil, err
 		}
 		rest = rest[end+1:]
 	}

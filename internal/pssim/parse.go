@@ -414,13 +414,10 @@ func matchBracket(s string, i int) (int, error) {
 	return 0, fmt.Errorf("%q is not closed", s[i])
 }
 
-// splitTop splits s at sep where it is outside strings and brackets.
-func splitTop(s string, sep byte) []string {
-	var parts []string
-	start := 0
+// eachTop calls fn with each position of s outside strings and brackets.
+func eachTop(s string, fn func(i int)) {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
+		switch c := s[i]; {
 		case c == '\'' || c == '"':
 			if end, err := skipString(s, i); err == nil {
 				i = end - 1
@@ -429,10 +426,21 @@ func splitTop(s string, sep byte) []string {
 			if end, err := matchBracket(s, i); err == nil {
 				i = end
 			}
-		case c == sep:
+		default:
+			fn(i)
+		}
+	}
+}
+
+// splitTop splits s at sep where it is outside strings and brackets.
+func splitTop(s string, sep byte) []string {
+	var parts []string
+	start := 0
+	eachTop(s, func(i int) {
+		if s[i] == sep {
 			parts = append(parts, s[start:i])
 			start = i + 1
 		}
-	}
+	})
 	return append(parts, s[start:])
 }
