@@ -65,13 +65,6 @@ function Set-Phase([int]$phase) {
     Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath $phaseFile -Value $phase
 }
 
-# Clear-ReadOnly clears the read-only attribute of every file under
-# $path. Windows' CD file system marks every file of a CD read-only
-# (cdfs strucsup.c: "We always start with the read-only bit"), and
-# Copy-Item keeps the attribute (CopyFile, Remarks), so everything copied
-# from the build disk would stay read-only: OpenSSH's installer rewrites
-# one of its files, sshd copies sshd_config_default to sshd_config, and
-# a later update of a binary replaces it.
 # New-RegistryKey makes a registry key and its missing parents, leaving a
 # key that exists as it is: New-Item -Force would delete it first, values
 # and subkeys (PowerShell's RegistryProvider.NewItem), and some of these
@@ -92,6 +85,13 @@ function New-TaskSettings([int]$hours) {
         -ExecutionTimeLimit (Microsoft.PowerShell.Utility\New-TimeSpan -Hours $hours)
 }
 
+# Clear-ReadOnly clears the read-only attribute of every file under
+# $path. Windows' CD file system marks every file of a CD read-only
+# (cdfs strucsup.c: "We always start with the read-only bit"), and
+# Copy-Item keeps the attribute (CopyFile, Remarks), so everything copied
+# from the build disk would stay read-only: OpenSSH's installer rewrites
+# one of its files, sshd copies sshd_config_default to sshd_config, and
+# a later update of a binary replaces it.
 function Clear-ReadOnly([string]$path) {
     Microsoft.PowerShell.Management\Get-ChildItem -LiteralPath $path -Recurse -File -Force |
         Microsoft.PowerShell.Core\ForEach-Object { $_.IsReadOnly = $false }
