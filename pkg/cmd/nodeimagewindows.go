@@ -140,7 +140,7 @@ image's manifest (mode 0600).`,
 	f := cmd.Flags()
 	f.StringVar(&opts.ISO, "iso", "", "the Windows Server installation ISO (required)")
 	f.StringVar(&opts.Version, "version", config.DefaultWindowsVersion, "Windows Server release on the ISO: 2022 or 2025 (experimental)")
-	f.StringVar(&opts.Edition, "edition", "", "install.wim edition to install, by name (default: Datacenter Server Core)")
+	f.StringVar(&opts.Edition, "edition", "", "install.wim edition to install, by its name or the name DISM shows (default: Datacenter Server Core)")
 	f.StringVar(&driver, "driver", "", "driver whose VM runs the install: hyperv, virtualbox or libvirt (default: the one that runs Windows nodes here, see 'hwk get drivers')")
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", config.DefaultKubernetesVersion, "Kubernetes version to build the image for")
 	f.StringVar(&source, "source", string(nodeimage.Release), "where the Windows binaries come from: release (official downloads) or source (built from the Go module proxy)")

@@ -279,7 +279,7 @@ func TestBuildWindowsPipeline(t *testing.T) {
 	if got := string(inst.disk["bin/k/kubelet.exe"]); got != "MZ kubelet.exe" {
 		t.Errorf("kubelet.exe on the disk is %q", got)
 	}
-	if !bytes.Contains(inst.disk["Autounattend.xml"], []byte("<Value>Windows Server 2022 Datacenter Evaluation</Value>")) {
+	if !bytes.Contains(inst.disk["Autounattend.xml"], []byte("<Value>Windows Server 2022 SERVERDATACENTERCORE</Value>")) {
 		t.Error("Autounattend.xml does not install the Datacenter Server Core edition")
 	}
 	if !bytes.Contains(inst.disk["build.json"], []byte(`"pauseImage": "registry.k8s.io/pause:3.10.1"`)) {
@@ -297,7 +297,7 @@ func TestBuildWindowsPipeline(t *testing.T) {
 
 	// The manifest: what went in, the password kept private.
 	if m.OS != "windows" || m.Windows == nil || m.Windows.Version != "2022" || m.Windows.Build != 20348 ||
-		m.Windows.Edition != "Windows Server 2022 Datacenter Evaluation" || len(m.Windows.ISOSHA256) != 64 {
+		m.Windows.Edition != "Windows Server 2022 SERVERDATACENTERCORE" || len(m.Windows.ISOSHA256) != 64 {
 		t.Errorf("manifest %+v windows %+v", m, m.Windows)
 	}
 	if !bytes.Contains(inst.disk["Autounattend.xml"], []byte(m.Windows.AdminPassword)) || m.Windows.AdminPassword == "" {

@@ -33,9 +33,10 @@ const ProvisionScript = "provision.ps1"
 type UnattendOptions struct {
 	// Version is the Windows Server release: "2022" or "2025".
 	Version string
-	// Edition is the install image's name in the ISO's install.wim, as
-	// `dism /Get-WimInfo` lists it, e.g. "Windows Server 2022 Datacenter
-	// Evaluation" (Server Core).
+	// Edition is the install image's NAME in the ISO's install.wim,
+	// which Setup's /IMAGE/NAME matches: "Windows Server 2022
+	// SERVERDATACENTERCORE" on Microsoft's media (Edition.Name; not the
+	// display name DISM shows).
 	Edition string
 	// AdminPassword is the Administrator's password; see NewPassword.
 	AdminPassword string

@@ -80,7 +80,7 @@ func (n xnode) text(t *testing.T, path string) string {
 
 var testOptions = UnattendOptions{
 	Version:       "2022",
-	Edition:       "Windows Server 2022 Datacenter Evaluation",
+	Edition:       "Windows Server 2022 SERVERDATACENTERCORE",
 	AdminPassword: "Hwk-Test.Passw0rd#2026",
 }
 

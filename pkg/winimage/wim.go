@@ -17,9 +17,18 @@ import (
 
 // Edition is one installable image of a Windows ISO's install.wim.
 type Edition struct {
-	Index       int
+	Index int
+	// Name is the image's NAME, which Setup's /IMAGE/NAME matches:
+	// "Windows Server 2022 SERVERDATACENTERCORE" on Microsoft's media.
 	Name        string
 	Description string
+	// DisplayName is what DISM and Setup's edition page show: "Windows
+	// Server 2022 Datacenter Evaluation".
+	DisplayName string
+	// EditionID ("ServerDatacenterEval") and InstallationType ("Server
+	// Core", or "Server" for the Desktop Experience) are the image's own
+	// words for what it is.
+	EditionID, InstallationType string
 	// Build is the Windows build the edition installs (20348 for Windows
 	// Server 2022).
 	Build int
@@ -30,8 +39,38 @@ type Edition struct {
 }
 
 // ServerCore reports whether the edition installs Server Core, which
-// hwk's nodes use (no desktop: smaller and faster to boot).
-func (e Edition) ServerCore() bool { return !strings.Contains(e.Name, "Desktop Experience") }
+// hwk's nodes use (no desktop: smaller and faster to boot). The image
+// says so in INSTALLATIONTYPE; an image list without it is read by its
+// names.
+func (e Edition) ServerCore() bool {
+	if e.InstallationType != "" {
+		return strings.EqualFold(e.InstallationType, "Server Core")
+	}
+	name := strings.ToUpper(e.Name)
+	if strings.Contains(name+" "+strings.ToUpper(e.DisplayName), "DESKTOP EXPERIENCE") {
+		return false
+	}
+	return !strings.HasSuffix(name, "SERVERSTANDARD") && !strings.HasSuffix(name, "SERVERDATACENTER")
+}
+
+// Datacenter reports whether the edition is a Datacenter one.
+func (e Edition) Datacenter() bool {
+	return strings.Contains(strings.ToLower(e.EditionID+" "+e.Name+" "+e.DisplayName), "datacenter")
+}
+
+// Is reports whether name names the edition: its NAME or its display
+// name, in any case.
+func (e Edition) Is(name string) bool {
+	return strings.EqualFold(e.Name, name) || (e.DisplayName != "" && strings.EqualFold(e.DisplayName, name))
+}
+
+// String is the edition as a list shows it.
+func (e Edition) String() string {
+	if e.DisplayName != "" && e.DisplayName != e.Name {
+		return fmt.Sprintf("%q (%s, build %d)", e.Name, e.DisplayName, e.Build)
+	}
+	return fmt.Sprintf("%q (build %d)", e.Name, e.Build)
+}
 
 // WIM's header: the resource that holds the image list as XML sits at
 // offset 72 (the layout of wimlib's and Microsoft's WIM documentation).
@@ -117,6 +156,9 @@ func parseWIMXML(raw []byte) ([]Edition, error) {
 			Index       int    `xml:"INDEX,attr"`
 			Name        string `xml:"NAME"`
 			Description string `xml:"DESCRIPTION"`
+			DisplayName string `xml:"DISPLAYNAME"`
+			EditionID   string `xml:"WINDOWS>EDITIONID"`
+			Type        string `xml:"WINDOWS>INSTALLATIONTYPE"`
 			Build       int    `xml:"WINDOWS>VERSION>BUILD"`
 			Language    string `xml:"WINDOWS>LANGUAGES>DEFAULT"`
 		} `xml:"IMAGE"`
@@ -129,13 +171,15 @@ func parseWIMXML(raw []byte) ([]Edition, error) {
 	}
 	out := make([]Edition, len(doc.Images))
 	for i, im := range doc.Images {
-		out[i] = Edition{Index: im.Index, Name: im.Name, Description: im.Description, Build: im.Build, Language: strings.TrimSpace(im.Language)}
+		out[i] = Edition{Index: im.Index, Name: im.Name, Description: im.Description, DisplayName: im.DisplayName,
+			EditionID: im.EditionID, InstallationType: im.Type, Build: im.Build, Language: strings.TrimSpace(im.Language)}
 	}
 	return out, nil
 }
 
 // ChooseEdition picks the edition to install for Windows Server version:
-// the one named want, else the Datacenter Server Core edition. It fails
+// the one named want (by its NAME or the display name DISM shows), else
+// the Datacenter Server Core edition. It fails
 // when the ISO is of another Windows build, naming what it holds.
 func ChooseEdition(editions []Edition, version, want string) (Edition, error) {
 	build := map[string]int{"2022": buildOf2022, "2025": buildOf2025}[version]
@@ -144,12 +188,12 @@ func ChooseEdition(editions []Edition, version, want string) (Edition, error) {
 	}
 	var names []string
 	for _, e := range editions {
-		names = append(names, fmt.Sprintf("%q (build %d)", e.Name, e.Build))
+		names = append(names, e.String())
 	}
 	list := strings.Join(names, ", ")
 	if want != "" {
 		for _, e := range editions {
-			if strings.EqualFold(e.Name, want) {
+			if e.Is(want) {
 				if e.Build != build {
 					return Edition{}, fmt.Errorf("edition %q is build %d, not Windows Server %s (build %d)", e.Name, e.Build, version, build)
 				}
@@ -159,7 +203,7 @@ func ChooseEdition(editions []Edition, version, want string) (Edition, error) {
 		return Edition{}, fmt.Errorf("the ISO has no edition %q; it has %s", want, list)
 	}
 	for _, e := range editions {
-		if e.Build == build && e.ServerCore() && strings.Contains(e.Name, "Datacenter") {
+		if e.Build == build && e.ServerCore() && e.Datacenter() {
 			return e, nil
 		}
 	}

@@ -19,7 +19,8 @@ func TestEditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(eds) != 4 || eds[2].Index != 3 || eds[2].Name != "Windows Server 2022 Datacenter Evaluation" || eds[2].Build != 20348 || eds[0].Description != "Server Core" {
+	if len(eds) != 4 || eds[2].Index != 3 || eds[2].Name != "Windows Server 2022 SERVERDATACENTERCORE" || eds[2].Build != 20348 ||
+		eds[2].DisplayName != "Windows Server 2022 Datacenter Evaluation" || eds[2].EditionID != "ServerDatacenterEval" || eds[2].Language != "en-US" {
 		t.Fatalf("editions = %+v", eds)
 	}
 	if !eds[2].ServerCore() || eds[3].ServerCore() {
@@ -30,11 +31,16 @@ func TestEditions(t *testing.T) {
 	if err != nil || got.Index != 3 {
 		t.Errorf("default edition = %+v, %v; want Datacenter Server Core (3)", got, err)
 	}
+	// By its name, or by what DISM shows.
 	got, err = ChooseEdition(eds, "2022", "windows server 2022 standard evaluation (desktop experience)")
-	if err != nil || got.Index != 2 {
-		t.Errorf("named edition = %+v, %v", got, err)
+	if err != nil || got.Index != 2 || got.Name != "Windows Server 2022 SERVERSTANDARD" {
+		t.Errorf("edition by display name = %+v, %v", got, err)
 	}
-	if _, err := ChooseEdition(eds, "2025", ""); err == nil || !strings.Contains(err.Error(), "no Windows Server 2025 (build 26100) Datacenter Server Core edition") || !strings.Contains(err.Error(), `"Windows Server 2022 Datacenter Evaluation" (build 20348)`) {
+	got, err = ChooseEdition(eds, "2022", "Windows Server 2022 SERVERSTANDARDCORE")
+	if err != nil || got.Index != 1 {
+		t.Errorf("edition by name = %+v, %v", got, err)
+	}
+	if _, err := ChooseEdition(eds, "2025", ""); err == nil || !strings.Contains(err.Error(), "no Windows Server 2025 (build 26100) Datacenter Server Core edition") || !strings.Contains(err.Error(), `"Windows Server 2022 SERVERDATACENTERCORE" (Windows Server 2022 Datacenter Evaluation, build 20348)`) {
 		t.Errorf("a 2022 ISO for 2025: %v", err)
 	}
 	if _, err := ChooseEdition(eds, "2022", "Windows Server 2022 Datacenter"); err == nil || !strings.Contains(err.Error(), `no edition "Windows Server 2022 Datacenter"; it has`) {
@@ -42,6 +48,32 @@ func TestEditions(t *testing.T) {
 	}
 	if _, err := ChooseEdition(eds, "2025", "Windows Server 2022 Datacenter Evaluation"); err == nil || !strings.Contains(err.Error(), "is build 20348, not Windows Server 2025") {
 		t.Errorf("named edition of the wrong build: %v", err)
+	}
+}
+
+// TestEditionsWithoutInstallationType: an image list that names its
+// images only (no INSTALLATIONTYPE or EDITIONID) is read by the names:
+// Microsoft's SERVER...CORE names, or display-style names.
+func TestEditionsWithoutInstallationType(t *testing.T) {
+	for name, c := range map[string]struct {
+		list string
+		want string
+	}{
+		"media names": {`<WIM><IMAGE INDEX="1"><NAME>Windows Server 2022 SERVERDATACENTER</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
+<IMAGE INDEX="2"><NAME>Windows Server 2022 SERVERDATACENTERCORE</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE></WIM>`, "Windows Server 2022 SERVERDATACENTERCORE"},
+		"display names": {`<WIM><IMAGE INDEX="1"><NAME>Windows Server 2022 Datacenter (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE>
+<IMAGE INDEX="2"><NAME>Windows Server 2022 Datacenter</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION></WINDOWS></IMAGE></WIM>`, "Windows Server 2022 Datacenter"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			eds, err := Editions(bytes.NewReader(wim(t, c.list)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := ChooseEdition(eds, "2022", "")
+			if err != nil || got.Name != c.want {
+				t.Errorf("chose %+v, %v; want %s", got, err, c.want)
+			}
+		})
 	}
 }
 
@@ -72,7 +104,7 @@ func TestISOEditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(eds) != 4 || eds[2].Name != "Windows Server 2022 Datacenter Evaluation" {
+	if len(eds) != 4 || eds[2].Name != "Windows Server 2022 SERVERDATACENTERCORE" {
 		t.Errorf("editions = %+v", eds)
 	}
 

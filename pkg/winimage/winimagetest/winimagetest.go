@@ -5,6 +5,7 @@ package winimagetest
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,19 +14,31 @@ import (
 )
 
 // Server2022List is the image list of a Windows Server 2022 evaluation
-// ISO (the names and builds Microsoft's media carry), in English.
+// ISO, in English, laid out as Microsoft's media have it: NAME is the
+// name Setup's /IMAGE/NAME matches ("Windows Server 2022
+// SERVERDATACENTERCORE"), DISPLAYNAME what DISM and Setup's page show
+// ("Windows Server 2022 Datacenter Evaluation"), EDITIONID and
+// INSTALLATIONTYPE ("Server Core" or "Server") under WINDOWS. The names
+// and edition IDs are those of SERVER_EVAL_x64FRE_en-us.iso (SHA-256
+// 3e4fa6d8...5325, as listed by a wim_images.py dump of it in
+// ericcames/image.builder.pipeline's windows-image-build notes).
 var Server2022List = Server2022ListIn("en-US")
 
-// Server2022ListIn is Server2022List for media in language lang: each
-// image's WINDOWS element says its languages and the default one.
+// Server2022ListIn is Server2022List for media in language lang.
 func Server2022ListIn(lang string) string {
-	langs := "<LANGUAGES><LANGUAGE>" + lang + "</LANGUAGE><DEFAULT>" + lang + "</DEFAULT></LANGUAGES>"
-	return `<WIM><TOTALBYTES>5000000000</TOTALBYTES>
-<IMAGE INDEX="1"><NAME>Windows Server 2022 Standard Evaluation</NAME><DESCRIPTION>Server Core</DESCRIPTION><WINDOWS><VERSION><MAJOR>10</MAJOR><MINOR>0</MINOR><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
-<IMAGE INDEX="2"><NAME>Windows Server 2022 Standard Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
-<IMAGE INDEX="3"><NAME>Windows Server 2022 Datacenter Evaluation</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
-<IMAGE INDEX="4"><NAME>Windows Server 2022 Datacenter Evaluation (Desktop Experience)</NAME><WINDOWS><VERSION><BUILD>20348</BUILD></VERSION>` + langs + `</WINDOWS></IMAGE>
-</WIM>`
+	image := func(index int, name, flags, display, edition, typ string) string {
+		return fmt.Sprintf(`<IMAGE INDEX="%d"><WINDOWS><ARCH>9</ARCH><EDITIONID>%s</EDITIONID><INSTALLATIONTYPE>%s</INSTALLATIONTYPE>`+
+			`<PRODUCTTYPE>ServerNT</PRODUCTTYPE><LANGUAGES><LANGUAGE>%s</LANGUAGE><DEFAULT>%s</DEFAULT></LANGUAGES>`+
+			`<VERSION><MAJOR>10</MAJOR><MINOR>0</MINOR><BUILD>20348</BUILD><SPBUILD>587</SPBUILD></VERSION><SYSTEMROOT>WINDOWS</SYSTEMROOT></WINDOWS>`+
+			`<NAME>%s</NAME><DESCRIPTION>%s</DESCRIPTION><FLAGS>%s</FLAGS><DISPLAYNAME>%s</DISPLAYNAME></IMAGE>`+"\n",
+			index, edition, typ, lang, lang, name, name, flags, display)
+	}
+	return "<WIM><TOTALBYTES>5000000000</TOTALBYTES>\n" +
+		image(1, "Windows Server 2022 SERVERSTANDARDCORE", "ServerStandardEvalCore", "Windows Server 2022 Standard Evaluation", "ServerStandardEval", "Server Core") +
+		image(2, "Windows Server 2022 SERVERSTANDARD", "ServerStandardEval", "Windows Server 2022 Standard Evaluation (Desktop Experience)", "ServerStandardEval", "Server") +
+		image(3, "Windows Server 2022 SERVERDATACENTERCORE", "ServerDatacenterEvalCore", "Windows Server 2022 Datacenter Evaluation", "ServerDatacenterEval", "Server Core") +
+		image(4, "Windows Server 2022 SERVERDATACENTER", "ServerDatacenterEval", "Windows Server 2022 Datacenter Evaluation (Desktop Experience)", "ServerDatacenterEval", "Server") +
+		"</WIM>"
 }
 
 // WIM crafts an install.wim: the 208-byte header (wimlib's and
