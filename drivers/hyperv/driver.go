@@ -525,7 +525,7 @@ func (d *Driver) Node(ctx context.Context, r drivers.Ref) (*node.Node, error) {
 		// pinned host key at the static address confirms the node as well
 		// (it is all a Linux guest without a KVP daemon ever gets).
 		if cerr := n.Connect(ctx); cerr != nil {
-			return nil, fmt.Errorf("%w; nor does SSH at %s answer with the node's pinned host key (%v)", unconfirmed, m.IP, cerr)
+			return nil, fmt.Errorf("%w; nor does SSH at %s answer with the node's pinned host key (%w)", unconfirmed, m.IP, cerr)
 		}
 	}
 	return n, nil

@@ -393,6 +393,13 @@ func (wb *windowsBuilder) install(ctx context.Context, m *Manifest) error {
 	m.Windows = &Windows{Version: wb.w.Version, Edition: wb.edition.Name, Build: wb.edition.Build, ISOSHA256: wb.isoSum, AdminPassword: password}
 
 	console := filepath.Join(wb.dir, "install-console.log")
+	// A retry of the same build has the same directory: an earlier
+	// attempt's log (some drivers append to it) would be read as this
+	// one's, its FAILED line winning over this one's done. It is kept
+	// beside, as the last attempt's.
+	if err := os.Rename(console, console+".prev"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("keep the last attempt's console log: %w", err)
+	}
 	spec := drivers.InstallSpec{
 		Name:        "hwk-build-" + wb.keys["node"][:10],
 		Media:       []string{wb.w.ISO, disk},
@@ -463,6 +470,9 @@ func (w *watchdog) saw(line string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.last = line
+	if strings.HasPrefix(line, "FAILED:") || strings.HasPrefix(line, "the full log") {
+		return // the guest's failure report: it powers off next
+	}
 	if p := phaseOf(line); p != w.phase {
 		w.phase, w.since = p, time.Now()
 	}

@@ -196,6 +196,9 @@ type fakeInstaller struct {
 	windows *pssim.Machine
 	// hang: the VM never powers off; Install returns when ctx ends.
 	hang bool
+	// appendLog: the console goes to the end of the log, as Hyper-V's
+	// pipe follower and VirtualBox's file mode write it.
+	appendLog bool
 }
 
 func (f *fakeInstaller) InstallFormat() string { return cmp.Or(f.format, "qcow2") }
@@ -218,7 +221,19 @@ func (f *fakeInstaller) Install(ctx context.Context, spec drivers.InstallSpec) e
 		}
 		console = f.windows.Console
 	}
-	if err := os.WriteFile(spec.ConsoleLog, []byte(strings.Join(console, "\r\n")+"\r\n"), 0o644); err != nil {
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if f.appendLog {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	logFile, err := os.OpenFile(spec.ConsoleLog, flags, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = logFile.WriteString(strings.Join(console, "\r\n") + "\r\n")
+	if cerr := logFile.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	if f.hang {
@@ -566,5 +581,33 @@ func TestBuildWindowsLanguage(t *testing.T) {
 		if !bytes.Contains(inst.disk[f], []byte("<UILanguage>de-DE</UILanguage>")) || bytes.Contains(inst.disk[f], []byte("en-US")) {
 			t.Errorf("%s:\n%s", f, inst.disk[f])
 		}
+	}
+}
+
+// TestBuildWindowsRetryAfterFailure: a build that failed and is run
+// again (same inputs, same directory) is judged by its own console, not
+// the failed attempt's, whose log is kept as install-console.log.prev.
+func TestBuildWindowsRetryAfterFailure(t *testing.T) {
+	fx := newWindowsFixture(t)
+	opts := fx.opts
+	failed := append(goodConsole[:3:3], "hwk-provision: FAILED: install-sshd.ps1 exited with status 1 (at provision.ps1:244)",
+		`hwk-provision: the full log is C:\hwk-provision.log in the guest; powering off`)
+	opts.Installer = &fakeInstaller{t: t, console: failed, appendLog: true}
+	if _, err := BuildWindows(context.Background(), opts); err == nil || !strings.Contains(err.Error(), "FAILED: install-sshd.ps1") {
+		t.Fatalf("the first attempt: %v", err)
+	}
+	var progress []string
+	opts.Progress = func(l string) { progress = append(progress, l) }
+	opts.Installer = &fakeInstaller{t: t, console: goodConsole, appendLog: true}
+	m, err := BuildWindows(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("the second attempt: %v", err)
+	}
+	if len(progress) != 4 || progress[0] != "phase 1: turning Windows Update off" {
+		t.Errorf("the second attempt's progress %q", progress)
+	}
+	prev, err := os.ReadFile(filepath.Join(m.Dir, "install-console.log.prev"))
+	if err != nil || !strings.Contains(string(prev), "FAILED: install-sshd.ps1") {
+		t.Errorf("the first attempt's log: %q, %v", prev, err)
 	}
 }
