@@ -80,9 +80,14 @@ type Machine struct {
 	// OnBattery: the host runs on battery, which Hyper-V passes to its
 	// guests as a battery (Msvm_Battery).
 	OnBattery bool
-	// Sysprep is how sysprep ends: its exit status; non-zero writes
-	// setuperr.log.
-	SysprepExit int
+	// SysprepFails makes sysprep fail (it writes setuperr.log and leaves
+	// the image state); SysprepExit is its exit status, whichever way it
+	// went (Microsoft documents none).
+	SysprepFails bool
+	SysprepExit  int
+	// WevtutilWarns: install-sshd.ps1's wevtutil writes a warning to
+	// stderr, which its 'Stop' makes an error after the services exist.
+	WevtutilWarns bool
 	// Generalized is true once sysprep has generalized the machine.
 	Generalized bool
 	// Halted is "restart" or "poweroff" once the machine went down.
@@ -346,6 +351,7 @@ func init() {
 		"new-item":            {mgmt, (*Machine).newItem},
 		"new-itemproperty":    {mgmt, (*Machine).newItemProperty},
 		"remove-itemproperty": {mgmt, (*Machine).removeItemProperty},
+		"get-itemproperty":    {mgmt, (*Machine).getItemProperty},
 		"copy-item":           {mgmt, (*Machine).copyItem},
 		"set-content":         {mgmt, (*Machine).setContent},
 		"get-content":         {mgmt, (*Machine).getContent},
@@ -532,6 +538,22 @@ func (m *Machine) newItemProperty(c *call) (any, error) {
 		k[name] = c.Arg("Value")
 	}
 	return nil, nil
+}
+
+func (m *Machine) getItemProperty(c *call) (any, error) {
+	var out []any
+	for _, p := range m.paths(c) {
+		k, ok := m.Registry[key(p)]
+		if !ok {
+			return nil, nonTerminating{fmt.Sprintf("Cannot find path '%s' because it does not exist.", p)}
+		}
+		o := newObject("PSCustomObject")
+		for name, v := range k {
+			o.set(name, v)
+		}
+		out = append(out, o)
+	}
+	return unwrap(out), nil
 }
 
 func (m *Machine) removeItemProperty(c *call) (any, error) {

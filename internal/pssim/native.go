@@ -212,6 +212,9 @@ func (m *Machine) installSSHD(path string) error {
 	}
 	m.Services["sshd"] = &Service{Name: "sshd", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "sshd.exe")}
 	m.Services["ssh-agent"] = &Service{Name: "ssh-agent", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "ssh-agent.exe")}
+	if m.WevtutilWarns {
+		return errors.New(`wevtutil.exe : **** Warning: Publisher OpenSSH resources could not be found or are not accessible to the EventLog service account (NT AUTHORITY\LOCAL SERVICE).`)
+	}
 	return nil
 }
 
@@ -267,16 +270,19 @@ func (m *Machine) sysprep(args []string) (int, error) {
 	m.Log = append(m.Log, "sysprep "+strings.Join(args, " "))
 	log := `C:\Windows\System32\Sysprep\Panther\setuperr.log`
 	m.fs.mkdirAll(parent(log))
-	if m.SysprepExit != 0 || (unattend != "" && m.fs.file(unattend) == nil) {
+	if m.SysprepFails || (unattend != "" && m.fs.file(unattend) == nil) {
 		m.WriteFile(log, []byte("Error [0x0f0073] SYSPRP RunExternalDlls:An error occurred while running registry sysprep DLLs, halting sysprep execution. dwRet = 0x3cf2\r\n"))
 		return max(m.SysprepExit, 1), nil
 	}
+	m.Registry[key(setupState)]["ImageState"] = "IMAGE_STATE_GENERALIZE_RESEAL_TO_OOBE"
 	if unattend != "" {
 		m.WriteFile(`C:\Windows\Panther\unattend.xml`, m.fs.file(unattend).Data)
 	}
 	m.Generalized = true
 	if shutdown {
-		return 0, m.halt("poweroff")
+		return m.SysprepExit, m.halt("poweroff")
 	}
-	return 0, nil
+	return m.SysprepExit, nil
 }
+
+const setupState = `HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State`

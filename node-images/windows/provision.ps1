@@ -97,6 +97,25 @@ function Clear-ReadOnly([string]$path) {
         Microsoft.PowerShell.Core\ForEach-Object { $_.IsReadOnly = $false }
 }
 
+# Install-OpenSSH runs Win32-OpenSSH's install-sshd.ps1 in a process of
+# its own: it sets 'Stop' and StrictMode for itself, and its exit status
+# says how it went. It ends by registering sshd's event manifest with
+# wevtutil, whose warnings on stderr Windows PowerShell turns into errors
+# (PowerShell/Win32-OpenSSH#1816) after the services are made, so a
+# failure that left the sshd service in place is reported and passed.
+function Install-OpenSSH([string]$dir) {
+    $ErrorActionPreference = 'Continue'
+    $out = powershell.exe -NoLogo -NoProfile -NonInteractive -ExecutionPolicy Bypass -File "$dir\install-sshd.ps1" 2>&1 | Microsoft.PowerShell.Utility\Out-String
+    $status = $LASTEXITCODE
+    Microsoft.PowerShell.Utility\Write-Output $out
+    if ($status -ne 0) {
+        if (-not (Microsoft.PowerShell.Management\Get-Service -Name sshd -ErrorAction SilentlyContinue)) {
+            throw "install-sshd.ps1 exited with status $status and made no sshd service: $out"
+        }
+        Say "phase 2: install-sshd.ps1 exited with status $status, but the sshd service is there; going on (its output is in C:\hwk-provision.log)"
+    }
+}
+
 # Phase 1: copy the build disk, keep Windows from changing under the build,
 # enable the features containers need, restart.
 function Invoke-Phase1 {
@@ -239,11 +258,7 @@ function Invoke-Phase2 {
         $ssh = "$env:ProgramFiles\OpenSSH"
         Microsoft.PowerShell.Management\Copy-Item -Recurse -Force -Path "$work\openssh\OpenSSH-Win64" -Destination $ssh
         Clear-ReadOnly $ssh
-        # Its own process: install-sshd.ps1 sets 'Stop' and StrictMode for
-        # itself, and its exit status is what says it worked.
-        Invoke-Native 'install-sshd.ps1' {
-            powershell.exe -NoLogo -NoProfile -NonInteractive -ExecutionPolicy Bypass -File "$ssh\install-sshd.ps1"
-        }
+        Install-OpenSSH $ssh
     }
     # PowerShell as the login shell: hwk's node handle speaks it.
     New-RegistryKey 'HKLM:\SOFTWARE\OpenSSH'
@@ -313,7 +328,12 @@ function Invoke-Phase2 {
     Say 'phase 2: sysprep'
     $sysprep = Microsoft.PowerShell.Management\Start-Process -FilePath "$env:SystemRoot\System32\Sysprep\sysprep.exe" `
         -ArgumentList '/generalize', '/oobe', '/quit', '/quiet', "/unattend:$unattend" -Wait -PassThru
-    if ($sysprep.ExitCode -ne 0) {
+    # Microsoft documents no exit statuses for sysprep; a generalized
+    # machine says so in its image state, which is what decides (as the
+    # image pipelines that run sysprep check it).
+    $state = (Microsoft.PowerShell.Management\Get-ItemProperty -Path 'HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State' -ErrorAction SilentlyContinue).ImageState
+    Say "phase 2: sysprep exited with status $($sysprep.ExitCode); the image state is $state"
+    if ($state -ne 'IMAGE_STATE_GENERALIZE_RESEAL_TO_OOBE') {
         foreach ($log in 'setuperr.log', 'setupact.log') {
             $path = "$env:SystemRoot\System32\Sysprep\Panther\$log"
             if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $path) {
@@ -322,7 +342,7 @@ function Invoke-Phase2 {
                 }
             }
         }
-        throw "sysprep exited with status $($sysprep.ExitCode); its logs are in $env:SystemRoot\System32\Sysprep\Panther"
+        throw "sysprep did not generalize the machine (status $($sysprep.ExitCode), image state $state); its logs are in $env:SystemRoot\System32\Sysprep\Panther"
     }
     Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $unattend
     Say 'done: sysprep generalized the disk; powering off'

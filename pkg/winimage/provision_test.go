@@ -1,6 +1,7 @@
 package winimage
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,14 +75,39 @@ func TestProvisionClearsReadOnly(t *testing.T) {
 // says FAILED with Sysprep's own error log, powers off, and never says
 // done. (sysprep.exe is a GUI program, which & does not wait for.)
 func TestProvisionWaitsForSysprep(t *testing.T) {
-	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.SysprepExit = 1 })
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.SysprepFails, m.SysprepExit = true, 1 })
 	if err != nil {
 		t.Fatalf("the machine did not power off: %v", err)
 	}
 	console := strings.Join(m.Console, "\n")
-	if strings.Contains(console, "hwk-provision: done:") || !strings.Contains(console, "FAILED: sysprep exited with status 1") ||
+	if strings.Contains(console, "hwk-provision: done:") || !strings.Contains(console, "FAILED: sysprep did not generalize the machine (status 1, image state IMAGE_STATE_COMPLETE)") ||
 		!strings.Contains(console, "SYSPRP RunExternalDlls") {
 		t.Errorf("console:\n%s", console)
+	}
+
+	// Microsoft documents no exit statuses for sysprep: a machine it
+	// generalized passes whatever its status.
+	m, err = provisioned(t, inputs(t), func(m *pssim.Machine) { m.SysprepExit = 5 })
+	if err != nil || !m.Generalized || !strings.HasPrefix(m.Console[len(m.Console)-1], "hwk-provision: done:") {
+		t.Errorf("a generalized machine with status 5: %v, console %q", err, m.Console)
+	}
+}
+
+// TestProvisionOpenSSHWarning: install-sshd.ps1 failing at its last
+// step (wevtutil's warning on stderr under its own 'Stop') after it made
+// the services does not end the build; failing before it made them does.
+func TestProvisionOpenSSHWarning(t *testing.T) {
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.WevtutilWarns = true })
+	if err != nil || !m.Generalized || !strings.Contains(strings.Join(m.Console, "\n"), "install-sshd.ps1 exited with status 1, but the sshd service is there") {
+		t.Errorf("%v; console %q", err, m.Console)
+	}
+	in := inputs(t)
+	if err := os.Remove(filepath.Join(in.OpenSSHDir, "sshd.exe")); err != nil {
+		t.Fatal(err)
+	}
+	m, err = provisioned(t, in, nil)
+	if err != nil || m.Generalized || !strings.Contains(strings.Join(m.Console, "\n"), "FAILED: install-sshd.ps1 exited with status 1 and made no sshd service") {
+		t.Errorf("%v; console %q", err, m.Console)
 	}
 }
 

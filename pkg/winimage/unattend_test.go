@@ -170,7 +170,7 @@ func TestProvisionScript(t *testing.T) {
 		"Get-Volume -FileSystemLabel '"+SeedLabel+"'",
 		// No /mode:vm: the disk goes to every hypervisor (issue 26).
 		`-ArgumentList '/generalize', '/oobe', '/quit', '/quiet', "/unattend:$unattend" -Wait -PassThru`,
-		"$sysprep.ExitCode -ne 0",
+		"if ($state -ne 'IMAGE_STATE_GENERALIZE_RESEAL_TO_OOBE') {",
 		`"$work\sysprep-unattend.xml"`,
 		`--log-file 'C:\var\log\containerd\containerd.log'`,
 		`binPath= 'C:\k\hwk-kubelet.exe'`,
