@@ -213,7 +213,7 @@ func (m *Machine) installSSHD(path string) error {
 	m.Services["sshd"] = &Service{Name: "sshd", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "sshd.exe")}
 	m.Services["ssh-agent"] = &Service{Name: "ssh-agent", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "ssh-agent.exe")}
 	if m.WevtutilWarns {
-		return errors.New(`wevtutil.exe : **** Warning: Publisher OpenSSH resources could not be found or are not accessible to the EventLog service account (NT AUTHORITY\LOCAL SERVICE).`)
+		return winErr(`wevtutil.exe : **** Warning: Publisher OpenSSH resources could not be found or are not accessible to the EventLog service account (NT AUTHORITY\LOCAL SERVICE).`)
 	}
 	return nil
 }
