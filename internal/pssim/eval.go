@@ -56,7 +56,16 @@ type (
 	exitSignal   struct{ code int }
 	// haltSignal ends every script: the machine restarts or powers off.
 	haltSignal struct{ why string }
+	// loopSignal is break or continue.
+	loopSignal struct{ brk bool }
 )
+
+func (l loopSignal) Error() string {
+	if l.brk {
+		return "break"
+	}
+	return "continue"
+}
 
 func (returnSignal) Error() string { return "return" }
 func (exitSignal) Error() string   { return "exit" }
@@ -156,6 +165,13 @@ func (in *interp) runStmt(s stmt, sc *scope) ([]any, error) {
 			sc.set(strings.TrimPrefix(strings.TrimSpace(name), "$"), item)
 			o, err := in.runBlock(s.body, sc)
 			out = append(out, o...)
+			var loop loopSignal
+			if errors.As(err, &loop) {
+				if loop.brk {
+					break
+				}
+				continue
+			}
 			if err != nil {
 				return out, err
 			}
@@ -182,7 +198,8 @@ func (in *interp) runStmt(s stmt, sc *scope) ([]any, error) {
 		var halt haltSignal
 		var ex exitSignal
 		var ret returnSignal
-		if err != nil && s.hasCatch && !errors.As(err, &halt) && !errors.As(err, &ex) && !errors.As(err, &ret) {
+		var loop loopSignal
+		if err != nil && s.hasCatch && !errors.As(err, &halt) && !errors.As(err, &ex) && !errors.As(err, &ret) && !errors.As(err, &loop) {
 			rec := errorRecord(err)
 			sc.set("_", rec)
 			var o []any
@@ -203,15 +220,15 @@ func (in *interp) runStmt(s stmt, sc *scope) ([]any, error) {
 
 func errorRecord(err error) *Object {
 	msg := err.Error()
-	pos := ""
+	pos, line := "", 0
 	var pe *PSError
 	if errors.As(err, &pe) {
-		msg = pe.Message
+		msg, line = pe.Message, pe.Line
 		pos = fmt.Sprintf("At %s:%d char:1", pe.Script, pe.Line)
 	}
 	return newObject("ErrorRecord",
 		"Exception", newObject("Exception", "Message", msg),
-		"InvocationInfo", newObject("InvocationInfo", "PositionMessage", pos))
+		"InvocationInfo", newObject("InvocationInfo", "PositionMessage", pos, "ScriptLineNumber", line))
 }
 
 var (
@@ -226,6 +243,8 @@ func (in *interp) plain(text string, sc *scope) ([]any, error) {
 	}
 	lower := strings.ToLower(text)
 	switch {
+	case lower == "break" || lower == "continue":
+		return nil, loopSignal{brk: lower == "break"}
 	case lower == "throw" || strings.HasPrefix(lower, "throw "):
 		v, err := in.eval(strings.TrimSpace(text[5:]), sc)
 		if err != nil {
@@ -358,7 +377,7 @@ func parseParams(s string) []param {
 
 var binaryOps = [][]string{
 	{"-and", "-or"},
-	{"-eq", "-ne", "-notcontains", "-contains", "-notin", "-in", "-notmatch", "-match", "-notlike", "-like", "-replace", "-gt", "-ge", "-lt", "-le"},
+	{"-eq", "-ne", "-notcontains", "-contains", "-notin", "-in", "-notmatch", "-match", "-notlike", "-like", "-replace", "-split", "-gt", "-ge", "-lt", "-le"},
 }
 
 // topOp finds the rightmost binary operator of ops outside strings and
@@ -481,6 +500,16 @@ func (in *interp) binary(op string, l, r any) (any, error) {
 		// .NET's $1 is Go's ${1}.
 		repl := regexp.MustCompile(`\$(\d+)`).ReplaceAllString(str(args[1]), "$${$1}")
 		return re.ReplaceAllString(str(l), repl), nil
+	case "-split":
+		re, err := regexp.Compile("(?i)" + str(r))
+		if err != nil {
+			return nil, in.fail("pssim: regex %q: %v", str(r), err)
+		}
+		var out []any
+		for _, part := range re.Split(str(l), -1) {
+			out = append(out, part)
+		}
+		return out, nil
 	case "-gt":
 		return toInt(l) > toInt(r), nil
 	case "-ge":

@@ -85,9 +85,14 @@ type Machine struct {
 	// went (Microsoft documents none).
 	SysprepFails bool
 	SysprepExit  int
-	// WevtutilWarns: install-sshd.ps1's wevtutil writes a warning to
-	// stderr, which its 'Stop' makes an error after the services exist.
+	// WevtutilWarns: install-sshd.ps1 fails after it made the services.
 	WevtutilWarns bool
+	// DefenderStarting is how many more calls Defender's cmdlets fail,
+	// as they do before its service has started.
+	DefenderStarting int
+	// RestartAt makes the machine restart (once) when a console line
+	// holds it: a restart in the middle of a phase.
+	RestartAt string
 	// Generalized is true once sysprep has generalized the machine.
 	Generalized bool
 	// Halted is "restart" or "poweroff" once the machine went down.
@@ -297,6 +302,10 @@ func (m *Machine) initDotNet() {
 		"serialport.writeline": func(_ *Object, a []any) (any, error) {
 			if len(a) == 1 {
 				m.Console = append(m.Console, str(a[0]))
+				if m.RestartAt != "" && strings.Contains(str(a[0]), m.RestartAt) {
+					m.RestartAt = ""
+					return nil, m.halt("restart")
+				}
 			}
 			return nil, nil
 		},
@@ -387,6 +396,7 @@ func init() {
 		"convertfrom-json": {util, convertFromJSON},
 		"select-object":    {util, selectObject},
 		"new-object":       {util, (*Machine).newObject},
+		"start-sleep":      {util, none},
 		"new-timespan": {util, func(_ *Machine, c *call) (any, error) {
 			return newObject("TimeSpan", "Minutes", c.Arg("Minutes"), "Hours", c.Arg("Hours")), nil
 		}},
@@ -435,6 +445,10 @@ func init() {
 		"add-mppreference": {"configdefender", func(m *Machine, _ *call) (any, error) {
 			if !m.Defender {
 				return nil, winErr("Add-MpPreference: Defender is not installed")
+			}
+			if m.DefenderStarting > 0 {
+				m.DefenderStarting--
+				return nil, winErr("Operation failed with the following error: 0x800106ba")
 			}
 			return nil, nil
 		}},

@@ -92,6 +92,15 @@ function New-TaskSettings([int]$hours) {
 # from the build disk would stay read-only: OpenSSH's installer rewrites
 # one of its files, sshd copies sshd_config_default to sshd_config, and
 # a later update of a binary replaces it.
+# Add-FirewallRule allows inbound $protocol $port, unless a rule of the
+# name is there (Windows' own OpenSSH rule, or this build's before a
+# restart).
+function Add-FirewallRule([string]$name, [string]$display, [string]$protocol, [int]$port) {
+    if (-not (NetSecurity\Get-NetFirewallRule -Name $name -ErrorAction SilentlyContinue)) {
+        NetSecurity\New-NetFirewallRule -Name $name -DisplayName $display -Protocol $protocol -LocalPort $port -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
+    }
+}
+
 function Clear-ReadOnly([string]$path) {
     Microsoft.PowerShell.Management\Get-ChildItem -LiteralPath $path -Recurse -File -Force |
         Microsoft.PowerShell.Core\ForEach-Object { $_.IsReadOnly = $false }
@@ -99,10 +108,10 @@ function Clear-ReadOnly([string]$path) {
 
 # Install-OpenSSH runs Win32-OpenSSH's install-sshd.ps1 in a process of
 # its own: it sets 'Stop' and StrictMode for itself, and its exit status
-# says how it went. It ends by registering sshd's event manifest with
-# wevtutil, whose warnings on stderr Windows PowerShell turns into errors
-# (PowerShell/Win32-OpenSSH#1816) after the services are made, so a
-# failure that left the sshd service in place is reported and passed.
+# says how it went. A failure after it made the sshd service (its last
+# steps add to the machine's Path and set the services' privileges) is
+# reported and passed; one before (wevtutil registering the event
+# manifest, the services themselves) ends the build.
 function Install-OpenSSH([string]$dir) {
     $ErrorActionPreference = 'Continue'
     $out = powershell.exe -NoLogo -NoProfile -NonInteractive -ExecutionPolicy Bypass -File "$dir\install-sshd.ps1" 2>&1 | Microsoft.PowerShell.Utility\Out-String
@@ -199,28 +208,36 @@ function Invoke-Phase2 {
     $config = $config -replace "(?m)^(\s*)conf_dir\s*=.*$", "`$1conf_dir = 'c:/etc/cni/net.d'"
     $config = $config -replace "(?m)^(\s*)sandbox\s*=.*$", "`$1sandbox = '$($cfg.pauseImage)'"
     Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath "$ctrd\config.toml" -Value $config -Encoding ascii
-    Invoke-Native 'containerd --register-service' {
-        & "$ctrd\containerd.exe" --register-service --config "$ctrd\config.toml" --log-file 'C:\var\log\containerd\containerd.log'
+    # Phase 2 runs again from the top if the machine restarts during it:
+    # what it makes once, it makes only when missing.
+    if (-not (Microsoft.PowerShell.Management\Get-Service -Name containerd -ErrorAction SilentlyContinue)) {
+        Invoke-Native 'containerd --register-service' {
+            & "$ctrd\containerd.exe" --register-service --config "$ctrd\config.toml" --log-file 'C:\var\log\containerd\containerd.log'
+        }
     }
     Microsoft.PowerShell.Management\Set-Service -Name containerd -StartupType Automatic
     Microsoft.PowerShell.Management\Start-Service -Name containerd
     [Environment]::SetEnvironmentVariable('CONTAINER_RUNTIME_ENDPOINT', 'npipe:\\.\pipe\containerd-containerd', 'Machine')
     $path = [Environment]::GetEnvironmentVariable('Path', 'Machine')
-    [Environment]::SetEnvironmentVariable('Path', "$path;$ctrd;C:\k", 'Machine')
+    if (-not ($path -split ';' -contains 'C:\k')) {
+        [Environment]::SetEnvironmentVariable('Path', "$path;$ctrd;C:\k", 'Machine')
+    }
 
     Say 'phase 2: the kubelet'
     Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path 'C:\k', 'C:\var\log\kubelet', 'C:\var\lib\kubelet\etc\kubernetes\manifests', 'C:\etc\kubernetes\pki' | Microsoft.PowerShell.Core\Out-Null
     Microsoft.PowerShell.Management\Copy-Item -Force -Path "$work\bin\k\*.exe" -Destination 'C:\k'
     # hwk-kubelet reads kubeadm's flags at each start; it runs only once
     # kubeadm join has configured the node.
-    Invoke-Native 'sc.exe create kubelet' { sc.exe create kubelet binPath= 'C:\k\hwk-kubelet.exe' start= demand depend= containerd DisplayName= 'Kubernetes kubelet' }
+    if (-not (Microsoft.PowerShell.Management\Get-Service -Name kubelet -ErrorAction SilentlyContinue)) {
+        Invoke-Native 'sc.exe create kubelet' { sc.exe create kubelet binPath= 'C:\k\hwk-kubelet.exe' start= demand depend= containerd DisplayName= 'Kubernetes kubelet' }
+    }
     Invoke-Native 'sc.exe failure kubelet' { sc.exe failure kubelet reset= 0 actions= restart/5000/restart/5000/restart/5000 }
     # hwk-kubelet ends with SERVICE_STOPPED and a non-zero exit code when
     # the kubelet dies, which the recovery actions above cover only with
     # the failure-actions flag set (SERVICE_FAILURE_ACTIONS_FLAG).
     Invoke-Native 'sc.exe failureflag kubelet' { sc.exe failureflag kubelet 1 }
-    NetSecurity\New-NetFirewallRule -Name kubelet -DisplayName 'kubelet (hwk)' -Protocol TCP -LocalPort 10250 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
-    NetSecurity\New-NetFirewallRule -Name calico-vxlan -DisplayName 'Calico VXLAN (hwk)' -Protocol UDP -LocalPort 4789 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
+    Add-FirewallRule kubelet 'kubelet (hwk)' TCP 10250
+    Add-FirewallRule calico-vxlan 'Calico VXLAN (hwk)' UDP 4789
 
     Say 'phase 2: Microsoft Defender exclusions'
     # Real-time scanning of every layer containerd unpacks and every file
@@ -238,9 +255,26 @@ function Invoke-Phase2 {
     $mpModule = (Microsoft.PowerShell.Core\Get-Command -Name Add-MpPreference -ErrorAction SilentlyContinue |
         Microsoft.PowerShell.Core\Where-Object { $_.ModuleName -in 'ConfigDefender', 'Defender' } | Microsoft.PowerShell.Utility\Select-Object -First 1).ModuleName
     if ($mpModule) {
-        & "$mpModule\Add-MpPreference" -ExclusionProcess @("$ctrd\containerd.exe", "$ctrd\containerd-shim-runhcs-v1.exe", "$ctrd\ctr.exe", 'C:\k\kubelet.exe') `
-            -ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet', 'C:\var\log\containerd', 'C:\var\log\kubelet', 'C:\var\log\pods', 'C:\var\log\containers')
-        Say "phase 2: excluded containerd's and the kubelet's files from $mpModule's scans"
+        # Defender's service may not run yet this soon after a boot, and
+        # its cmdlets then fail: try for a minute. The exclusions make the
+        # node faster, not work, so the build goes on without them.
+        $excluded = $false
+        foreach ($try in 1, 2, 3, 4, 5, 6) {
+            try {
+                & "$mpModule\Add-MpPreference" -ExclusionProcess @("$ctrd\containerd.exe", "$ctrd\containerd-shim-runhcs-v1.exe", "$ctrd\ctr.exe", 'C:\k\kubelet.exe') `
+                    -ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet', 'C:\var\log\containerd', 'C:\var\log\kubelet', 'C:\var\log\pods', 'C:\var\log\containers')
+                $excluded = $true
+                break
+            } catch {
+                Say "phase 2: Defender refused the exclusions (try $try of 6): $($_.Exception.Message)"
+                Microsoft.PowerShell.Utility\Start-Sleep -Seconds 10
+            }
+        }
+        if ($excluded) {
+            Say "phase 2: excluded containerd's and the kubelet's files from $mpModule's scans"
+        } else {
+            Say 'phase 2: going on without Defender exclusions (pulls and pod starts will be slower)'
+        }
     } else {
         Say 'phase 2: no Microsoft Defender here, so no exclusions to add'
     }
@@ -282,9 +316,7 @@ function Invoke-Phase2 {
     # its attributes.
     Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath $sshdConfig -Value $text -Encoding ascii
     Microsoft.PowerShell.Management\Set-Service -Name sshd -StartupType Automatic
-    if (-not (NetSecurity\Get-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -ErrorAction SilentlyContinue)) {
-        NetSecurity\New-NetFirewallRule -Name 'OpenSSH-Server-In-TCP' -DisplayName 'OpenSSH Server (hwk)' -Protocol TCP -LocalPort 22 -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
-    }
+    Add-FirewallRule 'OpenSSH-Server-In-TCP' 'OpenSSH Server (hwk)' TCP 22
 
     Say 'phase 2: first boot (hwk-seed)'
     $hwk = "$env:ProgramFiles\hwk"
@@ -357,7 +389,9 @@ try {
         default { throw "unknown phase $(Get-Phase)" }
     }
 } catch {
-    Say "FAILED: $($_.Exception.Message) (at $($_.InvocationInfo.PositionMessage))"
+    # One line: the host reads the console line by line, and the rest of
+    # a long message is in the transcript.
+    Say "FAILED: $(($_.Exception.Message -split "`n")[0].Trim()) (at provision.ps1 line $($_.InvocationInfo.ScriptLineNumber))"
     Say 'the full log is C:\hwk-provision.log in the guest; powering off'
     Microsoft.PowerShell.Management\Stop-Computer -Force
 } finally {

@@ -169,3 +169,54 @@ func TestProvisionKeepsRegistryKeys(t *testing.T) {
 		t.Errorf("OpenSSH: %v", m.Registry[strings.ToLower(ssh)])
 	}
 }
+
+// TestProvisionPhase2Again: a restart in the middle of phase 2 runs it
+// again from the top at the next boot; what it made the first time
+// (services, firewall rules) does not stop it.
+func TestProvisionPhase2Again(t *testing.T) {
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.RestartAt = "phase 2: Microsoft Defender exclusions" })
+	if err != nil || !m.Generalized {
+		t.Fatalf("%v; console %q", err, m.Console)
+	}
+	if n := strings.Count(strings.Join(m.Console, "\n"), "phase 2: the kubelet"); n != 2 {
+		t.Errorf("phase 2 ran %d times", n)
+	}
+	if p := m.Env["path"]; strings.Count(p, `C:\k`) != 1 {
+		t.Errorf("Path %q", p)
+	}
+}
+
+// TestProvisionDefenderLate: Defender's cmdlets fail until its service
+// runs; the exclusions are tried again, and a Defender that never
+// answers leaves the build going without them.
+func TestProvisionDefenderLate(t *testing.T) {
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.DefenderStarting = 2 })
+	console := strings.Join(m.Console, "\n")
+	if err != nil || !m.Generalized || !strings.Contains(console, "Defender refused the exclusions (try 2 of 6): Operation failed with the following error: 0x800106ba") ||
+		!strings.Contains(console, "excluded containerd's and the kubelet's files from ConfigDefender's scans") {
+		t.Errorf("%v; console:\n%s", err, console)
+	}
+	m, err = provisioned(t, inputs(t), func(m *pssim.Machine) { m.DefenderStarting = 100 })
+	if err != nil || !m.Generalized || !strings.Contains(strings.Join(m.Console, "\n"), "going on without Defender exclusions") {
+		t.Errorf("%v; console %q", err, m.Console)
+	}
+}
+
+// TestProvisionFailureOneLine: the console's FAILED line is one line
+// with the script's line number, however long the error.
+func TestProvisionFailureOneLine(t *testing.T) {
+	in := inputs(t)
+	if err := os.Remove(filepath.Join(in.OpenSSHDir, "sshd.exe")); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := provisioned(t, in, nil)
+	var failed string
+	for _, l := range m.Console {
+		if strings.HasPrefix(l, "hwk-provision: FAILED:") {
+			failed = l
+		}
+	}
+	if failed == "" || strings.Contains(failed, "\n") || !strings.Contains(failed, "(at provision.ps1 line ") {
+		t.Errorf("FAILED line %q", failed)
+	}
+}

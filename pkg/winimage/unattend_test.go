@@ -177,7 +177,7 @@ func TestProvisionScript(t *testing.T) {
 		`"$work\bin\hwk-seed.exe"`,
 		"Enable-WindowsOptionalFeature -Online -FeatureName Containers",
 		"/featurename:Microsoft-Hyper-V-Online",
-		"-LocalPort 10250", "-LocalPort 4789",
+		"Add-FirewallRule kubelet 'kubelet (hwk)' TCP 10250", "Add-FirewallRule calico-vxlan 'Calico VXLAN (hwk)' UDP 4789",
 		"PasswordAuthentication no",
 		// Files reach the node over SFTP (issue 26).
 		`if ($text -notmatch '(?m)^\s*Subsystem\s+sftp\s') {`,
