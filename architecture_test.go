@@ -1,0 +1,215 @@
+package hwk_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// hwk's layering, as rules over the packages' imports (their whole
+// dependency closure, tests left out). Read from the bottom up:
+//
+//   - base: pkg/apis/config (the versioned config), pkg/state (where
+//     hwk keeps things), pkg/node (a handle on a node: commands, files),
+//     pkg/ui, pkg/version, and the format packages (isoimage, udf,
+//     diskimage, imagearchive, download, sshkey). They know nothing of
+//     drivers, clusters or commands.
+//   - drivers/...: make machines and networks on a hypervisor or engine.
+//     They know nothing of Kubernetes: no bootstrap, cluster, kubeconfig,
+//     manifests, or Kubernetes' API types and clients.
+//   - pkg/bootstrap, pkg/containerd, pkg/logs: what runs on a node to
+//     make it part of a cluster; they know no driver.
+//   - pkg/nodeimage, pkg/imagedist: node images, built and distributed.
+//   - pkg/cluster: the life of a cluster, over drivers and bootstrap.
+//   - pkg/cmd, cmd/...: the command line.
+//
+// Test support (fakes, models, fixtures: the packages testSupport names)
+// may import anything; product code imports no test support outside its
+// _test.go files.
+var rules = []rule{
+	{
+		name:   "the base imports nothing above it",
+		from:   under("pkg/apis/config", "pkg/state", "pkg/node", "pkg/ui", "pkg/version", "pkg/isoimage", "pkg/udf", "pkg/diskimage", "pkg/imagearchive", "pkg/download", "pkg/sshkey"),
+		forbid: under("drivers", "pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/doctor", "pkg/kubeconfig", "cmd"),
+	},
+	{
+		name: "drivers know nothing of Kubernetes",
+		from: under("drivers"),
+		// k8s.io/apimachinery comes with the config (its quantities, such
+		// as memory: 4Gi); Kubernetes' API types and clients do not.
+		forbid: either(under("pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/cmd", "pkg/kubeconfig", "pkg/nodeimage", "pkg/imagedist", "images", "cmd"),
+			prefix("k8s.io/api/", "k8s.io/client-go/", "k8s.io/kubernetes/", "k8s.io/kubeadm/", "k8s.io/cli-runtime/", "sigs.k8s.io/controller-runtime/")),
+	},
+	{
+		name:   "bootstrap knows no driver",
+		from:   under("pkg/bootstrap", "pkg/containerd", "pkg/logs"),
+		forbid: under("drivers", "pkg/cluster", "pkg/cmd", "cmd"),
+	},
+	{
+		name:   "product code imports no test support",
+		from:   product,
+		forbid: testSupport,
+	},
+}
+
+const module = "github.com/hwk-dev/hwk"
+
+// testSupport are the packages that exist for tests: fakes of the
+// Windows tools, the Windows model, fixtures and checkers.
+func testSupport(p string) bool {
+	rel, ok := strings.CutPrefix(p, module+"/")
+	if !ok {
+		return false
+	}
+	switch rel {
+	case "internal/pscheck", "internal/pscatalog", "internal/pssim", "internal/registrytest", "internal/releasetest", "internal/ghaction",
+		"drivers/internal/fakecli", "drivers/internal/transcript", "drivers/internal/clitest",
+		"drivers/hyperv/internal/fakepowershell", "drivers/hyperv/internal/pstranscript":
+		return true
+	}
+	return strings.HasSuffix(rel, "test")
+}
+
+// product is the code that ships: hwk's packages but test support, the
+// hack/ tools and the e2e tests.
+func product(p string) bool {
+	rel, ok := strings.CutPrefix(p, module+"/")
+	if !ok && p != module {
+		return false
+	}
+	return !testSupport(p) && !strings.HasPrefix(rel, "hack/") && !strings.HasPrefix(rel, "e2e")
+}
+
+type rule struct {
+	name   string
+	from   func(pkg string) bool
+	forbid func(dep string) bool
+}
+
+// under matches the module's packages at or below each of dirs.
+func under(dirs ...string) func(string) bool {
+	return func(p string) bool {
+		rel, ok := strings.CutPrefix(p, module+"/")
+		if !ok {
+			return false
+		}
+		for _, d := range dirs {
+			if rel == d || strings.HasPrefix(rel, d+"/") {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func prefix(ps ...string) func(string) bool {
+	return func(p string) bool {
+		for _, x := range ps {
+			if strings.HasPrefix(p, x) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func either(fs ...func(string) bool) func(string) bool {
+	return func(p string) bool { return slices.ContainsFunc(fs, func(f func(string) bool) bool { return f(p) }) }
+}
+
+// violations checks every rule over deps (package: its dependency
+// closure) and says each broken one as "rule: pkg imports dep".
+func violations(deps map[string][]string) []string {
+	var out []string
+	for _, r := range rules {
+		for _, p := range sortedKeys(deps) {
+			if !r.from(p) || (r.name != "product code imports no test support" && testSupport(p)) {
+				continue
+			}
+			for _, d := range deps[p] {
+				if d != p && r.forbid(d) {
+					out = append(out, fmt.Sprintf("%s: %s imports %s", r.name, strings.TrimPrefix(p, module+"/"), strings.TrimPrefix(d, module+"/")))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string][]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// TestArchitecture holds the tree to the rules above, over what
+// `go list -deps` says each package needs (for Linux and for Windows).
+func TestArchitecture(t *testing.T) {
+	for _, goos := range []string{"linux", "windows"} {
+		deps := map[string][]string{}
+		cmd := exec.Command("go", "list", "-json=ImportPath,Deps", "./...")
+		cmd.Env = append(cmd.Environ(), "GOOS="+goos)
+		out, err := cmd.Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+			}
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(out)))
+		for {
+			var p struct {
+				ImportPath string
+				Deps       []string
+			}
+			if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			deps[p.ImportPath] = p.Deps
+		}
+		if len(deps) < 40 || len(deps[module+"/pkg/cluster"]) == 0 {
+			t.Fatalf("GOOS=%s: go list gave %d packages; the test reads nothing", goos, len(deps))
+		}
+		for _, v := range violations(deps) {
+			t.Errorf("GOOS=%s: %s", goos, v)
+		}
+	}
+}
+
+// TestArchitectureCatches: each rule reports a package that breaks it,
+// and lets one that keeps it be.
+func TestArchitectureCatches(t *testing.T) {
+	m := func(rel string) string { return module + "/" + rel }
+	deps := map[string][]string{
+		m("pkg/node"):            {m("pkg/apis/config"), m("drivers")},
+		m("drivers/libvirt"):     {m("pkg/node"), m("pkg/bootstrap"), "k8s.io/api/core/v1"},
+		m("pkg/bootstrap"):       {m("pkg/node"), m("drivers/hyperv")},
+		m("pkg/cluster"):         {m("drivers"), m("pkg/bootstrap"), m("internal/pssim")},
+		m("internal/pssim"):      {m("pkg/cluster")},
+		m("drivers/driverstest"): {m("pkg/bootstrap")},
+		m("pkg/cmd"):             {m("pkg/cluster"), m("drivers/all")},
+	}
+	got := violations(deps)
+	want := []string{
+		"the base imports nothing above it: pkg/node imports drivers",
+		"drivers know nothing of Kubernetes: drivers/libvirt imports pkg/bootstrap",
+		"drivers know nothing of Kubernetes: drivers/libvirt imports k8s.io/api/core/v1",
+		"bootstrap knows no driver: pkg/bootstrap imports drivers/hyperv",
+		"product code imports no test support: pkg/cluster imports internal/pssim",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
