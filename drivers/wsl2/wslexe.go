@@ -13,8 +13,9 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"golang.org/x/text/encoding/unicode"
 
 	"github.com/hwk-dev/hwk/drivers/internal/console"
 	"github.com/hwk-dev/hwk/drivers/internal/winhost"
@@ -120,14 +121,7 @@ func decode(b []byte) string {
 	// a replacement for it.
 	s := strings.ToValidUTF8(string(b), "\uFFFD")
 	if bytes.IndexByte(b, 0) >= 0 || len(b)%2 == 0 && !utf8.Valid(b) {
-		u := make([]uint16, len(b)/2)
-		for i := range u {
-			u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
-		}
-		s = string(utf16.Decode(u))
-		if len(b)%2 == 1 {
-			s += "\uFFFD"
-		}
+		s = decodeUTF16LE(b)
 	}
 	// Every CR before a line end goes, however many: replacing CRCRLF
 	// and then CRLF leaves CRLF of a longer run.
@@ -135,6 +129,13 @@ func decode(b []byte) string {
 }
 
 var crsRE = regexp.MustCompile(`\r+\n`)
+
+// decodeUTF16LE decodes UTF-16LE; x/text's decoder puts U+FFFD for a
+// half code unit at the end and for a lone surrogate.
+func decodeUTF16LE(b []byte) string {
+	text, _ := unicode.UTF16(unicode.LittleEndian, unicode.IgnoreBOM).NewDecoder().Bytes(b)
+	return string(text)
+}
 
 // Error is wsl.exe failing: its message (in the user's language) and the
 // code on its last line ("Error code: Wsl/Service/WSL_E_DISTRO_NOT_FOUND";

@@ -13,6 +13,15 @@ import (
 // Lock is an exclusive lock held by this process. The operating system
 // drops it when the process dies, so a crashed command never leaves a
 // cluster locked.
+//
+// It is hand-written rather than github.com/gofrs/flock's: the holder
+// writes its pid and command line into the lock file for whoever loses
+// the race to read, and on Windows a LockFileEx range also blocks other
+// processes' reads of those bytes. gofrs/flock locks the file's first
+// byte (v0.13: LockFileEx(..., 0, 1, 0, &windows.Overlapped{})), where
+// the pid is; hwk locks a byte 4 GiB in (lock_windows.go). flock also
+// offers no way to find that a holder removed the file under a waiter
+// (current, Remove).
 type Lock struct {
 	f    *os.File
 	path string
