@@ -19,6 +19,12 @@ type wslConfig map[string]string
 // lines, # and ; comments. Lines are split here, not by a bufio.Scanner:
 // one stops silently at a line over its 64 KiB limit (a long
 // kernelCommandLine), and the settings after it would go unread.
+//
+// It follows WSL's own reading (a comment may start anywhere in a value,
+// quotes are only trimmed, a line without "=" is skipped) rather than an
+// INI library's: gopkg.in/ini.v1 would by default refuse a line without
+// "=", join lines ending in a backslash and unescape quoted values, each
+// a different answer than WSL gives for the same file.
 func parseWSLConfig(text string) wslConfig {
 	c := wslConfig{}
 	section := ""
