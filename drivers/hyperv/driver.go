@@ -419,16 +419,10 @@ func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
 
 // validate refuses a spec before anything is made.
 func (d *Driver) validate(spec drivers.MachineSpec) error {
-	switch {
-	case !slices.Contains(d.GuestOSes(), spec.OS):
-		return fmt.Errorf("node %s: the hyperv driver cannot run %q nodes", spec.Name, spec.OS)
-	case !spec.IP.Is4():
-		return fmt.Errorf("node %s: Hyper-V nodes need an IPv4 address, not %q", spec.Name, spec.IP)
-	case spec.Image == "":
-		return fmt.Errorf("node %s: no node image (a VHDX disk) given", spec.Name)
-	case spec.CPUs < 1 || spec.MemoryBytes < 512<<20:
-		return fmt.Errorf("node %s: %d CPUs and %d MiB of memory is too little for a node", spec.Name, spec.CPUs, spec.MemoryBytes>>20)
-	case spec.MemoryBytes%(2<<20) != 0:
+	if err := drivers.CheckVM(spec, drivers.VMRules{Driver: "hyperv", Hypervisor: "Hyper-V", Guests: d.GuestOSes(), ImageFormat: "a VHDX disk", MinMemory: 512 << 20}); err != nil {
+		return err
+	}
+	if spec.MemoryBytes%(2<<20) != 0 {
 		return fmt.Errorf("node %s: Hyper-V needs memory in multiples of 2 MiB, not %d bytes", spec.Name, spec.MemoryBytes)
 	}
 	return nil

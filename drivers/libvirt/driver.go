@@ -411,17 +411,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 
 // validate refuses a spec before anything is made.
 func (d *Driver) validate(spec drivers.MachineSpec) error {
-	switch {
-	case !slices.Contains(d.GuestOSes(), spec.OS):
-		return fmt.Errorf("node %s: the libvirt driver cannot run %q nodes", spec.Name, spec.OS)
-	case !spec.IP.Is4():
-		return fmt.Errorf("node %s: libvirt nodes need an IPv4 address, not %q", spec.Name, spec.IP)
-	case spec.Image == "":
-		return fmt.Errorf("node %s: no node image (a qcow2 disk) given", spec.Name)
-	case spec.CPUs < 1 || spec.MemoryBytes < 256<<20:
-		return fmt.Errorf("node %s: %d CPUs and %d MiB of memory is too little for a node", spec.Name, spec.CPUs, spec.MemoryBytes>>20)
-	}
-	return nil
+	return drivers.CheckVM(spec, drivers.VMRules{Driver: "libvirt", Hypervisor: "libvirt", Guests: d.GuestOSes(), ImageFormat: "a qcow2 disk", MinMemory: 256 << 20})
 }
 
 // seed is spec's seed plus the node's identity (vmnode.AddIdentity),

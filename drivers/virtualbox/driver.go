@@ -430,16 +430,10 @@ func (d *Driver) delete(ctx context.Context, r drivers.Ref, v *vm) error {
 
 // validate refuses a spec before anything is made.
 func (d *Driver) validate(spec drivers.MachineSpec) error {
-	switch {
-	case !slices.Contains(d.GuestOSes(), spec.OS):
-		return fmt.Errorf("node %s: the virtualbox driver cannot run %q nodes", spec.Name, spec.OS)
-	case !spec.IP.Is4():
-		return fmt.Errorf("node %s: VirtualBox nodes need an IPv4 address, not %q", spec.Name, spec.IP)
-	case spec.Image == "":
-		return fmt.Errorf("node %s: no node image (a VDI disk) given", spec.Name)
-	case spec.CPUs < 1 || spec.MemoryBytes < 512<<20:
-		return fmt.Errorf("node %s: %d CPUs and %d MiB of memory is too little for a node", spec.Name, spec.CPUs, spec.MemoryBytes>>20)
-	case strings.ContainsAny(spec.Name, " \t\"'/\\:"):
+	if err := drivers.CheckVM(spec, drivers.VMRules{Driver: "virtualbox", Hypervisor: "VirtualBox", Guests: d.GuestOSes(), ImageFormat: "a VDI disk", MinMemory: 512 << 20}); err != nil {
+		return err
+	}
+	if strings.ContainsAny(spec.Name, " \t\"'/\\:") {
 		return fmt.Errorf("node %s: a VirtualBox node's name may not hold spaces, quotes, slashes or colons", spec.Name)
 	}
 	return nil
