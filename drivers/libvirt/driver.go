@@ -108,23 +108,37 @@ func (d *Driver) connect() (*golibvirt.Libvirt, error) {
 	return connect(d.sockets, d.uri)
 }
 
+// with runs fn on a connection opened for it, and closes it after.
+func (d *Driver) with(fn func(l *golibvirt.Libvirt) error) error {
+	_, err := withConn(d, func(l *golibvirt.Libvirt) (struct{}, error) { return struct{}{}, fn(l) })
+	return err
+}
+
+// withConn is with for an fn that returns a value.
+func withConn[T any](d *Driver, fn func(l *golibvirt.Libvirt) (T, error)) (T, error) {
+	l, err := d.connect()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer l.Disconnect()
+	return fn(l)
+}
+
 // Preflight implements drivers.Driver: libvirt answers, QEMU can boot
 // UEFI guests, and KVM is used if a guest really runs under it.
 func (d *Driver) Preflight(ctx context.Context) (string, error) {
-	l, err := d.connect()
-	if err != nil {
-		return "", err
-	}
-	defer l.Disconnect()
-	a, h, err := d.accel.get(ctx, l, false)
-	if err != nil {
-		return "", accelError(err)
-	}
-	detail := fmt.Sprintf("libvirt %s, QEMU %s, ", h.Libvirt, h.QEMU)
-	if a.KVM {
-		return detail + "KVM", nil
-	}
-	return detail + speedWarning(a), nil
+	return withConn(d, func(l *golibvirt.Libvirt) (string, error) {
+		a, h, err := d.accel.get(ctx, l, false)
+		if err != nil {
+			return "", accelError(err)
+		}
+		detail := fmt.Sprintf("libvirt %s, QEMU %s, ", h.Libvirt, h.QEMU)
+		if a.KVM {
+			return detail + "KVM", nil
+		}
+		return detail + speedWarning(a), nil
+	})
 }
 
 // accelError is a host whose QEMU cannot boot hwk's nodes at all.
@@ -210,15 +224,12 @@ func (d *Driver) knownHostsPath(r drivers.Ref) string {
 // is.
 func (d *Driver) CheckSubnet(_ context.Context, n drivers.Network) error {
 	n.Subnet = n.Subnet.Masked()
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
-	if _, err := l.NetworkLookupByName(NetworkName(n.Cluster)); err == nil {
-		return nil
-	}
-	return d.subnetConflict(l, n)
+	return d.with(func(l *golibvirt.Libvirt) error {
+		if _, err := l.NetworkLookupByName(NetworkName(n.Cluster)); err == nil {
+			return nil
+		}
+		return d.subnetConflict(l, n)
+	})
 }
 
 // subnetConflict finds a host route or another libvirt network over the
@@ -245,46 +256,40 @@ func (d *Driver) EnsureNetwork(_ context.Context, n drivers.Network) error {
 		return fmt.Errorf("network %s: subnet %s must be IPv4 with room for nodes (/29 or larger)", NetworkName(n.Cluster), n.Subnet)
 	}
 	n.Subnet = n.Subnet.Masked()
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
-	name := NetworkName(n.Cluster)
-	nw, err := l.NetworkLookupByName(name)
-	switch {
-	case err == nil:
-		raw, err := l.NetworkGetXMLDesc(nw, 0)
+	return d.with(func(l *golibvirt.Libvirt) error {
+		name := NetworkName(n.Cluster)
+		nw, err := l.NetworkLookupByName(name)
+		switch {
+		case err == nil:
+			raw, err := l.NetworkGetXMLDesc(nw, 0)
+			if err != nil {
+				return fmt.Errorf("read network %s: %w", name, err)
+			}
+			if got := networkPrefixes(raw); len(got) != 1 || got[0] != n.Subnet {
+				return fmt.Errorf("libvirt network %s is there with subnet %v, not the cluster's %s\n  fix: remove the cluster with `hwk down --name %s`, or the network with `virsh -c qemu:///system net-destroy %s; virsh -c qemu:///system net-undefine %s`",
+					name, got, n.Subnet, n.Cluster, name, name)
+			}
+			return ensureNetwork(l, name, raw)
+		case !isCode(err, golibvirt.ErrNoNetwork):
+			return fmt.Errorf("look up network %s: %w", name, err)
+		}
+		if err := d.subnetConflict(l, n); err != nil {
+			return err
+		}
+		xml, err := networkXML(n, nil)
 		if err != nil {
-			return fmt.Errorf("read network %s: %w", name, err)
+			return err
 		}
-		if got := networkPrefixes(raw); len(got) != 1 || got[0] != n.Subnet {
-			return fmt.Errorf("libvirt network %s is there with subnet %v, not the cluster's %s\n  fix: remove the cluster with `hwk down --name %s`, or the network with `virsh -c qemu:///system net-destroy %s; virsh -c qemu:///system net-undefine %s`",
-				name, got, n.Subnet, n.Cluster, name, name)
-		}
-		return ensureNetwork(l, name, raw)
-	case !isCode(err, golibvirt.ErrNoNetwork):
-		return fmt.Errorf("look up network %s: %w", name, err)
-	}
-	if err := d.subnetConflict(l, n); err != nil {
-		return err
-	}
-	xml, err := networkXML(n, nil)
-	if err != nil {
-		return err
-	}
-	return ensureNetwork(l, name, xml)
+		return ensureNetwork(l, name, xml)
+	})
 }
 
 // DeleteNetwork implements drivers.Driver: the network, and the driver's
 // files in the cluster's directory (its SSH key).
 func (d *Driver) DeleteNetwork(_ context.Context, cluster string) error {
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
-	return d.deleteNetwork(l, cluster)
+	return d.with(func(l *golibvirt.Libvirt) error {
+		return d.deleteNetwork(l, cluster)
+	})
 }
 
 func (d *Driver) deleteNetwork(l *golibvirt.Libvirt, cluster string) error {
@@ -306,107 +311,104 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err != nil {
 		return err
 	}
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
+	return d.with(func(l *golibvirt.Libvirt) error {
 
-	meta, found, err := domainMeta(l, spec.Name)
-	if err != nil {
-		return err
-	}
-	if found {
-		if meta == nil || meta.Cluster != spec.Cluster {
-			return &drivers.NameInUseError{Name: spec.Name, Cluster: spec.Cluster, Owner: fmt.Sprintf("libvirt domain %q", spec.Name),
-				Remove: "virsh -c qemu:///system undefine --nvram " + spec.Name}
+		meta, found, err := domainMeta(l, spec.Name)
+		if err != nil {
+			return err
+		}
+		if found {
+			if meta == nil || meta.Cluster != spec.Cluster {
+				return &drivers.NameInUseError{Name: spec.Name, Cluster: spec.Cluster, Owner: fmt.Sprintf("libvirt domain %q", spec.Name),
+					Remove: "virsh -c qemu:///system undefine --nvram " + spec.Name}
+			}
+			if spec.Start {
+				return startDomain(l, spec.Name)
+			}
+			return nil
+		}
+
+		subnet, err := clusterSubnet(l, spec.Cluster)
+		if err != nil {
+			return err
+		}
+		if !subnet.Contains(spec.IP) || spec.IP == subnet.Addr() || spec.IP == (drivers.Network{Subnet: subnet}).Gateway() {
+			return fmt.Errorf("node %s: address %s is not a node address of the cluster's subnet %s", spec.Name, spec.IP, subnet)
+		}
+		// The seed's files are checked before anything is written.
+		if _, err := seedFiles(spec, subnet); err != nil {
+			return err
+		}
+		a, _, err := d.accel.get(ctx, l, true)
+		if err != nil {
+			return err
+		}
+
+		seed, err := d.seed(spec)
+		if err != nil {
+			return err
+		}
+		files, err := seedFiles(seed, subnet)
+		if err != nil {
+			return err
+		}
+		pool, err := ensurePool(l)
+		if err != nil {
+			return err
+		}
+		base, err := d.baseVolume(ctx, l, pool, spec.Image)
+		if err != nil {
+			return err
+		}
+		// Leftovers of a Create that failed before the domain was defined.
+		for _, v := range []string{overlayName(spec.Ref), seedName(spec.Ref)} {
+			if err := deleteVolume(l, pool, v); err != nil {
+				return err
+			}
+		}
+		// The overlay is made at the size the node asks for, which the
+		// guest grows its partition into at boot; never below the image's.
+		size, warning := drivers.DiskSize(spec.Name, spec.DiskBytes, int64(virtual))
+		if warning != "" {
+			d.warn(warning)
+		}
+		disk, err := overlayVolume(l, pool, overlayName(spec.Ref), base, uint64(size))
+		if err != nil {
+			return err
+		}
+		seedPath, err := d.uploadSeed(l, pool, spec.Ref, files)
+		if err != nil {
+			return err
+		}
+		if err := setDHCPHost(l, NetworkName(spec.Cluster), dhcpHost{Name: spec.Name, IP: spec.IP}, true); err != nil {
+			return err
+		}
+		domXML, err := domainXML(domainSpec{
+			MachineSpec: spec,
+			Disk:        disk,
+			Seed:        seedPath,
+			NVRAM:       poolDir + "/" + nvramName(spec.Ref),
+			Console:     d.ConsoleLog(spec.Ref),
+			KVM:         a.KVM,
+			TPM:         a.TPM && spec.OS == config.Windows,
+		})
+		if err != nil {
+			return err
+		}
+		dom, err := l.DomainDefineXML(domXML)
+		if err != nil {
+			return fmt.Errorf("define domain %s: %w", spec.Name, err)
+		}
+		if spec.Autostart {
+			if err := l.DomainSetAutostart(dom, 1); err != nil {
+				return fmt.Errorf("node %s: autostart: %w", spec.Name, err)
+			}
 		}
 		if spec.Start {
 			return startDomain(l, spec.Name)
 		}
 		return nil
-	}
-
-	subnet, err := clusterSubnet(l, spec.Cluster)
-	if err != nil {
-		return err
-	}
-	if !subnet.Contains(spec.IP) || spec.IP == subnet.Addr() || spec.IP == (drivers.Network{Subnet: subnet}).Gateway() {
-		return fmt.Errorf("node %s: address %s is not a node address of the cluster's subnet %s", spec.Name, spec.IP, subnet)
-	}
-	// The seed's files are checked before anything is written.
-	if _, err := seedFiles(spec, subnet); err != nil {
-		return err
-	}
-	a, _, err := d.accel.get(ctx, l, true)
-	if err != nil {
-		return err
-	}
-
-	seed, err := d.seed(spec)
-	if err != nil {
-		return err
-	}
-	files, err := seedFiles(seed, subnet)
-	if err != nil {
-		return err
-	}
-	pool, err := ensurePool(l)
-	if err != nil {
-		return err
-	}
-	base, err := d.baseVolume(ctx, l, pool, spec.Image)
-	if err != nil {
-		return err
-	}
-	// Leftovers of a Create that failed before the domain was defined.
-	for _, v := range []string{overlayName(spec.Ref), seedName(spec.Ref)} {
-		if err := deleteVolume(l, pool, v); err != nil {
-			return err
-		}
-	}
-	// The overlay is made at the size the node asks for, which the
-	// guest grows its partition into at boot; never below the image's.
-	size, warning := drivers.DiskSize(spec.Name, spec.DiskBytes, int64(virtual))
-	if warning != "" {
-		d.warn(warning)
-	}
-	disk, err := overlayVolume(l, pool, overlayName(spec.Ref), base, uint64(size))
-	if err != nil {
-		return err
-	}
-	seedPath, err := d.uploadSeed(l, pool, spec.Ref, files)
-	if err != nil {
-		return err
-	}
-	if err := setDHCPHost(l, NetworkName(spec.Cluster), dhcpHost{Name: spec.Name, IP: spec.IP}, true); err != nil {
-		return err
-	}
-	domXML, err := domainXML(domainSpec{
-		MachineSpec: spec,
-		Disk:        disk,
-		Seed:        seedPath,
-		NVRAM:       poolDir + "/" + nvramName(spec.Ref),
-		Console:     d.ConsoleLog(spec.Ref),
-		KVM:         a.KVM,
-		TPM:         a.TPM && spec.OS == config.Windows,
 	})
-	if err != nil {
-		return err
-	}
-	dom, err := l.DomainDefineXML(domXML)
-	if err != nil {
-		return fmt.Errorf("define domain %s: %w", spec.Name, err)
-	}
-	if spec.Autostart {
-		if err := l.DomainSetAutostart(dom, 1); err != nil {
-			return fmt.Errorf("node %s: autostart: %w", spec.Name, err)
-		}
-	}
-	if spec.Start {
-		return startDomain(l, spec.Name)
-	}
-	return nil
 }
 
 // validate refuses a spec before anything is made.
@@ -464,29 +466,23 @@ func clusterSubnet(l *golibvirt.Libvirt, cluster string) (netip.Prefix, error) {
 
 // Start implements drivers.Driver.
 func (d *Driver) Start(_ context.Context, r drivers.Ref) error {
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
-	if err := d.own(l, r); err != nil {
-		return err
-	}
-	return startDomain(l, r.Name)
+	return d.with(func(l *golibvirt.Libvirt) error {
+		if err := d.own(l, r); err != nil {
+			return err
+		}
+		return startDomain(l, r.Name)
+	})
 }
 
 // Stop implements drivers.Driver: an ACPI shutdown, then power off after
 // StopGrace.
 func (d *Driver) Stop(ctx context.Context, r drivers.Ref) error {
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
-	if err := d.own(l, r); err != nil {
-		return err
-	}
-	return stopDomain(ctx, l, r.Name, StopGrace)
+	return d.with(func(l *golibvirt.Libvirt) error {
+		if err := d.own(l, r); err != nil {
+			return err
+		}
+		return stopDomain(ctx, l, r.Name, StopGrace)
+	})
 }
 
 // own checks that r's domain exists and is the cluster's.
@@ -505,72 +501,63 @@ func (d *Driver) own(l *golibvirt.Libvirt, r drivers.Ref) error {
 // the node's disk and seed, its DHCP reservation and files; the network
 // too when no node of the cluster is left.
 func (d *Driver) Delete(_ context.Context, r drivers.Ref) error {
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
-	meta, found, err := domainMeta(l, r.Name)
-	if err != nil {
-		return err
-	}
-	// A domain of that name that is not the cluster's is left alone; the
-	// volumes below are named for the cluster, so they are its own.
-	if found && meta != nil && meta.Cluster == r.Cluster {
-		if err := removeDomain(l, r.Name); err != nil {
+	return d.with(func(l *golibvirt.Libvirt) error {
+		meta, found, err := domainMeta(l, r.Name)
+		if err != nil {
 			return err
 		}
-	}
-	if pool, err := l.StoragePoolLookupByName(poolName); err == nil {
-		for _, v := range []string{overlayName(r), seedName(r), nvramName(r)} {
-			if err := deleteVolume(l, pool, v); err != nil {
+		// A domain of that name that is not the cluster's is left alone; the
+		// volumes below are named for the cluster, so they are its own.
+		if found && meta != nil && meta.Cluster == r.Cluster {
+			if err := removeDomain(l, r.Name); err != nil {
 				return err
 			}
 		}
-	} else if !isCode(err, golibvirt.ErrNoStoragePool) {
-		return fmt.Errorf("look up storage pool %s: %w", poolName, err)
-	}
-	if err := setDHCPHost(l, NetworkName(r.Cluster), dhcpHost{Name: r.Name}, false); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(d.machineFiles(r)); err != nil {
-		return fmt.Errorf("remove the files of node %s: %w", r.Name, err)
-	}
-	left, err := listMachines(l, r.Cluster)
-	if err != nil {
-		return err
-	}
-	if len(left) == 0 {
-		return d.deleteNetwork(l, r.Cluster)
-	}
-	return nil
+		if pool, err := l.StoragePoolLookupByName(poolName); err == nil {
+			for _, v := range []string{overlayName(r), seedName(r), nvramName(r)} {
+				if err := deleteVolume(l, pool, v); err != nil {
+					return err
+				}
+			}
+		} else if !isCode(err, golibvirt.ErrNoStoragePool) {
+			return fmt.Errorf("look up storage pool %s: %w", poolName, err)
+		}
+		if err := setDHCPHost(l, NetworkName(r.Cluster), dhcpHost{Name: r.Name}, false); err != nil {
+			return err
+		}
+		if err := os.RemoveAll(d.machineFiles(r)); err != nil {
+			return fmt.Errorf("remove the files of node %s: %w", r.Name, err)
+		}
+		left, err := listMachines(l, r.Cluster)
+		if err != nil {
+			return err
+		}
+		if len(left) == 0 {
+			return d.deleteNetwork(l, r.Cluster)
+		}
+		return nil
+	})
 }
 
 // Inspect implements drivers.Driver.
 func (d *Driver) Inspect(_ context.Context, r drivers.Ref) (drivers.Machine, error) {
-	l, err := d.connect()
-	if err != nil {
-		return drivers.Machine{}, err
-	}
-	defer l.Disconnect()
-	m, err := inspect(l, r.Name)
-	if err != nil {
-		return drivers.Machine{}, err
-	}
-	if m.State == drivers.StateMissing || m.Cluster != r.Cluster {
-		return drivers.Machine{Ref: r, State: drivers.StateMissing}, nil
-	}
-	return m, nil
+	return withConn(d, func(l *golibvirt.Libvirt) (drivers.Machine, error) {
+		m, err := inspect(l, r.Name)
+		if err != nil {
+			return drivers.Machine{}, err
+		}
+		if m.State == drivers.StateMissing || m.Cluster != r.Cluster {
+			return drivers.Machine{Ref: r, State: drivers.StateMissing}, nil
+		}
+		return m, nil
+	})
 }
 
 // List implements drivers.Driver.
 func (d *Driver) List(_ context.Context, cluster string) ([]drivers.Machine, error) {
-	l, err := d.connect()
-	if err != nil {
-		return nil, err
-	}
-	defer l.Disconnect()
-	return listMachines(l, cluster)
+	return withConn(d, func(l *golibvirt.Libvirt) ([]drivers.Machine, error) {
+		return listMachines(l, cluster)
+	})
 }
 
 // HostEndpoint implements drivers.Driver: the host is on the cluster's
@@ -591,27 +578,24 @@ func (d *Driver) HostEndpoint(ctx context.Context, r drivers.Ref, port uint16) (
 // Linux node asks DHCP for its address, so its lease must show the
 // reserved address first.
 func (d *Driver) Node(_ context.Context, r drivers.Ref) (*node.Node, error) {
-	l, err := d.connect()
-	if err != nil {
-		return nil, err
-	}
-	defer l.Disconnect()
-	m, err := inspect(l, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case m.State == drivers.StateMissing || m.Cluster != r.Cluster:
-		return nil, fmt.Errorf("node %s of cluster %s has no libvirt domain", r.Name, r.Cluster)
-	case m.State != drivers.StateRunning:
-		return nil, fmt.Errorf("node %s is %s, not running; start it with `hwk start --name %s`", r.Name, m.Detail, r.Cluster)
-	}
-	if m.OS == config.Linux {
-		if err := confirmLease(l, r, m.IP, d.ConsoleLog(r)); err != nil {
+	return withConn(d, func(l *golibvirt.Libvirt) (*node.Node, error) {
+		m, err := inspect(l, r.Name)
+		if err != nil {
 			return nil, err
 		}
-	}
-	return vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
+		switch {
+		case m.State == drivers.StateMissing || m.Cluster != r.Cluster:
+			return nil, fmt.Errorf("node %s of cluster %s has no libvirt domain", r.Name, r.Cluster)
+		case m.State != drivers.StateRunning:
+			return nil, fmt.Errorf("node %s is %s, not running; start it with `hwk start --name %s`", r.Name, m.Detail, r.Cluster)
+		}
+		if m.OS == config.Linux {
+			if err := confirmLease(l, r, m.IP, d.ConsoleLog(r)); err != nil {
+				return nil, err
+			}
+		}
+		return vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
+	})
 }
 
 // confirmLease checks that the network's DHCP server gave the node its
@@ -763,21 +747,18 @@ func listMachines(l *golibvirt.Libvirt, cluster string) ([]drivers.Machine, erro
 // SetAutostart implements drivers.Autostarter: libvirtd starts an
 // autostart domain whenever it starts, even one hwk stop shut down.
 func (d *Driver) SetAutostart(_ context.Context, m drivers.Ref, on bool) error {
-	l, err := d.connect()
-	if err != nil {
-		return err
-	}
-	defer l.Disconnect()
-	dom, err := l.DomainLookupByName(m.Name)
-	if err != nil {
-		return fmt.Errorf("node %s: %w", m.Name, err)
-	}
-	flag := int32(0)
-	if on {
-		flag = 1
-	}
-	if err := l.DomainSetAutostart(dom, flag); err != nil {
-		return fmt.Errorf("node %s: autostart: %w", m.Name, err)
-	}
-	return nil
+	return d.with(func(l *golibvirt.Libvirt) error {
+		dom, err := l.DomainLookupByName(m.Name)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", m.Name, err)
+		}
+		flag := int32(0)
+		if on {
+			flag = 1
+		}
+		if err := l.DomainSetAutostart(dom, flag); err != nil {
+			return fmt.Errorf("node %s: autostart: %w", m.Name, err)
+		}
+		return nil
+	})
 }
