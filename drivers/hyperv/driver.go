@@ -472,14 +472,7 @@ func (d *Driver) Delete(ctx context.Context, r drivers.Ref) error {
 // HostEndpoint implements drivers.Driver: the node's own address, which
 // the host reaches over hwk's switch.
 func (d *Driver) HostEndpoint(ctx context.Context, r drivers.Ref, port uint16) (netip.AddrPort, error) {
-	m, err := d.Inspect(ctx, r)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	if m.State == drivers.StateMissing {
-		return netip.AddrPort{}, fmt.Errorf("node %s of cluster %s has no Hyper-V VM", r.Name, r.Cluster)
-	}
-	return netip.AddrPortFrom(m.IP, port), nil
+	return drivers.OwnAddress(ctx, d, r, port, "Hyper-V VM")
 }
 
 // Node implements drivers.Driver: once the guest reports its address

@@ -563,14 +563,7 @@ func (d *Driver) List(_ context.Context, cluster string) ([]drivers.Machine, err
 // HostEndpoint implements drivers.Driver: the host is on the cluster's
 // network, so it reaches the node at its own address.
 func (d *Driver) HostEndpoint(ctx context.Context, r drivers.Ref, port uint16) (netip.AddrPort, error) {
-	m, err := d.Inspect(ctx, r)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	if m.State == drivers.StateMissing {
-		return netip.AddrPort{}, fmt.Errorf("node %s of cluster %s has no libvirt domain", r.Name, r.Cluster)
-	}
-	return netip.AddrPortFrom(m.IP, port), nil
+	return drivers.OwnAddress(ctx, d, r, port, "libvirt domain")
 }
 
 // Node implements drivers.Driver: SSH to the node's address with the

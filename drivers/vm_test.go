@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -26,5 +27,25 @@ func TestCheckVM(t *testing.T) {
 		if err := CheckVM(s, r); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%v; want %q", err, want)
 		}
+	}
+}
+
+type inspector map[string]Machine
+
+func (i inspector) Inspect(_ context.Context, r Ref) (Machine, error) {
+	if m, ok := i[r.Name]; ok {
+		return m, nil
+	}
+	return Machine{Ref: r, State: StateMissing}, nil
+}
+
+func TestOwnAddress(t *testing.T) {
+	d := inspector{"cp": {State: StateRunning, IP: netip.MustParseAddr("172.31.250.10")}}
+	got, err := OwnAddress(context.Background(), d, Ref{Cluster: "hwk", Name: "cp"}, 6443, "Hyper-V VM")
+	if err != nil || got.String() != "172.31.250.10:6443" {
+		t.Errorf("%v, %v", got, err)
+	}
+	if _, err := OwnAddress(context.Background(), d, Ref{Cluster: "hwk", Name: "w1"}, 6443, "Hyper-V VM"); err == nil || err.Error() != "node w1 of cluster hwk has no Hyper-V VM" {
+		t.Errorf("missing node: %v", err)
 	}
 }

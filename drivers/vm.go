@@ -1,7 +1,12 @@
 package drivers
 
+// What the VM drivers (hyperv, libvirt, virtualbox) share: the checks of
+// a node's spec, and the endpoint of a node reached at its own address.
+
 import (
+	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -34,4 +39,24 @@ func CheckVM(spec MachineSpec, r VMRules) error {
 		return fmt.Errorf("node %s: %d CPUs and %d MiB of memory is too little for a node", spec.Name, spec.CPUs, spec.MemoryBytes>>20)
 	}
 	return nil
+}
+
+// Inspector is the part of a Driver that says what a machine is.
+type Inspector interface {
+	Inspect(ctx context.Context, r Ref) (Machine, error)
+}
+
+// OwnAddress is HostEndpoint for a driver whose host reaches each node at
+// the node's own address (hwk's switch or network): port at the machine's
+// IP. what names the machine for the error when there is none ("Hyper-V
+// VM").
+func OwnAddress(ctx context.Context, d Inspector, r Ref, port uint16, what string) (netip.AddrPort, error) {
+	m, err := d.Inspect(ctx, r)
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	if m.State == StateMissing {
+		return netip.AddrPort{}, fmt.Errorf("node %s of cluster %s has no %s", r.Name, r.Cluster, what)
+	}
+	return netip.AddrPortFrom(m.IP, port), nil
 }
