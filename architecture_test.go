@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os/exec"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 )
@@ -128,7 +128,7 @@ func either(fs ...func(string) bool) func(string) bool {
 func violations(deps map[string][]string) []string {
 	var out []string
 	for _, r := range rules {
-		for _, p := range sortedKeys(deps) {
+		for _, p := range slices.Sorted(maps.Keys(deps)) {
 			if !r.from(p) || (r.name != "product code imports no test support" && testSupport(p)) {
 				continue
 			}
@@ -140,15 +140,6 @@ func violations(deps map[string][]string) []string {
 		}
 	}
 	return out
-}
-
-func sortedKeys(m map[string][]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // TestArchitecture holds the tree to the rules above, over what

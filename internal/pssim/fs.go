@@ -206,10 +206,10 @@ func (f *fsys) setReadOnly(p string, ro bool) error {
 	return nil
 }
 
-// walk lists every file under dir (all files when dir is "").
+// walk lists every file under dir.
 func (f *fsys) walk(dir string) []*File {
 	prefix := key(dir)
-	if prefix != "" && !strings.HasSuffix(prefix, `\`) {
+	if !strings.HasSuffix(prefix, `\`) {
 		prefix += `\`
 	}
 	var out []*File

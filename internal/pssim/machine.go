@@ -36,6 +36,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -171,22 +173,6 @@ func (m *Machine) InsertCD(drive, label string, files map[string][]byte) {
 	}
 }
 
-// Eject removes the disc in drive.
-func (m *Machine) Eject(drive string) {
-	root := drive + `:\`
-	for k := range m.fs.files {
-		if strings.HasPrefix(k, key(root)) {
-			delete(m.fs.files, k)
-		}
-	}
-	for k := range m.fs.dirs {
-		if strings.HasPrefix(k, key(root)) {
-			delete(m.fs.dirs, k)
-		}
-	}
-	delete(m.volumes, strings.ToUpper(drive))
-}
-
 // Result is how a script run ended.
 type Result struct {
 	// Exit is the status powershell.exe would end with.
@@ -253,7 +239,7 @@ func (m *Machine) Boot() []*Task {
 		delete(m.Env, "pendingcomputername")
 	}
 	var out []*Task
-	for _, name := range sortedKeys(m.Tasks) {
+	for _, name := range slices.Sorted(maps.Keys(m.Tasks)) {
 		t := m.Tasks[name]
 		if !t.AtStartup {
 			continue
@@ -424,7 +410,7 @@ func init() {
 		"new-scheduledtasktrigger": {"scheduledtasks", func(_ *Machine, c *call) (any, error) {
 			return newObject("Trigger", "AtStartup", c.Switch("AtStartup")), nil
 		}},
-		"new-scheduledtasksettingsset": {"scheduledtasks", nil},
+		"new-scheduledtasksettingsset": {"scheduledtasks", func(_ *Machine, c *call) (any, error) { return newSettings(c), nil }},
 		"enable-windowsoptionalfeature": {"dism", func(m *Machine, c *call) (any, error) {
 			m.Features = append(m.Features, c.Str("FeatureName"))
 			return nil, nil
@@ -801,7 +787,7 @@ func (m *Machine) getCommand(c *call) (any, error) {
 }
 
 func (m *Machine) getVolume(c *call) (any, error) {
-	for _, letter := range sortedKeys(m.volumes) {
+	for _, letter := range slices.Sorted(maps.Keys(m.volumes)) {
 		if strings.EqualFold(m.volumes[letter], c.Str("FileSystemLabel")) || (c.Has("DriveLetter") && strings.EqualFold(c.Str("DriveLetter"), letter)) {
 			return newObject("Volume", "DriveLetter", letter, "FileSystemLabel", m.volumes[letter]), nil
 		}
@@ -855,7 +841,7 @@ func (m *Machine) registerTask(c *call) (any, error) {
 	}
 	set, _ := c.Arg("Settings").(*Object)
 	if set == nil {
-		set, _ = newSettings(m, &call{named: map[string]any{}})
+		set = newSettings(&call{named: map[string]any{}})
 	}
 	t := &Task{
 		Name: name, Execute: str(act.Get("Execute")), Argument: str(act.Get("Arguments")), AtStartup: truthy(trig.Get("AtStartup")),
@@ -870,19 +856,13 @@ func (m *Machine) registerTask(c *call) (any, error) {
 // newSettings is New-ScheduledTaskSettingsSet: Task Scheduler's defaults
 // (the task does not start on batteries and stops when the machine goes
 // onto them) unless the switches say otherwise.
-func newSettings(_ *Machine, c *call) (*Object, error) {
+func newSettings(c *call) *Object {
 	return newObject("TaskSettings",
 		"DisallowStartIfOnBatteries", !c.Switch("AllowStartIfOnBatteries"),
 		"StopIfGoingOnBatteries", !c.Switch("DontStopIfGoingOnBatteries"),
 		"RunOnlyIfIdle", c.Switch("RunOnlyIfIdle"),
 		"RunOnlyIfNetworkAvailable", c.Switch("RunOnlyIfNetworkAvailable"),
-		"RestartCount", toInt(c.Arg("RestartCount"))), nil
-}
-
-func init() {
-	c := cmdlets["new-scheduledtasksettingsset"]
-	c.run = func(m *Machine, cl *call) (any, error) { return newSettings(m, cl) }
-	cmdlets["new-scheduledtasksettingsset"] = c
+		"RestartCount", toInt(c.Arg("RestartCount")))
 }
 
 func (m *Machine) newObject(c *call) (any, error) {

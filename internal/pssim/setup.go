@@ -2,7 +2,9 @@ package pssim
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -64,14 +66,14 @@ func (m *Machine) Setup(label string, disk map[string][]byte, firstLogon string)
 // in plain text: file paths and registry values.
 func (m *Machine) Secrets(secrets ...string) []string {
 	var out []string
-	for _, f := range m.fs.walk(`C:\`) {
+	for _, f := range m.Files() {
 		for _, s := range secrets {
 			if s != "" && strings.Contains(string(f.Data), s) {
 				out = append(out, f.Path)
 			}
 		}
 	}
-	for _, k := range sortedKeys(m.Registry) {
+	for _, k := range slices.Sorted(maps.Keys(m.Registry)) {
 		for name, v := range m.Registry[k] {
 			for _, s := range secrets {
 				if s != "" && strings.Contains(str(v), s) {

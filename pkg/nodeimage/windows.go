@@ -488,11 +488,13 @@ func (w *watchdog) run() {
 		case <-tick.C:
 		}
 		w.mu.Lock()
-		over := time.Since(w.since) > w.budget(w.phase)
-		err := &stalledError{phase: w.phase, budget: w.budget(w.phase), last: w.last, console: w.console, vm: w.vm, driver: w.drv}
+		var stalled *stalledError
+		if budget := w.budget(w.phase); time.Since(w.since) > budget {
+			stalled = &stalledError{phase: w.phase, budget: budget, last: w.last, console: w.console, vm: w.vm, driver: w.drv}
+		}
 		w.mu.Unlock()
-		if over {
-			w.cancel(err)
+		if stalled != nil {
+			w.cancel(stalled)
 			return
 		}
 	}
