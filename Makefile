@@ -46,8 +46,8 @@ test: check-ps
 	HWK_REQUIRE_PSCHECK=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 # Every PowerShell file in the tree, and every script hwk generates (the
-# tests of each package that imports internal/pscheck render them; the
-# one list of all of them is internal/pscatalog, whose tests also check
+# tests of each package that imports internal/testing/pscheck render them; the
+# one list of all of them is internal/testing/pscatalog, whose tests also check
 # that every command word names its module and that the list is
 # complete), through a real PowerShell grammar (tree-sitter's, from npm,
 # pinned by hack/pscheck/package-lock.json). No PowerShell runs here:

@@ -17,7 +17,7 @@ import (
 //
 //   - base: pkg/apis/config (the versioned config), pkg/state (where
 //     hwk keeps things), pkg/node (a handle on a node: commands, files),
-//     pkg/ui, pkg/version, and the format packages (isoimage, udf,
+//     pkg/powershell (how a script reaches powershell.exe), pkg/ui, pkg/version, and the format packages (isoimage, udf,
 //     diskimage, imagearchive, download, sshkey). They know nothing of
 //     drivers, clusters or commands.
 //   - drivers/...: make machines and networks on a hypervisor or engine.
@@ -29,13 +29,13 @@ import (
 //   - pkg/cluster: the life of a cluster, over drivers and bootstrap.
 //   - pkg/cmd, cmd/...: the command line.
 //
-// Test support (fakes, models, fixtures: the packages testSupport names)
-// may import anything; product code imports no test support outside its
+// Test support (fakes, models, fixtures: internal/testing/... and the
+// packages testSupport names) may import anything; product code imports no test support outside its
 // _test.go files.
 var rules = []rule{
 	{
 		name:   "the base imports nothing above it",
-		from:   under("pkg/apis/config", "pkg/state", "pkg/node", "pkg/ui", "pkg/version", "pkg/isoimage", "pkg/udf", "pkg/diskimage", "pkg/imagearchive", "pkg/download", "pkg/sshkey"),
+		from:   under("pkg/apis/config", "pkg/state", "pkg/node", "pkg/powershell", "pkg/ui", "pkg/version", "pkg/isoimage", "pkg/udf", "pkg/diskimage", "pkg/imagearchive", "pkg/download", "pkg/sshkey"),
 		forbid: under("drivers", "pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/doctor", "pkg/kubeconfig", "cmd"),
 	},
 	{
@@ -60,20 +60,21 @@ var rules = []rule{
 
 const module = "github.com/hwk-dev/hwk"
 
-// testSupport are the packages that exist for tests: fakes of the
-// Windows tools, the Windows model, fixtures and checkers.
+// testSupport are the packages that exist for tests: everything under
+// internal/testing (fakes of the Windows tools, the Windows model,
+// fixtures and checkers), the fake programs the drivers' tests build, and
+// the *test packages beside what they fake (hypervtest, winimagetest...).
 func testSupport(p string) bool {
 	rel, ok := strings.CutPrefix(p, module+"/")
 	if !ok {
 		return false
 	}
 	switch rel {
-	case "internal/pscheck", "internal/pscatalog", "internal/pssim", "internal/registrytest", "internal/releasetest", "internal/ghaction",
-		"drivers/internal/fakecli", "drivers/internal/transcript", "drivers/internal/clitest",
+	case "drivers/internal/fakecli", "drivers/internal/transcript", "drivers/internal/clitest",
 		"drivers/hyperv/internal/fakepowershell", "drivers/hyperv/internal/pstranscript":
 		return true
 	}
-	return strings.HasSuffix(rel, "test")
+	return rel == "internal/testing" || strings.HasPrefix(rel, "internal/testing/") || strings.HasSuffix(rel, "test")
 }
 
 // product is the code that ships: hwk's packages but test support, the
@@ -184,13 +185,13 @@ func TestArchitecture(t *testing.T) {
 func TestArchitectureCatches(t *testing.T) {
 	m := func(rel string) string { return module + "/" + rel }
 	deps := map[string][]string{
-		m("pkg/node"):            {m("pkg/apis/config"), m("drivers")},
-		m("drivers/libvirt"):     {m("pkg/node"), m("pkg/bootstrap"), "k8s.io/api/core/v1"},
-		m("pkg/bootstrap"):       {m("pkg/node"), m("drivers/hyperv")},
-		m("pkg/cluster"):         {m("drivers"), m("pkg/bootstrap"), m("internal/pssim")},
-		m("internal/pssim"):      {m("pkg/cluster")},
-		m("drivers/driverstest"): {m("pkg/bootstrap")},
-		m("pkg/cmd"):             {m("pkg/cluster"), m("drivers/all")},
+		m("pkg/node"):               {m("pkg/apis/config"), m("drivers")},
+		m("drivers/libvirt"):        {m("pkg/node"), m("pkg/bootstrap"), "k8s.io/api/core/v1"},
+		m("pkg/bootstrap"):          {m("pkg/node"), m("drivers/hyperv")},
+		m("pkg/cluster"):            {m("drivers"), m("pkg/bootstrap"), m("internal/testing/pssim")},
+		m("internal/testing/pssim"): {m("pkg/cluster")},
+		m("drivers/driverstest"):    {m("pkg/bootstrap")},
+		m("pkg/cmd"):                {m("pkg/cluster"), m("drivers/all")},
 	}
 	got := violations(deps)
 	want := []string{
@@ -198,7 +199,7 @@ func TestArchitectureCatches(t *testing.T) {
 		"drivers know nothing of Kubernetes: drivers/libvirt imports pkg/bootstrap",
 		"drivers know nothing of Kubernetes: drivers/libvirt imports k8s.io/api/core/v1",
 		"bootstrap knows no driver: pkg/bootstrap imports drivers/hyperv",
-		"product code imports no test support: pkg/cluster imports internal/pssim",
+		"product code imports no test support: pkg/cluster imports internal/testing/pssim",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/internal/releasetest"
+	"github.com/hwk-dev/hwk/internal/testing/releasetest"
 )
 
 // release makes v1.2.3 for this host; tamper changes the archive after

@@ -1,6 +1,6 @@
 // Package action holds the hwk GitHub Action's scripts (action.yml at the
 // repository's root runs them). These tests run its steps through
-// internal/ghaction, as GitHub's runner would, with a fake hwk program
+// internal/testing/ghaction, as GitHub's runner would, with a fake hwk program
 // that records its arguments, a fake GitHub API for the job's status and
 // a fake release server; e2e/action_test.go runs them with the real hwk
 // against the docker driver.
@@ -17,8 +17,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/internal/ghaction"
-	"github.com/hwk-dev/hwk/internal/releasetest"
+	"github.com/hwk-dev/hwk/internal/testing/ghaction"
+	"github.com/hwk-dev/hwk/internal/testing/releasetest"
 )
 
 // fakeHwk answers the commands the Action runs as hwk would, for what the

@@ -14,12 +14,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/internal/ghaction"
-	"github.com/hwk-dev/hwk/internal/releasetest"
+	"github.com/hwk-dev/hwk/internal/testing/ghaction"
+	"github.com/hwk-dev/hwk/internal/testing/releasetest"
 )
 
 // TestAction runs the hwk GitHub Action's main and post steps as GitHub's
-// runner would (internal/ghaction: the inputs as INPUT_* variables, node
+// runner would (internal/testing/ghaction: the inputs as INPUT_* variables, node
 // starting action/main.js and action/post.js, the file commands read back)
 // with the real hwk on the docker driver: hwk comes from a release served
 // here (this build, in the archive layout goreleaser makes, checked

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/internal/registrytest"
+	"github.com/hwk-dev/hwk/internal/testing/registrytest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/imagedist"
 )

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
-	"github.com/hwk-dev/hwk/internal/psargs"
+	"github.com/hwk-dev/hwk/pkg/powershell"
 	"github.com/hwk-dev/hwk/pkg/winseed"
 )
 
@@ -52,7 +52,7 @@ func waitReady(out io.Writer) error {
 // runScript runs the script in Windows PowerShell, encoded so that no
 // quoting layer touches it.
 func runScript(script string, out, errOut io.Writer) error {
-	cmd := exec.Command("powershell.exe", psargs.Args(script)...)
+	cmd := exec.Command("powershell.exe", powershell.Args(script)...)
 	cmd.Stdout, cmd.Stderr = out, errOut
 	return cmd.Run()
 }

@@ -328,7 +328,7 @@ if ($vm) {
 
 // Scripts is every script the driver sends, one of each variant, as the
 // session sends it (wrapped), by the declarations that make it: for the
-// check of every script hwk sends to Windows (internal/pscatalog).
+// check of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	gw := netip.MustParseAddr("172.31.250.1")
 	spec := vmSpec{Name: "demo-cp", Dir: `C:\hwk\demo-cp`, Disk: `C:\hwk\demo-cp\disk.vhdx`, Parent: `C:\cache\disk.vhdx`, Seed: `C:\hwk\demo-cp\cidata.iso`,

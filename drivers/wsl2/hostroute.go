@@ -80,7 +80,7 @@ if (Microsoft.PowerShell.Core\Get-Command -Module NetSecurity -Name Get-NetFirew
 func firewallRule(cluster string) string { return "hwk-wsl-" + cluster }
 
 // Scripts is every PowerShell script this package makes, for the check
-// of every script hwk sends to Windows (internal/pscatalog).
+// of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	a, vm, gw := netip.MustParseAddr("172.31.250.10"), netip.MustParseAddr("172.24.96.5"), netip.MustParseAddr("172.31.250.1")
 	return map[string]string{

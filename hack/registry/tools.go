@@ -1,7 +1,7 @@
 //go:build tools
 
 // Package registry pins CNCF distribution's registry, which hwk's tests
-// build and run as a real registry process (internal/registrytest). It
+// build and run as a real registry process (internal/testing/registrytest). It
 // is a module of its own so that hwk's go.mod does not carry the
 // registry's dependencies.
 package registry

@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hwk-dev/hwk/images"
-	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/internal/testing/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/logs"
 )
@@ -480,7 +480,7 @@ func TestAddresses(t *testing.T) {
 }
 
 // TestPowerShellSyntax parses the PowerShell hwk runs on Windows nodes
-// (see internal/pscheck).
+// (see internal/testing/pscheck).
 func TestPowerShellSyntax(t *testing.T) {
 	start, err := images.Manifests.ReadFile("manifests/kube-proxy-windows-start.ps1")
 	if err != nil {

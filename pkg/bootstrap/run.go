@@ -85,7 +85,7 @@ func Join(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) error {
 // 113-126: a service named kubelet depending on containerd), joined as
 // Calico's Windows guide has it, `c:\k\kubeadm.exe join` (tigera/docs
 // version-3.31 windows-calico/operator.mdx). kubeadm logs to stderr, so it
-// runs under 'Continue' (see internal/pscatalog's TestNoNativeUnderStop).
+// runs under 'Continue' (see internal/testing/pscatalog's TestNoNativeUnderStop).
 func WindowsJoinScript(configPath string) string {
 	return strings.ReplaceAll(`$ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'

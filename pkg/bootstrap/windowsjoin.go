@@ -135,7 +135,7 @@ NetTCPIP\New-NetRoute -DestinationPrefix $dest -InterfaceIndex $if -NextHop $gw 
 
 // Scripts is every PowerShell script this package makes, by the
 // declaration that makes it: for the check of every script hwk sends to
-// Windows (internal/pscatalog).
+// Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{
 		"windowsBuildScript":      windowsBuildScript,

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/internal/testing/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )

@@ -279,7 +279,7 @@ func requirePrograms(paths ...string) string {
 
 // Scripts is every PowerShell script this package makes, by the
 // declaration that makes it: for the check of every script hwk sends to
-// Windows (internal/pscatalog).
+// Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{
 		"inventoryScript+requirePrograms":     inventoryScript(node.PowerShell),

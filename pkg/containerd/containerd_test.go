@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/internal/testing/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )

@@ -60,7 +60,7 @@ func (f *hostFacts) virtualization() Virtualization {
 }
 
 // Scripts is every PowerShell script this package makes, for the check
-// of every script hwk sends to Windows (internal/pscatalog).
+// of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{"hostFactsScript": hostFactsScript}
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/hwk-dev/hwk/internal/registrytest"
+	"github.com/hwk-dev/hwk/internal/testing/registrytest"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 

@@ -122,7 +122,7 @@ func CollectWindows(ctx context.Context, n *node.Node, a *Archive, dir string) (
 }
 
 // Scripts is every PowerShell script this package makes, for the check
-// of every script hwk sends to Windows (internal/pscatalog).
+// of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{"WindowsScript+WindowsItems+newestLog+events": WindowsScript()}
 }

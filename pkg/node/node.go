@@ -15,8 +15,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/hwk-dev/hwk/internal/psargs"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/powershell"
 )
 
 // Shell is the command dialect a node speaks.
@@ -184,11 +184,11 @@ func (n *Node) RunScript(ctx context.Context, script string, streams Cmd) error 
 }
 
 // ScriptArgs is the argv that runs script in shell. PowerShell gets the
-// script encoded (internal/psargs), so no quoting layer between us and it
+// script encoded (pkg/powershell), so no quoting layer between us and it
 // (SSH, cmd.exe) can mangle it.
 func ScriptArgs(shell Shell, script string) []string {
 	if shell == PowerShell {
-		return append([]string{"powershell.exe"}, psargs.Args(script)...)
+		return append([]string{"powershell.exe"}, powershell.Args(script)...)
 	}
 	return []string{"/bin/sh", "-c", script}
 }
@@ -200,7 +200,7 @@ func ScriptOf(args []string) (script string, ok bool) {
 	case len(args) == 3 && args[0] == "/bin/sh" && args[1] == "-c":
 		return args[2], true
 	case len(args) > 1 && args[0] == "powershell.exe":
-		return psargs.Script(args[1:])
+		return powershell.Script(args[1:])
 	}
 	return "", false
 }

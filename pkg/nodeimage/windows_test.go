@@ -28,7 +28,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/internal/pssim"
+	"github.com/hwk-dev/hwk/internal/testing/pssim"
 	"github.com/hwk-dev/hwk/pkg/imagearchive"
 	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
@@ -191,7 +191,7 @@ type fakeInstaller struct {
 	format  string
 	qemuImg string
 	// windows, when set, is the guest: a model of Windows Server
-	// (internal/pssim) that Setup installs from the build disk, running
+	// (internal/testing/pssim) that Setup installs from the build disk, running
 	// provision.ps1 itself; its console is what the VM writes to COM1.
 	windows *pssim.Machine
 	// hang: the VM never powers off; Install returns when ctx ends.
@@ -522,7 +522,7 @@ func TestBuildWindowsFromArchives(t *testing.T) {
 }
 
 // TestBuildWindowsOnWindowsModel is the build with its guest side run:
-// the build disk goes to a model of Windows Server 2022 (internal/pssim)
+// the build disk goes to a model of Windows Server 2022 (internal/testing/pssim)
 // whose CD files are read-only, and provision.ps1 runs in it phase by
 // phase to sysprep. The build succeeds, and the disk it captured holds
 // the manifest's Administrator password nowhere in plain text.

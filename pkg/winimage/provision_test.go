@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/internal/pssim"
+	"github.com/hwk-dev/hwk/internal/testing/pssim"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
 )
 
 // provisioned builds the build disk from inputs, and installs a model
-// Windows Server 2022 from it (internal/pssim): Setup, provision.ps1's
+// Windows Server 2022 from it (internal/testing/pssim): Setup, provision.ps1's
 // two phases, sysprep.
 func provisioned(t *testing.T, in BuildInputs, change func(*pssim.Machine)) (*pssim.Machine, error) {
 	t.Helper()

@@ -98,7 +98,7 @@ func FirstLogonCommand() string {
 
 // Scripts is every PowerShell script this package makes, by the
 // declaration that makes it: for the check of every script hwk sends to
-// Windows (internal/pscatalog).
+// Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{"firstLogonScript": firstLogonScript()}
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/hwk-dev/hwk/internal/pssim"
+	"github.com/hwk-dev/hwk/internal/testing/pssim"
 )
 
 // clone is a model of a clone of hwk's Windows image at its first boot,

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hwk-dev/hwk/internal/psargs"
+	"github.com/hwk-dev/hwk/pkg/powershell"
 )
 
 // ImageStateComplete is the ImageState Windows Setup leaves once a
@@ -210,7 +210,7 @@ func parseAdapters(out string) ([]Adapter, error) {
 // runPowerShell runs script in Windows PowerShell and returns its output.
 func runPowerShell(ctx context.Context, script string) (string, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "powershell.exe", psargs.Args(script)...)
+	cmd := exec.CommandContext(ctx, "powershell.exe", powershell.Args(script)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		if msg := strings.TrimSpace(stderr.String()); msg != "" {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/internal/psargs"
+	"github.com/hwk-dev/hwk/pkg/powershell"
 )
 
 // The test binary is also the fake powershell.exe: a link named so, first
@@ -74,8 +74,8 @@ func fakePowerShell(args []string) int {
 		fmt.Fprintln(os.Stderr, "fake powershell.exe: "+msg)
 		return 1
 	}
-	want := psargs.Args("")
-	script, ok := psargs.Script(args)
+	want := powershell.Args("")
+	script, ok := powershell.Script(args)
 	if !ok || len(args) != len(want) || !slices.Equal(args[:len(args)-1], want[:len(want)-1]) {
 		return unexpected("arguments %q", args)
 	}

@@ -224,7 +224,7 @@ $ssh = 'C:\ProgramData\ssh'
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $ssh | Microsoft.PowerShell.Core\Out-Null
 function Protect([string]$path) {
     # icacls' own complaint, on stderr, must not end the script before
-    # the throw below names the file (see internal/pscatalog).
+    # the throw below names the file (see internal/testing/pscatalog).
     $ErrorActionPreference = 'Continue'
     # By SID: the group names are localized (Administratoren, Järjestelmä).
     & icacls.exe $path /inheritance:r /grant '*S-1-5-32-544:F' /grant '*S-1-5-18:F' | Microsoft.PowerShell.Core\Out-Null
@@ -282,7 +282,7 @@ Microsoft.PowerShell.Utility\Write-Output "hwk-seed: applied seed $id"
 
 // Scripts is every PowerShell script this package makes, one of each
 // variant, by the declaration that makes it: for the check of every
-// script hwk sends to Windows (internal/pscatalog).
+// script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	s := &Seed{Hostname: "demo-win-1", Address: netip.MustParsePrefix("172.31.250.11/24"), Gateway: netip.MustParseAddr("172.31.250.1"),
 		DNS: []netip.Addr{netip.MustParseAddr("192.168.1.1"), netip.MustParseAddr("1.1.1.1")}, HasHostKey: true, ID: "0123abcd"}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/internal/testing/pscheck"
 	"github.com/hwk-dev/hwk/pkg/sshkey"
 )
 

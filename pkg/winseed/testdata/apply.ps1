@@ -29,7 +29,7 @@ $ssh = 'C:\ProgramData\ssh'
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $ssh | Microsoft.PowerShell.Core\Out-Null
 function Protect([string]$path) {
     # icacls' own complaint, on stderr, must not end the script before
-    # the throw below names the file (see internal/pscatalog).
+    # the throw below names the file (see internal/testing/pscatalog).
     $ErrorActionPreference = 'Continue'
     # By SID: the group names are localized (Administratoren, Järjestelmä).
     & icacls.exe $path /inheritance:r /grant '*S-1-5-32-544:F' /grant '*S-1-5-18:F' | Microsoft.PowerShell.Core\Out-Null

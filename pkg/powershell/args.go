@@ -1,9 +1,9 @@
-// Package psargs is how hwk hands a script to Windows PowerShell: as
+// Package powershell is how hwk hands a script to Windows PowerShell: as
 // powershell.exe's -EncodedCommand (base64 of UTF-16LE), so that no
 // quoting layer between hwk and it (SSH, cmd.exe, a scheduled task) can
 // mangle the script. It is the one place both hwk's node handle and
 // hwk-seed.exe encode, and fakes of powershell.exe decode.
-package psargs
+package powershell
 
 import (
 	"encoding/base64"

@@ -20,7 +20,7 @@ import (
 func checker(t testing.TB) string {
 	t.Helper()
 	_, self, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(self), "..", "..", "hack", "pscheck")
+	dir := filepath.Join(filepath.Dir(self), "..", "..", "..", "hack", "pscheck")
 	_, nodeErr := exec.LookPath("node")
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "tree-sitter-powershell")); err != nil || nodeErr != nil {
 		if os.Getenv("HWK_REQUIRE_PSCHECK") == "1" {

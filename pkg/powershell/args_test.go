@@ -1,4 +1,4 @@
-package psargs
+package powershell
 
 import (
 	"slices"

@@ -2,7 +2,7 @@
 // of a Windows Server machine, for tests on hosts with no Windows and no
 // PowerShell. It is not PowerShell: it reads the subset of the language
 // hwk's scripts are written in (they name every cmdlet by module, see
-// internal/pscatalog), runs each statement in order, and applies what
+// internal/testing/pscatalog), runs each statement in order, and applies what
 // each command does to the model under Windows' own rules where they have
 // stopped hwk before:
 //

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/internal/pscheck"
+	"github.com/hwk-dev/hwk/internal/testing/pscheck"
 )
 
 func all(t *testing.T) []Script {
@@ -241,10 +241,10 @@ var messages = map[string]string{
 
 // notSent are packages that hold PowerShell they never send.
 var notSent = map[string]string{
-	"internal/pscheck":                       "the grammar check's broken script",
-	"internal/pscatalog":                     "this catalog",
+	"internal/testing/pscheck":               "the grammar check's broken script",
+	"internal/testing/pscatalog":             "this catalog",
 	"drivers/hyperv/internal/fakepowershell": "the tests' powershell.exe, which reads the session's lines",
-	"internal/pssim":                         "the tests' model of Windows, which names the commands it runs",
+	"internal/testing/pssim":                 "the tests' model of Windows, which names the commands it runs",
 }
 
 // declared scans the Go files under root (not tests, testdata, hack or
@@ -351,7 +351,7 @@ func missing(found []string, cat map[string]bool) []string {
 
 func moduleRoot() string {
 	_, self, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(self), "..", "..")
+	return filepath.Join(filepath.Dir(self), "..", "..", "..")
 }
 
 // TestComplete: every declaration in hwk's Go source whose strings hold

@@ -96,7 +96,7 @@ func Binary(t testing.TB) string {
 
 func build() (string, error) {
 	_, self, _, _ := runtime.Caller(0)
-	mod := filepath.Join(filepath.Dir(self), "..", "..", "hack", "registry")
+	mod := filepath.Join(filepath.Dir(self), "..", "..", "..", "hack", "registry")
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		return "", err
