@@ -217,8 +217,6 @@ func (d *Driver) knownHostsPath(r drivers.Ref) string {
 	return filepath.Join(d.machineFiles(r), "known_hosts")
 }
 
-// EnsureNetwork implements drivers.Driver: the cluster's NAT network, on
-// a subnet no host route and no other libvirt network uses.
 // CheckSubnet implements drivers.SubnetChecker: the cluster's own network
 // is no conflict; another libvirt network or a host route over the subnet
 // is.
@@ -251,6 +249,8 @@ func (d *Driver) subnetConflict(l *golibvirt.Libvirt, n drivers.Network) error {
 	return nil
 }
 
+// EnsureNetwork implements drivers.Driver: the cluster's NAT network, on
+// a subnet no host route and no other libvirt network uses.
 func (d *Driver) EnsureNetwork(_ context.Context, n drivers.Network) error {
 	if !n.Subnet.Addr().Is4() || n.Subnet.Bits() > 29 {
 		return fmt.Errorf("network %s: subnet %s must be IPv4 with room for nodes (/29 or larger)", NetworkName(n.Cluster), n.Subnet)
