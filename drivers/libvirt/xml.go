@@ -1,6 +1,3 @@
-// Package libvirt runs nodes as QEMU virtual machines through libvirt
-// (digitalocean/go-libvirt, pure Go), with one NAT network per cluster and
-// a copy-on-write disk per node over the cached node image.
 package libvirt
 
 import (
