@@ -1,0 +1,87 @@
+package nodeimage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+)
+
+// formats converts the installed disk to every format asked for; the
+// install's own format is the installed disk itself, moved last, so that
+// a host without qemu-img (a Windows laptop) can build the one format its
+// driver boots.
+func (wb *windowsBuilder) formats(ctx context.Context, m *Manifest) error {
+	from := Format(wb.w.Installer.InstallFormat())
+	src := filepath.Join(wb.work, "disk."+string(from))
+	order := slices.Clone(wb.w.Formats)
+	slices.SortStableFunc(order, func(a, b Format) int {
+		return boolInt(a == from) - boolInt(b == from)
+	})
+	for _, f := range order {
+		dst := filepath.Join(wb.dir, "disk."+string(f))
+		label, convert := "Convert the disk to "+string(f), func() error { return convertDisk(ctx, wb.opts.Log, src, string(from), dst, f) }
+		if f == from {
+			label, convert = "Keep the disk as "+string(f), func() error { return os.Rename(src, dst) }
+		}
+		err := wb.step(label, func() error {
+			if err := convert(); err != nil {
+				return err
+			}
+			return wb.record(m, f, dst)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// DefaultWindowsFormats are the formats a Windows image is built in when
+// none are named: every one where qemu-img can convert the installed disk,
+// else only install, the format the install VM's driver writes (and
+// boots).
+func DefaultWindowsFormats(install Format) []Format {
+	if _, err := exec.LookPath("qemu-img"); err == nil {
+		return slices.Clone(WindowsFormats)
+	}
+	return []Format{install}
+}
+
+// qemuFormat is qemu-img's name and options for each disk format: VHDX
+// dynamic (Hyper-V's differencing disks need a dynamic or fixed parent),
+// VDI dynamic, qcow2 compact.
+var qemuFormat = map[Format][]string{
+	FormatQCOW2: {"-O", "qcow2"},
+	FormatVHDX:  {"-O", "vhdx", "-o", "subformat=dynamic"},
+	FormatVDI:   {"-O", "vdi"},
+}
+
+// convertDisk writes src (of format from) as dst in format to, through a
+// temporary file.
+func convertDisk(ctx context.Context, log io.Writer, src, from string, dst string, to Format) error {
+	args := append([]string{"convert", "-f", from}, qemuFormat[to]...)
+	args = append(args, src, dst+".tmp")
+	cmd := exec.CommandContext(ctx, "qemu-img", args...)
+	tail := &tailWriter{max: 20}
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(log, tail), io.MultiWriter(log, tail)
+	if err := cmd.Run(); err != nil {
+		os.Remove(dst + ".tmp")
+		if errors.Is(err, exec.ErrNotFound) {
+			return fmt.Errorf("converting disks needs qemu-img (Debian: apt-get install qemu-utils; Windows: QEMU for Windows)")
+		}
+		return fmt.Errorf("qemu-img convert to %s: %w\n%s", to, err, tail)
+	}
+	return os.Rename(dst+".tmp", dst)
+}
