@@ -1,8 +1,11 @@
-// Package nodeimage builds hwk's Linux node image from the recipe in
-// node-images/linux and images/: binaries from source or from official
-// releases, the container images every node carries, one Debian rootfs,
-// and from that rootfs every driver's format. Results live in a
-// content-addressed cache, so a build with unchanged inputs is a lookup.
+// Package nodeimage builds hwk's node images. The Linux image comes from
+// the recipe in node-images/linux and images/: binaries from source or
+// from official releases, the container images every node carries, one
+// Debian rootfs, and from that rootfs every driver's format. The Windows
+// image is installed from the user's Windows Server ISO in a VM on the
+// Windows host (windows.go) and provisioned by node-images/windows.
+// Results live in a content-addressed cache, so a build with unchanged
+// inputs is a lookup.
 package nodeimage
 
 import (
