@@ -26,7 +26,11 @@ import (
 //   - pkg/bootstrap, pkg/containerd, pkg/logs: what runs on a node to
 //     make it part of a cluster; they know no driver.
 //   - pkg/nodeimage, pkg/imagedist: node images, built and distributed.
-//   - pkg/cluster: the life of a cluster, over drivers and bootstrap.
+//   - pkg/load: load-image, local images onto the nodes that can run
+//     them, over pkg/containerd; it knows no driver and no cluster (the
+//     nodes it loads into come from pkg/cluster, by pkg/cmd).
+//   - pkg/cluster: the life of a cluster, over drivers and bootstrap; it
+//     knows nothing of load-image.
 //   - pkg/cmd, cmd/...: the command line.
 //
 // Test support (fakes, models, fixtures: internal/testing/... and the
@@ -36,20 +40,30 @@ var rules = []rule{
 	{
 		name:   "the base imports nothing above it",
 		from:   under("pkg/apis/config", "pkg/state", "pkg/node", "pkg/powershell", "pkg/ui", "pkg/version", "pkg/isoimage", "pkg/udf", "pkg/diskimage", "pkg/imagearchive", "pkg/download", "pkg/sshkey"),
-		forbid: under("drivers", "pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/doctor", "pkg/kubeconfig", "cmd"),
+		forbid: under("drivers", "pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/load", "pkg/cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/doctor", "pkg/kubeconfig", "cmd"),
 	},
 	{
 		name: "drivers know nothing of Kubernetes",
 		from: under("drivers"),
 		// k8s.io/apimachinery comes with the config (its quantities, such
 		// as memory: 4Gi); Kubernetes' API types and clients do not.
-		forbid: either(under("pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/cmd", "pkg/kubeconfig", "pkg/nodeimage", "pkg/imagedist", "images", "cmd"),
+		forbid: either(under("pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/load", "pkg/cmd", "pkg/kubeconfig", "pkg/nodeimage", "pkg/imagedist", "images", "cmd"),
 			prefix("k8s.io/api/", "k8s.io/client-go/", "k8s.io/kubernetes/", "k8s.io/kubeadm/", "k8s.io/cli-runtime/", "sigs.k8s.io/controller-runtime/")),
 	},
 	{
 		name:   "bootstrap knows no driver",
 		from:   under("pkg/bootstrap", "pkg/containerd", "pkg/logs"),
-		forbid: under("drivers", "pkg/cluster", "pkg/cmd", "cmd"),
+		forbid: under("drivers", "pkg/cluster", "pkg/load", "pkg/cmd", "cmd"),
+	},
+	{
+		name:   "load-image knows no driver and no cluster",
+		from:   under("pkg/load"),
+		forbid: under("drivers", "pkg/cluster", "pkg/cmd", "cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/logs", "pkg/kubeconfig", "pkg/doctor"),
+	},
+	{
+		name:   "the life of a cluster knows nothing of load-image",
+		from:   under("pkg/cluster"),
+		forbid: under("pkg/load"),
 	},
 	{
 		name:   "product code imports no test support",
@@ -188,10 +202,11 @@ func TestArchitectureCatches(t *testing.T) {
 		m("pkg/node"):               {m("pkg/apis/config"), m("drivers")},
 		m("drivers/libvirt"):        {m("pkg/node"), m("pkg/bootstrap"), "k8s.io/api/core/v1"},
 		m("pkg/bootstrap"):          {m("pkg/node"), m("drivers/hyperv")},
-		m("pkg/cluster"):            {m("drivers"), m("pkg/bootstrap"), m("internal/testing/pssim")},
+		m("pkg/cluster"):            {m("drivers"), m("pkg/bootstrap"), m("internal/testing/pssim"), m("pkg/load")},
 		m("internal/testing/pssim"): {m("pkg/cluster")},
 		m("drivers/driverstest"):    {m("pkg/bootstrap")},
-		m("pkg/cmd"):                {m("pkg/cluster"), m("drivers/all")},
+		m("pkg/cmd"):                {m("pkg/cluster"), m("pkg/load"), m("drivers/all")},
+		m("pkg/load"):               {m("pkg/containerd"), m("drivers/docker")},
 	}
 	got := violations(deps)
 	want := []string{
@@ -199,6 +214,8 @@ func TestArchitectureCatches(t *testing.T) {
 		"drivers know nothing of Kubernetes: drivers/libvirt imports pkg/bootstrap",
 		"drivers know nothing of Kubernetes: drivers/libvirt imports k8s.io/api/core/v1",
 		"bootstrap knows no driver: pkg/bootstrap imports drivers/hyperv",
+		"load-image knows no driver and no cluster: pkg/load imports drivers/docker",
+		"the life of a cluster knows nothing of load-image: pkg/cluster imports pkg/load",
 		"product code imports no test support: pkg/cluster imports internal/testing/pssim",
 	}
 	if !slices.Equal(got, want) {

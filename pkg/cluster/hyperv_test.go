@@ -261,7 +261,7 @@ func (s *scriptedNodes) answer(name string, os config.OS, cmd node.Cmd) (string,
 		if len(args) != 8 || args[0] != "powershell.exe" || args[6] != "-EncodedCommand" {
 			return "", ""
 		}
-		script := script(args)
+		script, _ := node.ScriptOf(args)
 		scripts := bootstrap.Scripts()
 		switch {
 		case script == bootstrap.WindowsBootScript:

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hwk-dev/hwk/pkg/cluster"
+	"github.com/hwk-dev/hwk/pkg/load"
 	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
@@ -45,7 +45,7 @@ layout in a tar, plain or gzip-compressed; it needs no Docker engine.`,
 			p := g.provider(s, "")
 			prog := ui.NewTransfers(p.Progress, s.ErrOut)
 			prog.Approximate = true
-			var res *cluster.LoadResult
+			var res *load.Result
 			what := plural(len(args)+len(archives), "image")
 			if len(archives) > 0 && len(args) == 0 {
 				what = plural(len(archives), "archive")
@@ -53,7 +53,7 @@ layout in a tar, plain or gzip-compressed; it needs no Docker engine.`,
 			err := p.Progress.Step(fmt.Sprintf("Loading %s into cluster %q", what, g.name), func() error {
 				defer prog.Stop()
 				var err error
-				res, err = p.LoadImages(c.Context(), g.name, cluster.LoadOptions{
+				res, err = load.Load(c.Context(), p.NodeHandles(g.name), load.Options{
 					Images:   args,
 					Archives: archives,
 					Nodes:    nodes,
@@ -80,21 +80,21 @@ layout in a tar, plain or gzip-compressed; it needs no Docker engine.`,
 }
 
 // printLoadResult writes one line per image: what happened on each node.
-func printLoadResult(w io.Writer, res *cluster.LoadResult) {
+func printLoadResult(w io.Writer, res *load.Result) {
 	for _, im := range res.Images {
 		var parts []string
 		var present, skipped []string
 		for _, n := range im.Nodes {
 			switch n.Outcome {
-			case cluster.LoadLoaded:
+			case load.Loaded:
 				parts = append(parts, fmt.Sprintf("loaded to %s in %s (%s%s)", n.Node, ui.FormatDuration(n.Took), rate(n.Bytes, n.Took), layers(n)))
-			case cluster.LoadTagged:
+			case load.Tagged:
 				parts = append(parts, fmt.Sprintf("tagged on %s (it held the image under another name)", n.Node))
-			case cluster.LoadPresent:
+			case load.Present:
 				present = append(present, n.Node)
-			case cluster.LoadSkipped:
+			case load.Skipped:
 				skipped = append(skipped, fmt.Sprintf("%s (%s)", n.Node, n.Reason))
-			case cluster.LoadFailed:
+			case load.Failed:
 				parts = append(parts, fmt.Sprintf("FAILED on %s", n.Node))
 			}
 		}
@@ -110,7 +110,7 @@ func printLoadResult(w io.Writer, res *cluster.LoadResult) {
 
 // layers says what of the image went and what the node had, when it had
 // some.
-func layers(n cluster.NodeLoad) string {
+func layers(n load.NodeResult) string {
 	if n.LayersReused == 0 {
 		return ""
 	}

@@ -1,24 +1,22 @@
-package cluster
+package load
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
 	"github.com/hwk-dev/hwk/pkg/imagearchive"
 	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
 	"github.com/hwk-dev/hwk/pkg/node"
@@ -53,12 +51,6 @@ func newFakeContainerd(name string, os config.OS) *fakeContainerd {
 		platform: map[string]string{}, files: map[string][]byte{}, blobs: map[string]bool{}, snaps: map[string]bool{}}
 }
 
-// script recovers the script from a node handle's argv.
-func script(args []string) string {
-	s, _ := node.ScriptOf(args)
-	return s
-}
-
 var (
 	psImportOf = regexp.MustCompile(`'images' 'import' .*'([^']+\.tar)'`)
 )
@@ -66,7 +58,7 @@ var (
 func (f *fakeContainerd) Run(_ context.Context, cmd node.Cmd) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := script(cmd.Args)
+	s, _ := node.ScriptOf(cmd.Args)
 	switch {
 	case strings.Contains(s, "images ls"):
 		f.inventory(cmd.Stdout)
@@ -220,51 +212,49 @@ func (f *fakeContainerd) holds() map[string]string {
 	return out
 }
 
-// loadDriver is memDriver under libvirt's name (which hosts both OSes)
-// with machines that run a fake containerd.
-type loadDriver struct {
-	*memDriver
+// fakeCluster is a cluster whose nodes run a fake containerd.
+type fakeCluster struct {
+	list  []config.Node
 	nodes map[string]*fakeContainerd
 }
 
-func (d *loadDriver) Name() string           { return config.DriverLibvirt }
-func (d *loadDriver) GuestOSes() []config.OS { return []config.OS{config.Linux, config.Windows} }
-func (d *loadDriver) Node(_ context.Context, r drivers.Ref) (*node.Node, error) {
-	f := d.nodes[r.Name]
-	if f == nil {
-		return nil, fmt.Errorf("no node %s", r.Name)
+func (c *fakeCluster) Lock(want []string) ([]config.Node, func(), error) {
+	if len(want) == 0 {
+		return c.list, func() {}, nil
 	}
-	return node.New(r.Name, f.os, f), nil
+	var out []config.Node
+	for _, w := range want {
+		i := slices.IndexFunc(c.list, func(n config.Node) bool { return n.Name == w })
+		if i < 0 {
+			return nil, nil, fmt.Errorf("fake cluster has no node %q", w)
+		}
+		out = append(out, c.list[i])
+	}
+	return out, func() {}, nil
 }
 
-// loadCluster makes the record of a cluster "lc" with the given nodes
-// (name → "linux", "2022" or "2025") and fake containerds for them.
-func loadCluster(t *testing.T, nodes ...string) (*Provider, *loadDriver) {
+func (c *fakeCluster) Open(_ context.Context, n config.Node) (*node.Node, error) {
+	f := c.nodes[n.Name]
+	if f == nil {
+		return nil, fmt.Errorf("no node %s", n.Name)
+	}
+	return node.New(n.Name, f.os, f), nil
+}
+
+// loadCluster makes a cluster with the given nodes (name → "linux",
+// "2022" or "2025") and fake containerds for them.
+func loadCluster(t *testing.T, nodes ...string) *fakeCluster {
 	t.Helper()
-	d := &loadDriver{memDriver: newMem(), nodes: map[string]*fakeContainerd{}}
-	p, _ := testProvider(t, d)
-	cfg := &config.Cluster{Name: "lc"}
+	c := &fakeCluster{nodes: map[string]*fakeContainerd{}}
 	for i := 0; i < len(nodes); i += 2 {
-		n := config.Node{Name: nodes[i], OS: config.Linux, Role: config.Worker, Driver: config.DriverLibvirt}
-		if i == 0 {
-			n.Role = config.ControlPlane
-		}
+		n := config.Node{Name: nodes[i], OS: config.Linux}
 		if v := nodes[i+1]; v != "linux" {
 			n.OS, n.WindowsVersion = config.Windows, v
 		}
-		cfg.Nodes = append(cfg.Nodes, n)
-		d.nodes[n.Name] = newFakeContainerd(n.Name, n.OS)
-		d.machines["lc/"+n.Name] = drivers.MachineSpec{Ref: drivers.Ref{Cluster: "lc", Name: n.Name}, OS: n.OS}
+		c.list = append(c.list, n)
+		c.nodes[n.Name] = newFakeContainerd(n.Name, n.OS)
 	}
-	config.SetDefaults(cfg, config.Host{OS: "linux", Drivers: map[config.OS]string{config.Linux: config.DriverLibvirt, config.Windows: config.DriverLibvirt}})
-	dir, err := p.store().Create("lc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := clusterdir.WriteRecord(dir, cfg); err != nil {
-		t.Fatal(err)
-	}
-	return p, d
+	return c
 }
 
 func writeArchive(t *testing.T, data []byte) string {
@@ -276,7 +266,7 @@ func writeArchive(t *testing.T, data []byte) string {
 	return path
 }
 
-func outcomes(res *LoadResult) string {
+func outcomes(res *Result) string {
 	var s []string
 	for _, im := range res.Images {
 		for _, n := range im.Nodes {
@@ -293,15 +283,15 @@ const (
 )
 
 func TestLoadRoutesByPlatform(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "win22", "2022", "win25", "2025")
+	d := loadCluster(t, "cp", "linux", "win22", "2022", "win25", "2025")
 	archive := writeArchive(t, imagearchivetest.OCI(
 		imagearchivetest.Image{Refs: []string{"example.com/linux-only:1"}, Platforms: []string{linuxAMD64}},
 		imagearchivetest.Image{Refs: []string{"example.com/win:ltsc2022"}, Platforms: []string{win2022}},
 		imagearchivetest.Image{Refs: []string{"example.com/multi:1"}, Platforms: []string{linuxAMD64, "linux/arm64", win2022, win2025}},
 	))
-	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{archive}})
+	res, err := Load(context.Background(), d, Options{Archives: []string{archive}})
 	if err != nil {
-		t.Fatalf("LoadImages: %v", err)
+		t.Fatalf("Load: %v", err)
 	}
 	want := "example.com/linux-only:1@cp=loaded example.com/linux-only:1@win22=skipped example.com/linux-only:1@win25=skipped " +
 		"example.com/win:ltsc2022@cp=skipped example.com/win:ltsc2022@win22=loaded example.com/win:ltsc2022@win25=loaded " +
@@ -333,7 +323,7 @@ func TestLoadRoutesByPlatform(t *testing.T) {
 	}
 
 	// Again: everything is there, nothing is sent.
-	res, err = p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{archive}})
+	res, err = Load(context.Background(), d, Options{Archives: []string{archive}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,12 +338,12 @@ func TestLoadRoutesByPlatform(t *testing.T) {
 }
 
 func TestLoadRefusesWhatNoNodeRuns(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "win22", "2022")
+	d := loadCluster(t, "cp", "linux", "win22", "2022")
 	archive := writeArchive(t, imagearchivetest.OCI(
 		imagearchivetest.Image{Refs: []string{"example.com/ok:1"}, Platforms: []string{linuxAMD64}},
 		imagearchivetest.Image{Refs: []string{"example.com/new:ltsc2025"}, Platforms: []string{win2025}},
 	))
-	_, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{archive}})
+	_, err := Load(context.Background(), d, Options{Archives: []string{archive}})
 	if err == nil {
 		t.Fatal("an ltsc2025 image loaded into a cluster whose only Windows node is 2022")
 	}
@@ -367,7 +357,7 @@ func TestLoadRefusesWhatNoNodeRuns(t *testing.T) {
 		}
 	}
 	// Why, for the Windows node.
-	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{archive}, Nodes: []string{"win22"}})
+	res, err := Load(context.Background(), d, Options{Archives: []string{archive}, Nodes: []string{"win22"}})
 	if err == nil || !strings.Contains(err.Error(), "built for a newer Windows (ltsc2025, build 26100) than the node's ltsc2022, build 20348") {
 		t.Errorf("--nodes win22: %v, %v", res, err)
 	}
@@ -379,7 +369,7 @@ func TestLoadRefusesWhatNoNodeRuns(t *testing.T) {
 }
 
 func TestLoadCorruptArchiveLoadsNothing(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "w1", "linux")
+	d := loadCluster(t, "cp", "linux", "w1", "linux")
 	good := imagearchivetest.OCI(
 		imagearchivetest.Image{Refs: []string{"example.com/a:1"}, Platforms: []string{linuxAMD64}, LayerBytes: 64 << 10},
 		imagearchivetest.Image{Refs: []string{"example.com/b:1"}, Platforms: []string{linuxAMD64}, LayerBytes: 64 << 10},
@@ -389,9 +379,9 @@ func TestLoadCorruptArchiveLoadsNothing(t *testing.T) {
 		"cut short":    good[:len(good)*2/3],
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, data)}})
+			_, err := Load(context.Background(), d, Options{Archives: []string{writeArchive(t, data)}})
 			if err == nil || !strings.Contains(err.Error(), "nothing was loaded") {
-				t.Fatalf("LoadImages = %v, want a corrupt-archive error", err)
+				t.Fatalf("Load = %v, want a corrupt-archive error", err)
 			}
 			for n, f := range d.nodes {
 				if f.imports != 0 || len(f.holds()) != 0 {
@@ -403,14 +393,14 @@ func TestLoadCorruptArchiveLoadsNothing(t *testing.T) {
 }
 
 func TestLoadTagsWhatIsThereUnderAnotherName(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	first := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev"}, Platforms: []string{linuxAMD64}})
-	if _, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, first)}}); err != nil {
+	if _, err := Load(context.Background(), d, Options{Archives: []string{writeArchive(t, first)}}); err != nil {
 		t.Fatal(err)
 	}
 	// The same image under a second name.
 	second := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev", "my/app:v2"}, Platforms: []string{linuxAMD64}})
-	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, second)}})
+	res, err := Load(context.Background(), d, Options{Archives: []string{writeArchive(t, second)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,20 +410,6 @@ func TestLoadTagsWhatIsThereUnderAnotherName(t *testing.T) {
 	f := d.nodes["cp"]
 	if f.imports != 1 || f.targets["docker.io/my/app:v2"] != f.targets["docker.io/my/app:dev"] {
 		t.Errorf("imports = %d, targets = %v", f.imports, f.targets)
-	}
-}
-
-func TestLoadNamesUnknownNodes(t *testing.T) {
-	p, _ := loadCluster(t, "cp", "linux")
-	archive := writeArchive(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{linuxAMD64}}))
-	_, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{archive}, Nodes: []string{"nope"}})
-	if err == nil || !strings.Contains(err.Error(), `cluster lc has no node "nope"; its nodes are cp`) {
-		t.Errorf("err = %v", err)
-	}
-	_, err = p.LoadImages(context.Background(), "other", LoadOptions{Archives: []string{archive}})
-	var nf *NotFoundError
-	if !errors.As(err, &nf) {
-		t.Errorf("unknown cluster: %v", err)
 	}
 }
 
@@ -449,9 +425,9 @@ func rebuilt(v string, top int) []byte {
 // (the fake checks as containerd does) takes the archive without the
 // layers it has, and holds the new version.
 func TestLoadSendsOnlyMissingLayers(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "w1", "linux")
+	d := loadCluster(t, "cp", "linux", "w1", "linux")
 	ctx := context.Background()
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 64<<10))}})
+	res, err := Load(ctx, d, Options{Archives: []string{writeArchive(t, rebuilt("v1", 64<<10))}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,14 +435,14 @@ func TestLoadSendsOnlyMissingLayers(t *testing.T) {
 		t.Errorf("first load: %+v, want all 3 layers sent", nl)
 	}
 	v2 := rebuilt("v2", 64<<10)
-	res, err = p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, v2)}})
+	res, err = Load(ctx, d, Options{Archives: []string{writeArchive(t, v2)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	top := scanBytes(t, v2).Images[0].Manifests[0].Layers[2]
 	for j, n := range []string{"cp", "w1"} {
 		nl := res.Images[0].Nodes[j]
-		if nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 2 || nl.Bytes < top.Size || nl.Bytes > top.Size+8<<10 {
+		if nl.Outcome != Loaded || nl.LayersSent != 1 || nl.LayersReused != 2 || nl.Bytes < top.Size || nl.Bytes > top.Size+8<<10 {
 			t.Errorf("%s: %+v, want 1 layer sent (%d bytes and the config), 2 reused", n, nl, top.Size)
 		}
 		f := d.nodes[n]
@@ -483,16 +459,16 @@ func TestLoadSendsOnlyMissingLayers(t *testing.T) {
 // corrupt top layer still fails the whole load and no node imports
 // anything.
 func TestLoadReusedBaseCorruptTopLoadsNothing(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
+	if _, err := Load(ctx, d, Options{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
 		t.Fatal(err)
 	}
 	before := d.nodes["cp"].imports
 	bad := imagearchivetest.Corrupt(rebuilt("v2", 0), []byte("app-v2-linux/amd64app-v2"))
-	_, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, bad)}})
+	_, err := Load(ctx, d, Options{Archives: []string{writeArchive(t, bad)}})
 	if err == nil || !strings.Contains(err.Error(), "archive is corrupt") || !strings.Contains(err.Error(), "nothing was loaded") {
-		t.Fatalf("LoadImages = %v, want a corrupt-archive error", err)
+		t.Fatalf("Load = %v, want a corrupt-archive error", err)
 	}
 	if f := d.nodes["cp"]; f.imports != before {
 		t.Errorf("the node imported %d times after the corrupt archive", f.imports-before)
@@ -506,20 +482,20 @@ func TestLoadReusedBaseCorruptTopLoadsNothing(t *testing.T) {
 // asked is gone by the import (its containerd collected it): the import
 // fails for want of it, and hwk sends the whole image once more.
 func TestLoadResendsWhatTheNodeLostMeanwhile(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
+	if _, err := Load(ctx, d, Options{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
 		t.Fatal(err)
 	}
 	f := d.nodes["cp"]
 	f.beforeImport = func() {
 		f.blobs, f.snaps, f.beforeImport = map[string]bool{}, map[string]bool{}, nil
 	}
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v2", 0))}})
+	res, err := Load(ctx, d, Options{Archives: []string{writeArchive(t, rebuilt("v2", 0))}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadLoaded || nl.LayersSent != 3 || nl.LayersReused != 0 {
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != Loaded || nl.LayersSent != 3 || nl.LayersReused != 0 {
 		t.Errorf("after the retry: %+v, want all 3 layers sent", nl)
 	}
 	if got := f.received[len(f.received)-1]; len(got) != 3 {
@@ -530,12 +506,12 @@ func TestLoadResendsWhatTheNodeLostMeanwhile(t *testing.T) {
 // TestLoadFiguresPerImage: images sharing one stream each report their
 // own bytes, not the stream's.
 func TestLoadFiguresPerImage(t *testing.T) {
-	p, _ := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	archive := imagearchivetest.OCI(
 		imagearchivetest.Image{Refs: []string{"example.com/big:1"}, Platforms: []string{linuxAMD64}, LayerBytes: 1 << 20},
 		imagearchivetest.Image{Refs: []string{"example.com/small:1"}, Platforms: []string{linuxAMD64}, LayerBytes: 2 << 10},
 	)
-	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, archive)}})
+	res, err := Load(context.Background(), d, Options{Archives: []string{writeArchive(t, archive)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,9 +525,9 @@ func TestLoadFiguresPerImage(t *testing.T) {
 // store) of which the node has the base goes through a saved file and
 // sends its top layer only.
 func TestLoadEngineImageSendsOnlyMissingLayers(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	if _, err := p.LoadImages(ctx, "lc", LoadOptions{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
+	if _, err := Load(ctx, d, Options{Archives: []string{writeArchive(t, rebuilt("v1", 0))}}); err != nil {
 		t.Fatal(err)
 	}
 	v2 := rebuilt("v2", 32<<10)
@@ -565,11 +541,11 @@ func TestLoadEngineImageSendsOnlyMissingLayers(t *testing.T) {
 		"Id": a.Images[0].Digest, "RepoTags": []string{"my/app:v2"}, "Os": "linux", "Architecture": "amd64", "Size": len(v2),
 		"RootFS": map[string]any{"Type": "layers", "Layers": diffIDs},
 	}}
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	res, err := Load(ctx, d, Options{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 2 {
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != Loaded || nl.LayersSent != 1 || nl.LayersReused != 2 {
 		t.Errorf("engine image: %+v, want 1 layer sent, 2 reused", nl)
 	}
 	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
@@ -594,17 +570,17 @@ func scanBytes(t *testing.T, data []byte) *imagearchive.Archive {
 // servercore and nanoserver) gets the app's own layer only, through its
 // spool file.
 func TestLoadWindowsImageOnItsPreloadedBase(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "win22", "2022")
+	d := loadCluster(t, "cp", "linux", "win22", "2022")
 	base := []string{"servercore-ltsc2022"}
 	preloaded := scanBytes(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"mcr.microsoft.com/windows/servercore:ltsc2022"},
 		Platforms: []string{win2022}, Base: base, Gzip: true})).Images[0].Manifests[0]
 	d.nodes["win22"].blobs[preloaded.Layers[0].Digest] = true
 	app := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"example.com/winapp:1"}, Platforms: []string{win2022}, Base: base, Gzip: true, LayerBytes: 4 << 10})
-	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, app)}})
+	res, err := Load(context.Background(), d, Options{Archives: []string{writeArchive(t, app)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nl := res.Images[0].Nodes[1]; nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 1 {
+	if nl := res.Images[0].Nodes[1]; nl.Outcome != Loaded || nl.LayersSent != 1 || nl.LayersReused != 1 {
 		t.Errorf("win22: %+v, want the app layer sent and the base reused", nl)
 	}
 	f := d.nodes["win22"]

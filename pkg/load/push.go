@@ -1,4 +1,4 @@
-package cluster
+package load
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func pushEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNod
 		}
 		same := true
 		for j, n := range nodes {
-			if plan[i][j].outcome != LoadLoaded {
+			if plan[i][j].outcome != Loaded {
 				continue
 			}
 			targets = append(targets, j)

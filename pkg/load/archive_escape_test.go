@@ -1,4 +1,4 @@
-package cluster
+package load
 
 import (
 	"archive/tar"
@@ -116,16 +116,16 @@ func (s *escapeSandbox) untouched(t *testing.T, data []byte) {
 // outside it is refused before anything reaches a node, naming the entry,
 // with nothing written beside it.
 func TestLoadArchiveRefusesEntriesOutsideIt(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "win", "2022")
+	d := loadCluster(t, "cp", "linux", "win", "2022")
 	good := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"example.com/app:1"}, Platforms: []string{linuxAMD64, win2022}})
 	for name, h := range escapingEntries {
 		t.Run(name, func(t *testing.T) {
 			data := withEntry(t, good, h)
 			s := newEscapeSandbox(t, data)
-			_, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{s.archive}})
+			_, err := Load(context.Background(), d, Options{Archives: []string{s.archive}})
 			if err == nil || !strings.Contains(err.Error(), s.archive) || !strings.Contains(err.Error(), `"`+h.Name+`"`) ||
 				!strings.Contains(err.Error(), "outside the archive") || !strings.Contains(err.Error(), "nothing was loaded") {
-				t.Fatalf("LoadImages = %v, want the entry %q refused", err, h.Name)
+				t.Fatalf("Load = %v, want the entry %q refused", err, h.Name)
 			}
 			for n, f := range d.nodes {
 				if f.imports != 0 || len(f.holds()) != 0 {
@@ -137,7 +137,7 @@ func TestLoadArchiveRefusesEntriesOutsideIt(t *testing.T) {
 	}
 	// The control: the archive without the entry loads.
 	s := newEscapeSandbox(t, good)
-	if _, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{s.archive}}); err != nil {
+	if _, err := Load(context.Background(), d, Options{Archives: []string{s.archive}}); err != nil {
 		t.Fatal(err)
 	}
 	s.untouched(t, good)
@@ -160,15 +160,15 @@ func (h hostileSave) Save(context.Context, []string, []imagearchive.Platform) (i
 // archive fails the stream before it is passed on, and no node imports
 // anything.
 func TestLoadEngineStreamRefusesEntriesOutsideIt(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	d := loadCluster(t, "cp", "linux", "w", "linux")
 	archive, inspect, _ := storeImage(t, "v1", true)
 	for name, h := range escapingEntries {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeEngine{api: "1.52", inspect: inspect}
 			eng := hostileSave{Engine: engineFor(t, f), archive: withEntry(t, archive, h)}
-			_, err := p.LoadImages(context.Background(), "lc", LoadOptions{Images: []string{"my/app:v1"}, Engine: eng})
+			_, err := Load(context.Background(), d, Options{Images: []string{"my/app:v1"}, Engine: eng})
 			if err == nil || !strings.Contains(err.Error(), `"`+h.Name+`"`) || !strings.Contains(err.Error(), "outside the archive") {
-				t.Fatalf("LoadImages = %v, want the entry %q refused", err, h.Name)
+				t.Fatalf("Load = %v, want the entry %q refused", err, h.Name)
 			}
 			for n, f := range d.nodes {
 				if len(f.holds()) != 0 {

@@ -1,4 +1,4 @@
-package cluster
+package load
 
 import (
 	"archive/tar"
@@ -115,7 +115,7 @@ func engineFor(t *testing.T, f *fakeEngine) Engine {
 // comes from saving them all), and a second load finds it present by the
 // manifest digest, the only digest that store gives.
 func TestLoadFromContainerdStore(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	d := loadCluster(t, "cp", "linux", "w", "linux")
 	archive := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"docker.io/my/app:dev"}, Platforms: []string{"linux/amd64"}})
 	a, err := imagearchive.Scan(bytes.NewReader(archive))
 	if err != nil {
@@ -131,8 +131,8 @@ func TestLoadFromContainerdStore(t *testing.T) {
 			{"ID": "sha256:" + strings.Repeat("ef", 32), "Kind": "attestation", "Available": true},
 		},
 	}}
-	opts := LoadOptions{Images: []string{"my/app:dev"}, Engine: engineFor(t, f)}
-	res, err := p.LoadImages(context.Background(), "lc", opts)
+	opts := Options{Images: []string{"my/app:dev"}, Engine: engineFor(t, f)}
+	res, err := Load(context.Background(), d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestLoadFromContainerdStore(t *testing.T) {
 			t.Errorf("%s holds %q", n, got)
 		}
 	}
-	res, err = p.LoadImages(context.Background(), "lc", opts)
+	res, err = Load(context.Background(), d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestLoadFromContainerdStore(t *testing.T) {
 // neither manifests nor a platform (its client would refuse to send
 // them), and the image ID is the config digest crictl reports.
 func TestLoadFromClassicStore(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "win", "2022")
+	d := loadCluster(t, "cp", "linux", "win", "2022")
 	archive := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev"}, Platforms: []string{"linux/amd64"}})
 	a, err := imagearchive.Scan(bytes.NewReader(archive))
 	if err != nil {
@@ -176,8 +176,8 @@ func TestLoadFromClassicStore(t *testing.T) {
 	f := &fakeEngine{api: "1.41", archive: archive, inspect: map[string]any{
 		"Id": a.Images[0].Digest, "RepoTags": []string{"my/app:dev"}, "Os": "linux", "Architecture": "amd64", "Size": len(archive),
 	}}
-	opts := LoadOptions{Images: []string{a.Images[0].Digest[len("sha256:"):][:12]}, Engine: engineFor(t, f)}
-	res, err := p.LoadImages(context.Background(), "lc", opts)
+	opts := Options{Images: []string{a.Images[0].Digest[len("sha256:"):][:12]}, Engine: engineFor(t, f)}
+	res, err := Load(context.Background(), d, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,14 +193,14 @@ func TestLoadFromClassicStore(t *testing.T) {
 	if d.nodes["cp"].configs["docker.io/my/app:dev"] != a.Images[0].Digest {
 		t.Errorf("node holds config %s, want the engine's ID", d.nodes["cp"].configs["docker.io/my/app:dev"])
 	}
-	res, err = p.LoadImages(context.Background(), "lc", opts)
+	res, err = Load(context.Background(), d, opts)
 	if err != nil || outcomes(res) != "docker.io/my/app:dev@cp=present docker.io/my/app:dev@win=skipped" {
 		t.Errorf("second load: %v %v", outcomes(res), err)
 	}
 }
 
 func TestLoadMissingEngineImage(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Api-Version", "1.41")
 		if r.URL.Path == "/_ping" {
@@ -215,7 +215,7 @@ func TestLoadMissingEngineImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = p.LoadImages(context.Background(), "lc", LoadOptions{Images: []string{"nope:1"}, Engine: e})
+	_, err = Load(context.Background(), d, Options{Images: []string{"nope:1"}, Engine: e})
 	if err == nil || !strings.Contains(err.Error(), "image nope:1 is not in the local Docker engine") || !strings.Contains(err.Error(), "nothing was loaded") {
 		t.Errorf("err = %v", err)
 	}
@@ -249,13 +249,13 @@ func (b brokenSave) Save(context.Context, []string, []imagearchive.Platform) (io
 }
 
 func TestLoadBrokenStreamLoadsNothing(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	d := loadCluster(t, "cp", "linux", "w", "linux")
 	archive := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev"}, Platforms: []string{"linux/amd64"}})
 	if _, err := imagearchive.Scan(bytes.NewReader(archive[:len(archive)-1024])); err != nil {
 		t.Fatalf("the control: an archive without its end marker should read as whole, got %v", err)
 	}
 	f := &fakeEngine{api: "1.41", inspect: map[string]any{"Id": "sha256:" + strings.Repeat("12", 32), "RepoTags": []string{"my/app:dev"}, "Os": "linux", "Architecture": "amd64"}}
-	_, err := p.LoadImages(context.Background(), "lc", LoadOptions{Images: []string{"my/app:dev"}, Engine: brokenSave{Engine: engineFor(t, f), archive: archive}})
+	_, err := Load(context.Background(), d, Options{Images: []string{"my/app:dev"}, Engine: brokenSave{Engine: engineFor(t, f), archive: archive}})
 	if err == nil || !strings.Contains(err.Error(), "unexpected EOF from the engine") {
 		t.Errorf("err = %v", err)
 	}
@@ -268,10 +268,10 @@ func TestLoadBrokenStreamLoadsNothing(t *testing.T) {
 
 // loadBase loads my/app:v1 (see storeImage) from an archive into nodes
 // (all when none are named), so that they hold the base of v2.
-func loadBase(t *testing.T, p *Provider, gz bool, nodes ...string) {
+func loadBase(t *testing.T, d *fakeCluster, gz bool, nodes ...string) {
 	t.Helper()
 	v1, _, _ := storeImage(t, "v1", gz)
-	if _, err := p.LoadImages(context.Background(), "lc", LoadOptions{Archives: []string{writeArchive(t, v1)}, Nodes: nodes}); err != nil {
+	if _, err := Load(context.Background(), d, Options{Archives: []string{writeArchive(t, v1)}, Nodes: nodes}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -307,20 +307,20 @@ func storeImage(t *testing.T, version string, gz bool) (archive []byte, inspect 
 // holding the base gets the new top layer only, the node holding nothing
 // gets all of it, and each says so. Nothing is spooled to disk.
 func TestLoadContainerdStoreRebuild(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	d := loadCluster(t, "cp", "linux", "w", "linux")
 	ctx := context.Background()
-	loadBase(t, p, true, "cp")
+	loadBase(t, d, true, "cp")
 	v2, inspect, m := storeImage(t, "v2", true)
 	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect}
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	res, err := Load(ctx, d, Options{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cp, w := res.Images[0].Nodes[0], res.Images[0].Nodes[1]
-	if cp.Outcome != LoadLoaded || cp.LayersSent != 1 || cp.LayersReused != 2 || cp.Bytes < m.Layers[2].Size || cp.Bytes > m.Layers[2].Size+8<<10 {
+	if cp.Outcome != Loaded || cp.LayersSent != 1 || cp.LayersReused != 2 || cp.Bytes < m.Layers[2].Size || cp.Bytes > m.Layers[2].Size+8<<10 {
 		t.Errorf("cp: %+v, want 1 layer sent (%d bytes and the config), 2 reused", cp, m.Layers[2].Size)
 	}
-	if w.Outcome != LoadLoaded || w.LayersSent != 3 || w.LayersReused != 0 {
+	if w.Outcome != Loaded || w.LayersSent != 3 || w.LayersReused != 0 {
 		t.Errorf("w: %+v, want all 3 layers sent", w)
 	}
 	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
@@ -343,17 +343,17 @@ func TestLoadContainerdStoreRebuild(t *testing.T) {
 // a top layer that does not match its digest fails the load on the node,
 // which imports nothing.
 func TestLoadContainerdStoreCorruptTopLoadsNothing(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	loadBase(t, p, false)
+	loadBase(t, d, false)
 	before := d.nodes["cp"].imports
 	v2, inspect, _ := storeImage(t, "v2", false)
 	f := &fakeEngine{api: "1.52", archive: imagearchivetest.Corrupt(v2, []byte("app-v2-linux/amd64app-v2")), inspect: inspect}
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	res, err := Load(ctx, d, Options{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
 	if err == nil || !strings.Contains(err.Error(), "archive is corrupt") {
-		t.Fatalf("LoadImages = %v, want a corrupt-archive error", err)
+		t.Fatalf("Load = %v, want a corrupt-archive error", err)
 	}
-	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadFailed {
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != Failed {
 		t.Errorf("cp: %+v, want failed", nl)
 	}
 	if _, ok := d.nodes["cp"].holds()["docker.io/my/app:v2"]; ok {
@@ -369,13 +369,13 @@ func TestLoadContainerdStoreCorruptTopLoadsNothing(t *testing.T) {
 // base from a registry's gzip blobs has its chains but not those blobs,
 // and still gets the top layer only.
 func TestLoadClassicStoreOCISaveUsesUnpackedChains(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	v2, inspect, m := storeImage(t, "v2", false)
 	delete(inspect, "Manifests")
 	chains := imagearchive.ChainIDs([]string{m.Layers[0].DiffID, m.Layers[1].DiffID})
 	d.nodes["cp"].snaps[chains[0]], d.nodes["cp"].snaps[chains[1]] = true, true
 	f := &fakeEngine{api: "1.44", archive: v2, inspect: inspect}
-	res, err := p.LoadImages(context.Background(), "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	res, err := Load(context.Background(), d, Options{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,20 +440,20 @@ func pushArchive(archive []byte, ref string) error {
 // the engine sends the new layer and config only, never saves, and the
 // node gets the one layer; the temporary tag is gone afterwards.
 func TestLoadContainerdStorePushesOnlyMissing(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	loadBase(t, p, true)
+	loadBase(t, d, true)
 	v2, inspect, m := storeImage(t, "v2", true)
 	// The engine knows of an arm64 platform it never pulled, listed
 	// first: the node's is the second.
 	inspect["Manifests"] = append([]map[string]any{{"ID": "sha256:" + strings.Repeat("cd", 32), "Kind": "image", "Available": false,
 		"ImageData": map[string]any{"Platform": map[string]string{"os": "linux", "architecture": "arm64"}}}}, inspect["Manifests"].([]map[string]any)...)
 	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true}
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	res, err := Load(ctx, d, Options{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nl := res.Images[0].Nodes[0]; nl.Outcome != LoadLoaded || nl.LayersSent != 1 || nl.LayersReused != 2 || nl.Bytes < m.Layers[2].Size || nl.Bytes > m.Layers[2].Size+8<<10 {
+	if nl := res.Images[0].Nodes[0]; nl.Outcome != Loaded || nl.LayersSent != 1 || nl.LayersReused != 2 || nl.Bytes < m.Layers[2].Size || nl.Bytes > m.Layers[2].Size+8<<10 {
 		t.Errorf("cp: %+v, want 1 layer sent (%d bytes and the config), 2 reused", nl, m.Layers[2].Size)
 	}
 	if got := d.nodes["cp"].received; len(got[len(got)-1]) != 1 || got[len(got)-1][0] != m.Layers[2].Digest {
@@ -474,13 +474,13 @@ func TestLoadContainerdStorePushesOnlyMissing(t *testing.T) {
 // hwk's registry (Docker Desktop's VM, a rootless engine) fails the push,
 // and the image comes by a filtered save instead.
 func TestLoadContainerdStorePushUnreachable(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux")
+	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
-	loadBase(t, p, true)
+	loadBase(t, d, true)
 	v2, inspect, m := storeImage(t, "v2", true)
 	// The push goes to a port nothing listens on from the engine's side.
 	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true, unreachable: true}
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	res, err := Load(ctx, d, Options{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -503,12 +503,12 @@ func TestLoadContainerdStorePushUnreachable(t *testing.T) {
 // so the engine sends everything once, and each node still gets only
 // what it lacks.
 func TestLoadContainerdStorePushForNodesThatDiffer(t *testing.T) {
-	p, d := loadCluster(t, "cp", "linux", "w", "linux")
+	d := loadCluster(t, "cp", "linux", "w", "linux")
 	ctx := context.Background()
-	loadBase(t, p, true, "cp")
+	loadBase(t, d, true, "cp")
 	v2, inspect, m := storeImage(t, "v2", true)
 	f := &fakeEngine{api: "1.52", archive: v2, inspect: inspect, pushes: true}
-	res, err := p.LoadImages(ctx, "lc", LoadOptions{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
+	res, err := Load(ctx, d, Options{Images: []string{"my/app:v2"}, Engine: engineFor(t, f)})
 	if err != nil {
 		t.Fatal(err)
 	}
