@@ -27,8 +27,9 @@ import (
 //     make it part of a cluster; they know no driver.
 //   - pkg/nodeimage, pkg/imagedist: node images, built and distributed.
 //   - pkg/load: load-image, local images onto the nodes that can run
-//     them, over pkg/containerd; it knows no driver and no cluster (the
-//     nodes it loads into come from pkg/cluster, by pkg/cmd).
+//     them, over pkg/containerd; it knows no driver, no cluster and no
+//     Kubernetes API (the nodes it loads into come from pkg/cluster, by
+//     pkg/cmd).
 //   - pkg/cluster: the life of a cluster, over drivers and bootstrap; it
 //     knows nothing of load-image.
 //   - pkg/cmd, cmd/...: the command line.
@@ -56,9 +57,11 @@ var rules = []rule{
 		forbid: under("drivers", "pkg/cluster", "pkg/load", "pkg/cmd", "cmd"),
 	},
 	{
-		name:   "load-image knows no driver and no cluster",
-		from:   under("pkg/load"),
-		forbid: under("drivers", "pkg/cluster", "pkg/cmd", "cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/logs", "pkg/kubeconfig", "pkg/doctor"),
+		name: "load-image knows no driver and no cluster",
+		from: under("pkg/load"),
+		// Nor Kubernetes' API: load-image speaks to a node's containerd.
+		forbid: either(under("drivers", "pkg/cluster", "pkg/bootstrap", "pkg/cmd", "cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/logs", "pkg/kubeconfig", "pkg/doctor"),
+			prefix("k8s.io/api/", "k8s.io/client-go/", "k8s.io/kubernetes/", "k8s.io/kubeadm/")),
 	},
 	{
 		name:   "the life of a cluster knows nothing of load-image",

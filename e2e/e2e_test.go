@@ -340,7 +340,7 @@ func TestLinuxCluster(t *testing.T) {
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: win, Labels: map[string]string{
 				"kubernetes.io/os": "windows", "kubernetes.io/arch": "amd64",
-				"node.kubernetes.io/windows-build": bootstrap.WindowsBuilds["2022"],
+				"node.kubernetes.io/windows-build": config.WindowsBuilds["2022"],
 			}},
 			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "os", Value: "windows", Effect: corev1.TaintEffectNoSchedule}}},
 		}

@@ -388,7 +388,7 @@ func TestWindowsManifests(t *testing.T) {
 		t.Errorf("start.ps1 must pass DSR and the source VIP and no feature gates:\n%s", script)
 	}
 	kubeProxyStartOrder(t, strings.Join(code, "\n"))
-	for v, build := range WindowsBuilds {
+	for v, build := range config.WindowsBuilds {
 		rc := find(t, ds, "RuntimeClass", RuntimeClassName(v))
 		if rc["handler"] != "runhcs-wcow-process" || get(rc, "scheduling", "nodeSelector", "node.kubernetes.io/windows-build") != build ||
 			get(rc, "scheduling", "tolerations", 0, "key") != "os" {

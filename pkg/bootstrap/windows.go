@@ -8,14 +8,8 @@ import (
 	"text/template"
 
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
-
-// WindowsBuilds maps the Windows Server versions hwk supports to the build
-// number kubelet puts in the node.kubernetes.io/windows-build label.
-var WindowsBuilds = map[string]string{
-	"2022": "10.0.20348",
-	"2025": "10.0.26100",
-}
 
 // RuntimeClassName is the RuntimeClass for Windows Server version v.
 func RuntimeClassName(v string) string { return "windows-" + v }
@@ -76,7 +70,7 @@ func WindowsManifests(c Cluster) ([]byte, error) {
 
 	type build struct{ Name, Build string }
 	var builds []build
-	for v, b := range WindowsBuilds {
+	for v, b := range config.WindowsBuilds {
 		builds = append(builds, build{RuntimeClassName(v), b})
 	}
 	sort.Slice(builds, func(i, j int) bool { return builds[i].Name < builds[j].Name })

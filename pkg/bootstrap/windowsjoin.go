@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
@@ -258,7 +259,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // it) is the one Windows Server version's images run on: process
 // isolation needs the two to match.
 func CheckWindowsBuild(version, build string) error {
-	want, ok := WindowsBuilds[version]
+	want, ok := config.WindowsBuilds[version]
 	if !ok {
 		return fmt.Errorf("version %q: hwk supports Windows Server 2022 and 2025", version)
 	}

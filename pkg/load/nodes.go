@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/containerd"
 	"github.com/hwk-dev/hwk/pkg/imagearchive"
 	"github.com/hwk-dev/hwk/pkg/node"
@@ -50,7 +49,7 @@ func openNode(ctx context.Context, c Cluster, n config.Node) (*loadNode, error) 
 	}
 	plat := imagearchive.Platform{OS: string(n.OS), Architecture: inv.Arch}.Normalize()
 	if n.OS == config.Windows {
-		plat.OSVersion = bootstrap.WindowsBuilds[n.WindowsVersion]
+		plat.OSVersion = config.WindowsBuilds[n.WindowsVersion]
 	}
 	return &loadNode{name: n.Name, platform: plat, handle: h, inv: inv}, nil
 }

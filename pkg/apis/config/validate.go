@@ -20,6 +20,14 @@ var (
 	supportedWindowsVersions  = []string{"2022", "2025"}
 )
 
+// WindowsBuilds maps the Windows Server versions hwk supports to the build
+// number kubelet puts in the node.kubernetes.io/windows-build label (and
+// the os.version of the images a node of that version runs).
+var WindowsBuilds = map[string]string{
+	"2022": "10.0.20348",
+	"2025": "10.0.26100",
+}
+
 const (
 	maxWindowsNodeName = 15 // NetBIOS computer name limit
 	maxNodeName        = 63 // DNS label limit

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -283,5 +284,15 @@ func TestSuggestions(t *testing.T) {
 		if got := suggest(key, fields); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", key, got, want)
 		}
+	}
+}
+
+// Every supported Windows version has the build its nodes and images
+// report, and no build is kept for a version hwk does not take.
+func TestWindowsBuildsMatchSupportedVersions(t *testing.T) {
+	got := slices.Sorted(maps.Keys(WindowsBuilds))
+	want := slices.Sorted(slices.Values(supportedWindowsVersions))
+	if !slices.Equal(got, want) {
+		t.Errorf("WindowsBuilds has %v, supportedWindowsVersions %v", got, want)
 	}
 }
