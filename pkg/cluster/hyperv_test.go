@@ -54,7 +54,7 @@ import (
 // (kubeadm, the Windows join's PowerShell over SSH) is scripted node
 // handles and the API server an in-memory cluster.
 func TestHyperVUpDown(t *testing.T) {
-	ps := hypervtest.New(t, "up-down.json")
+	ps := hypervtest.New(t, "up-down.txt")
 	home := t.TempDir()
 	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
 	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
@@ -81,7 +81,7 @@ func TestHyperVUpDown(t *testing.T) {
 		p := &Provider{Registry: drivers.NewRegistry(d), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
 			hostInterface: func(netip.Prefix) string { return "" }}
 		if err := fn(p); err != nil {
-			t.Fatalf("%v\nscripts sent:\n%s", err, ps.Scripts())
+			t.Fatalf("%v\nscripts sent:\n%s", err, ps.Requests())
 		}
 		s.Close()
 		return len(ps.Starts()) - before
@@ -97,7 +97,7 @@ func TestHyperVUpDown(t *testing.T) {
 	if res == nil || res.Context != "hwk-demo" {
 		t.Errorf("up: %+v", res)
 	}
-	scripts := ps.Scripts()
+	scripts := ps.Requests()
 	for _, rule := range []string{"preflight", "list, none yet", "make the network", "create demo-cp", "create demo-win-1", "inspect demo-cp", "inspect demo-win-1"} {
 		if !strings.Contains(scripts, "# --- "+rule+"\n") {
 			t.Errorf("up sent no script of rule %q", rule)
@@ -121,7 +121,7 @@ func TestHyperVUpDown(t *testing.T) {
 	if !found {
 		t.Error("down found no cluster")
 	}
-	downScripts := ps.Scripts()[n:]
+	downScripts := ps.Requests()[n:]
 	for _, rule := range []string{"preflight", "list, the cluster", "delete demo-cp", "delete demo-win-1", "delete the network"} {
 		if !strings.Contains(downScripts, "# --- "+rule+"\n") {
 			t.Errorf("down sent no script of rule %q:\n%s", rule, downScripts)

@@ -36,7 +36,7 @@ import (
 // reaches the API server on 127.0.0.1; down unroutes and unregisters it
 // and removes the worker and the network.
 func TestWSLUpDown(t *testing.T) {
-	ps := hypervtest.New(t, "wsl2-up-down.json")
+	ps := hypervtest.New(t, "wsl2-up-down.txt")
 	home := t.TempDir()
 	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
 	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
@@ -75,7 +75,7 @@ func TestWSLUpDown(t *testing.T) {
 		p := &Provider{Registry: drivers.NewRegistry(hv, w), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
 			hostInterface: func(netip.Prefix) string { return "" }}
 		if err := fn(p); err != nil {
-			t.Fatalf("%v\nPowerShell scripts sent:\n%s\nwsl.exe calls: %q", err, ps.Scripts(), wsl.Calls())
+			t.Fatalf("%v\nPowerShell scripts sent:\n%s\nwsl.exe calls: %q", err, ps.Requests(), wsl.Calls())
 		}
 	}
 	ctx := context.Background()
@@ -85,7 +85,7 @@ func TestWSLUpDown(t *testing.T) {
 	})
 	ps.Check(t)
 	nodes.check(t)
-	scripts := ps.Scripts()
+	scripts := ps.Requests()
 	for _, rule := range []string{"make the network", "create demo-win-1", "route demo-cp's address to WSL's VM"} {
 		if !strings.Contains(scripts, "# --- "+rule+"\n") {
 			t.Errorf("up sent no script of rule %q", rule)
@@ -112,7 +112,7 @@ func TestWSLUpDown(t *testing.T) {
 	})
 	ps.Check(t)
 	wsl.Check(t)
-	down := ps.Scripts()[n:]
+	down := ps.Requests()[n:]
 	for _, rule := range []string{"remove demo-cp's route", "delete demo-win-1", "delete the network"} {
 		if !strings.Contains(down, "# --- "+rule+"\n") {
 			t.Errorf("down sent no script of rule %q:\n%s", rule, down)
