@@ -42,7 +42,8 @@ func testDriver(t *testing.T, transcript, wslconfig string) (*Driver, *wsltest.F
 }
 
 // testDriverPS is testDriver with the fake powershell.exe answering the
-// host's scripts from drivers/hyperv/testdata/transcripts/RULES.
+// host's scripts from drivers/hyperv/testdata/transcripts/RULES (a
+// fakeprog transcript).
 func testDriverPS(t *testing.T, transcript, wslconfig, rules string) (*Driver, *wsltest.Fake, drivers.MachineSpec, *[]string, *hypervtest.FakePowerShell) {
 	t.Helper()
 	ps := hypervtest.New(t, rules)

@@ -18,7 +18,6 @@ package fakeprog
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,25 +76,16 @@ func New(t testing.TB, cfg Config) *Fake {
 	return f
 }
 
-// install links or copies the built program to path.
+// install links the built program to path, or copies it where it cannot.
 func install(bin, path string) error {
 	if os.Link(bin, path) == nil {
 		return nil
 	}
-	in, err := os.Open(bin)
+	data, err := os.ReadFile(bin)
 	if err != nil {
 		return err
 	}
-	defer in.Close()
-	out, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	return os.WriteFile(path, data, 0o755)
 }
 
 // Transcript is the fake's transcript, which a test may change before
