@@ -25,11 +25,27 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-// binary builds the fake program once per test process.
+// binary builds the fake program once per test process, into a
+// directory of its own under $TMPDIR/hwk-fakeprog. A test process cannot
+// remove its build as it exits, so each build removes those over a day
+// old (no test process runs that long, and the fakes already on PATH are
+// links of their own).
 var binary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "hwk-fakeprog-")
+	root := filepath.Join(os.TempDir(), "hwk-fakeprog")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	if old, err := os.ReadDir(root); err == nil {
+		for _, e := range old {
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > 24*time.Hour {
+				_ = os.RemoveAll(filepath.Join(root, e.Name()))
+			}
+		}
+	}
+	dir, err := os.MkdirTemp(root, "build-")
 	if err != nil {
 		return "", err
 	}
