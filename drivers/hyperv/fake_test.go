@@ -101,7 +101,6 @@ func (f *fakePS) on(key string, match ...string) *fakePS {
 // add adds an exchange answering any number of times, none included.
 func (f *fakePS) add(e fakeprog.Exchange) *fakePS {
 	e.Name, e.Optional = fmt.Sprint(len(f.tr.Exchanges)), true
-	e.Script = append([]string{}, e.Script...)
 	f.tr.Exchanges = append(f.tr.Exchanges, e)
 	return f
 }

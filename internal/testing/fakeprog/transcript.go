@@ -21,8 +21,9 @@ type Exchange struct {
 	Name string `json:"name"`
 	// Where is the file and line it comes from ("file:line").
 	Where string `json:"where,omitempty"`
-	// Args is the pattern of a call's arguments; Script, the texts a
-	// script must hold. An exchange has one or the other.
+	// Args is the pattern of a call's arguments; an exchange without
+	// them matches a script that holds each text of Script (any script,
+	// if none).
 	Args   []string `json:"args,omitempty"`
 	Script []string `json:"script,omitempty"`
 	// Times is how often it may answer, 0 any number of times.
@@ -281,7 +282,7 @@ func Expand(s string, vars map[string]string) string {
 // match matches req against the exchange, returning the words it binds;
 // bound are the words bound before.
 func (e *Exchange) match(req Request, vars, bound map[string]string) (map[string]string, bool) {
-	if e.Script != nil {
+	if len(e.Args) == 0 {
 		for _, s := range e.Script {
 			if !strings.Contains(req.Script, s) {
 				return nil, false
@@ -377,7 +378,7 @@ func (t *Transcript) Unused(st *State) []string {
 	for i, e := range t.Exchanges {
 		if !e.Optional && (i >= len(st.Used) || st.Used[i] == 0) {
 			what := strings.Join(e.Args, " ")
-			if e.Script != nil {
+			if len(e.Args) == 0 {
 				what = fmt.Sprintf("a script holding %q", e.Script)
 			}
 			where := e.Where
