@@ -78,18 +78,13 @@ var rules = []rule{
 const module = "github.com/hwk-dev/hwk"
 
 // testSupport are the packages that exist for tests: everything under
-// internal/testing (fakes of the Windows tools, the Windows model,
-// fixtures and checkers), the fake programs the drivers' tests build, and
-// the *test packages beside what they fake (hypervtest, winimagetest...).
+// internal/testing (the fake programs of the Windows and VM tools, the
+// Windows model, fixtures and checkers), and the *test packages beside
+// what they fake (hypervtest, winimagetest...).
 func testSupport(p string) bool {
 	rel, ok := strings.CutPrefix(p, module+"/")
 	if !ok {
 		return false
-	}
-	switch rel {
-	case "drivers/internal/fakecli", "drivers/internal/transcript", "drivers/internal/clitest",
-		"drivers/hyperv/internal/fakepowershell", "drivers/hyperv/internal/pstranscript":
-		return true
 	}
 	return rel == "internal/testing" || strings.HasPrefix(rel, "internal/testing/") || strings.HasSuffix(rel, "test")
 }

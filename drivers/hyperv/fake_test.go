@@ -10,13 +10,36 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hwk-dev/hwk/drivers/hyperv/internal/pstranscript"
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 )
 
+// jsonReplies are replies by key as the JSON value each holds.
+type jsonReplies map[string]json.RawMessage
+
+// Get is the reply called key.
+func (r jsonReplies) Get(key string) (json.RawMessage, error) {
+	raw, ok := r[key]
+	if !ok {
+		return nil, fmt.Errorf("no reply %q in the reply files", key)
+	}
+	return raw, nil
+}
+
 // replies are the real-format replies in testdata/replies, each file
-// citing where its format comes from.
-var replies = sync.OnceValues(func() (pstranscript.Replies, error) {
-	return pstranscript.LoadReplies("testdata/replies")
+// citing where its format comes from, each a JSON value (the out of the
+// session's result line).
+var replies = sync.OnceValues(func() (jsonReplies, error) {
+	all, err := fakeprog.LoadReplies("testdata/replies")
+	if err != nil {
+		return nil, err
+	}
+	out := jsonReplies{}
+	for k := range all {
+		if out[k], err = all.JSON(k); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 })
 
 // reporter is the part of testing.TB the fake reports to.
@@ -33,7 +56,8 @@ type reporter interface {
 type fakePS struct {
 	t       reporter
 	scripts []string
-	tr      pstranscript.Transcript
+	tr      fakeprog.Transcript
+	st      fakeprog.State
 	// patched are replies made by patch.
 	patched map[string]json.RawMessage
 }
@@ -41,13 +65,16 @@ type fakePS struct {
 func (f *fakePS) Run(_ context.Context, script string, out any) error {
 	f.t.Helper()
 	f.scripts = append(f.scripts, script)
-	r, ok := f.tr.Answer(script)
+	r, ok := f.tr.Answer(&f.st, fakeprog.Request{Script: script}, nil)
 	if !ok {
 		f.t.Errorf("PowerShell was sent a script no rule of the test expects:\n%s", script)
 		return &PSError{Message: "the fake PowerShell did not expect this script", Category: "NotImplemented"}
 	}
 	if r.Error != nil {
-		e := PSError(*r.Error)
+		var e PSError
+		if err := json.Unmarshal(r.Error, &e); err != nil {
+			f.t.Fatal(err)
+		}
 		return &e
 	}
 	raw := json.RawMessage("null")
@@ -68,7 +95,13 @@ func (f *fakePS) Run(_ context.Context, script string, out any) error {
 // on answers the scripts that hold every string of match with the reply
 // called key (file/name in testdata/replies).
 func (f *fakePS) on(key string, match ...string) *fakePS {
-	f.tr.Rules = append(f.tr.Rules, pstranscript.Rule{Name: fmt.Sprint(len(f.tr.Rules)), Match: match, Reply: key})
+	return f.add(fakeprog.Exchange{Script: match, Reply: key})
+}
+
+// add adds an exchange answering any number of times, none included.
+func (f *fakePS) add(e fakeprog.Exchange) *fakePS {
+	e.Name, e.Optional = fmt.Sprint(len(f.tr.Exchanges)), true
+	f.tr.Exchanges = append(f.tr.Exchanges, e)
 	return f
 }
 
@@ -77,9 +110,11 @@ func (f *fakePS) quiet(match ...string) *fakePS { return f.on("", match...) }
 
 // fail answers with an error record.
 func (f *fakePS) fail(err *PSError, match ...string) *fakePS {
-	rec := pstranscript.PSError(*err)
-	f.tr.Rules = append(f.tr.Rules, pstranscript.Rule{Name: fmt.Sprint(len(f.tr.Rules)), Match: match, Error: &rec})
-	return f
+	rec, jerr := json.Marshal(err)
+	if jerr != nil {
+		f.t.Fatal(jerr)
+	}
+	return f.add(fakeprog.Exchange{Script: match, Error: rec})
 }
 
 // patch is the reply called key with the top-level properties in change
@@ -118,7 +153,7 @@ func (f *fakePS) patch(key string, change map[string]any) string {
 
 // reset forgets the rules.
 func (f *fakePS) reset() *fakePS {
-	f.tr = pstranscript.Transcript{}
+	f.tr, f.st = fakeprog.Transcript{}, fakeprog.State{}
 	return f
 }
 
@@ -180,7 +215,8 @@ func TestFakeFailsUnexpectedScripts(t *testing.T) {
 }
 
 // TestRepliesCiteSources: every reply file parses, cites a source, and
-// holds JSON; a file without a source is refused.
+// holds JSON (replies fails otherwise); a file without a source is
+// refused.
 func TestRepliesCiteSources(t *testing.T) {
 	all, err := replies()
 	if err != nil {
@@ -193,7 +229,7 @@ func TestRepliesCiteSources(t *testing.T) {
 	if err := os.WriteFile(dir+"/bad.txt", []byte("# a reply file\n== x ==\n{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pstranscript.LoadReplies(dir); err == nil || !strings.Contains(err.Error(), "cites no source") {
+	if _, err := fakeprog.LoadReplies(dir); err == nil || !strings.Contains(err.Error(), "cites no source") {
 		t.Errorf("a file without a source: %v", err)
 	}
 }

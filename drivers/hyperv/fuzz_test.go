@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/hyperv/internal/pstranscript"
 )
 
 // The fuzz targets here read what PowerShell gives hwk: the session's
@@ -26,7 +25,7 @@ func frame(result string) string {
 }
 
 // fuzzReplies is every reply of testdata/replies, by key, in key order.
-func fuzzReplies(f *testing.F) ([]string, pstranscript.Replies) {
+func fuzzReplies(f *testing.F) ([]string, jsonReplies) {
 	all, err := replies()
 	if err != nil {
 		f.Fatal(err)

@@ -19,7 +19,7 @@ import (
 // back as an error record and stays on the fake's record for the test to
 // fail on.
 func TestFakeProgram(t *testing.T) {
-	ps := hypervtest.New(t, "one-vm.json")
+	ps := hypervtest.New(t, "one-vm.txt")
 	s := NewSession(io.Discard)
 	defer s.Close()
 	d := New(Options{Runner: s})
@@ -46,7 +46,7 @@ func TestFakeProgram(t *testing.T) {
 // a reply fails that script only, with the end of its stderr: the next
 // one starts a new process.
 func TestFakeProgramStderrAndCrash(t *testing.T) {
-	ps := hypervtest.New(t, "crash.json")
+	ps := hypervtest.New(t, "crash.txt")
 	var log syncBuffer
 	s := NewSession(&log)
 	defer s.Close()
@@ -95,7 +95,7 @@ func (s *syncBuffer) String() string {
 // reaches Windows' powershell.exe, does not start it (the driver would
 // hand Windows Linux paths): the driver is unavailable, with the reason.
 func TestSessionRefusesWSL(t *testing.T) {
-	ps := hypervtest.New(t, "one-vm.json")
+	ps := hypervtest.New(t, "one-vm.txt")
 	t.Setenv("WSL_DISTRO_NAME", "Ubuntu")
 	s := NewSession(io.Discard)
 	defer s.Close()

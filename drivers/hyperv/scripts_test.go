@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/hyperv/internal/pstranscript"
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 )
 
 // exitLine, as a reply line, makes the fake process exit there.
@@ -165,9 +165,8 @@ func TestSessionWithoutPowerShell(t *testing.T) {
 func TestInstall(t *testing.T) {
 	const removeInstall, stateMark = "if ($vm) {\n    if ($vm.State -ne 'Off')", "if ($vm) { [string]$vm.State } else { '' }"
 	f := (&fakePS{t: t}).quiet(removeInstall).quiet("-SizeBytes").quiet("Msvm_Keyboard")
-	f.tr.Rules = append(f.tr.Rules,
-		pstranscript.Rule{Name: "running", Match: []string{stateMark}, Reply: "vm/state-running", Times: 2},
-		pstranscript.Rule{Name: "off", Match: []string{stateMark}, Reply: "vm/state-off"})
+	f.add(fakeprog.Exchange{Script: []string{stateMark}, Reply: "vm/state-running", Times: 2}).
+		add(fakeprog.Exchange{Script: []string{stateMark}, Reply: "vm/state-off"})
 	d, root, _ := testDriver(t, f)
 	old := installPoll
 	installPoll = time.Millisecond
@@ -184,9 +183,8 @@ func TestInstall(t *testing.T) {
 	}
 
 	f.reset().quiet(removeInstall).quiet("-SizeBytes").quiet("Msvm_Keyboard")
-	f.tr.Rules = append(f.tr.Rules,
-		pstranscript.Rule{Name: "running", Match: []string{stateMark}, Reply: "vm/state-running", Times: 1},
-		pstranscript.Rule{Name: "gone", Match: []string{stateMark}, Reply: "vm/state-gone"})
+	f.add(fakeprog.Exchange{Script: []string{stateMark}, Reply: "vm/state-running", Times: 1}).
+		add(fakeprog.Exchange{Script: []string{stateMark}, Reply: "vm/state-gone"})
 	f.scripts = nil
 	err := d.Install(context.Background(), spec)
 	if err == nil || !strings.Contains(err.Error(), "the VM was removed from outside") {

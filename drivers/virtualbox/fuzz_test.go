@@ -18,9 +18,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
-	"github.com/hwk-dev/hwk/drivers/internal/transcript"
 	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 )
 
 // The fuzz targets here read what VBoxManage gives hwk: showvminfo's
@@ -33,7 +32,7 @@ import (
 // error) of every reply of testdata/replies whose key starts with prefix.
 func seedReplies(f *testing.F, prefix string, stderr bool) {
 	f.Helper()
-	for _, r := range clitest.Seeds(f, "testdata", prefix) {
+	for _, r := range fakeprog.Seeds(f, "testdata/replies", prefix) {
 		if stderr {
 			f.Add(r.Stderr)
 		} else {
@@ -263,7 +262,7 @@ func FuzzForwardRule(f *testing.F) {
 // and address, and the description hwk would write of it reads back the
 // same.
 func FuzzDescription(f *testing.F) {
-	all, err := transcript.LoadReplies("testdata/replies")
+	all, err := fakeprog.LoadReplies("testdata/replies")
 	if err != nil {
 		f.Fatal(err)
 	}

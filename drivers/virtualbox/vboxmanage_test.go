@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/drivers/internal/transcript"
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 )
 
-func replies(t *testing.T) transcript.Replies {
+func replies(t *testing.T) fakeprog.Replies {
 	t.Helper()
-	r, err := transcript.LoadReplies("testdata/replies")
+	r, err := fakeprog.LoadReplies("testdata/replies")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
+	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 )
 
 // TestDistros: importing a node's distribution is done once, a
@@ -17,7 +17,7 @@ import (
 // deleted without error, leaving no files.
 func TestDistros(t *testing.T) {
 	data, tar := t.TempDir(), filepath.Join(t.TempDir(), "rootfs.tar")
-	fake := clitest.New(t, "wsl.exe", "testdata", "distro.txt", map[string]string{"DATA": data, "TAR": tar})
+	fake := wsltest.New(t, "distro.txt", map[string]string{"DATA": data, "TAR": tar})
 	d := distros{r: CLI{}, dir: func(r drivers.Ref) string { return filepath.Join(data, r.Name) }}
 	ctx := context.Background()
 	cp, w2 := drivers.Ref{Cluster: "demo", Name: "demo-cp"}, drivers.Ref{Cluster: "demo", Name: "demo-w2"}

@@ -16,7 +16,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
+	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/state"
@@ -35,15 +35,16 @@ func freePort(t *testing.T) uint16 {
 // testDriver is a driver over the fake wsl.exe answering from
 // transcript, with a profile whose .wslconfig holds wslconfig, and the
 // spec of cluster demo's control plane.
-func testDriver(t *testing.T, transcript, wslconfig string) (*Driver, *clitest.Fake, drivers.MachineSpec, *[]string) {
+func testDriver(t *testing.T, transcript, wslconfig string) (*Driver, *wsltest.Fake, drivers.MachineSpec, *[]string) {
 	t.Helper()
-	d, fake, spec, warnings, _ := testDriverPS(t, transcript, wslconfig, "wsl2-route.json")
+	d, fake, spec, warnings, _ := testDriverPS(t, transcript, wslconfig, "wsl2-route.txt")
 	return d, fake, spec, warnings
 }
 
 // testDriverPS is testDriver with the fake powershell.exe answering the
-// host's scripts from drivers/hyperv/testdata/transcripts/RULES.
-func testDriverPS(t *testing.T, transcript, wslconfig, rules string) (*Driver, *clitest.Fake, drivers.MachineSpec, *[]string, *hypervtest.FakePowerShell) {
+// host's scripts from drivers/hyperv/testdata/transcripts/RULES (a
+// fakeprog transcript).
+func testDriverPS(t *testing.T, transcript, wslconfig, rules string) (*Driver, *wsltest.Fake, drivers.MachineSpec, *[]string, *hypervtest.FakePowerShell) {
 	t.Helper()
 	ps := hypervtest.New(t, rules)
 	t.Cleanup(func() { ps.Check(t) })
@@ -58,7 +59,7 @@ func testDriverPS(t *testing.T, transcript, wslconfig, rules string) (*Driver, *
 	ref := drivers.Ref{Cluster: "demo", Name: "demo-cp"}
 	var warnings []string
 	d := New(Options{Dirs: dirs, Profile: profile, PowerShell: session, Warn: func(w string) { warnings = append(warnings, w) }})
-	fake := clitest.New(t, "wsl.exe", "testdata", transcript, map[string]string{"NODEDIR": d.nodeDir(ref), "TAR": tarball})
+	fake := wsltest.New(t, transcript, map[string]string{"NODEDIR": d.nodeDir(ref), "TAR": tarball})
 	spec := drivers.MachineSpec{Ref: ref, Role: config.ControlPlane, OS: config.Linux, Image: tarball,
 		CPUs: 2, MemoryBytes: 2 << 30, DiskBytes: 20 << 30, IP: netip.MustParseAddr("172.31.250.10"),
 		Ports: []uint16{freePort(t)}, Start: true}
@@ -88,7 +89,7 @@ func untar(t *testing.T, data []byte) map[string]string {
 // makes is one the transcript expects, what it writes into the
 // distribution is the node's setup, and the states between are right.
 func TestDriverLife(t *testing.T) {
-	d, fake, spec, warnings, ps := testDriverPS(t, "driver.txt", "[wsl2]\r\nmemory=8GB\r\n", "wsl2-route.json")
+	d, fake, spec, warnings, ps := testDriverPS(t, "driver.txt", "[wsl2]\r\nmemory=8GB\r\n", "wsl2-route.txt")
 	ctx := context.Background()
 	detail, err := d.Preflight(ctx)
 	if err != nil || detail != "WSL 2.5.7.0 on Windows build 26100, NAT networking (experimental)" {
@@ -190,7 +191,7 @@ func TestDriverLife(t *testing.T) {
 	fake.Check(t)
 	// Routed at each of the two boots (not when start found it kept),
 	// unrouted once by the first delete.
-	log := ps.Scripts()
+	log := ps.Requests()
 	if n := strings.Count(log, "route demo-cp's address to WSL's VM"); n != 2 {
 		t.Errorf("the host routed the node %d times, want 2:\n%s", n, log)
 	}
@@ -328,7 +329,7 @@ func TestDriverDistroRemovedByHand(t *testing.T) {
 // without one Start says why and what to do, and Delete keeps the route
 // and rule with a warning naming how to remove them.
 func TestDriverStartNotElevated(t *testing.T) {
-	d, fake, spec, warnings, _ := testDriverPS(t, "not-elevated.txt", "", "wsl2-not-elevated.json")
+	d, fake, spec, warnings, _ := testDriverPS(t, "not-elevated.txt", "", "wsl2-not-elevated.txt")
 	ctx := context.Background()
 	if err := d.EnsureNetwork(ctx, drivers.Network{Cluster: "demo", Subnet: netip.MustParsePrefix("172.31.250.0/24")}); err != nil {
 		t.Fatal(err)

@@ -17,8 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
-	"github.com/hwk-dev/hwk/drivers/internal/transcript"
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 )
 
 // The fuzz targets here read what wsl.exe and a WSL distribution give
@@ -28,7 +27,7 @@ import (
 // of testdata/replies; under `go test` they run on the seeds alone.
 
 // raw is what the program writes of s: UTF-16LE or UTF-8.
-func raw(r transcript.Reply, s string) []byte {
+func raw(r fakeprog.Reply, s string) []byte {
 	if r.UTF16 {
 		return utf16le(s)
 	}
@@ -41,7 +40,7 @@ func raw(r transcript.Reply, s string) []byte {
 // text with a character of ASCII or Latin-1 (a line end will do) reads
 // the same in UTF-16LE, with or without a byte order mark, as in UTF-8.
 func FuzzDecode(f *testing.F) {
-	for _, r := range clitest.Seeds(f, "testdata", "wsl/") {
+	for _, r := range fakeprog.Seeds(f, "testdata/replies", "wsl/") {
 		f.Add(raw(r, r.Stdout))
 	}
 	f.Add(utf16le("Ubuntu\r\r\nhwk-demo-cp\r\r\n"))
@@ -91,7 +90,7 @@ var wholeCodeRE = regexp.MustCompile(`^Wsl(?:/[A-Za-z0-9_]+)+$`)
 // is its lines but the code's, on one line; the code is the context's
 // last part; a line that ends in a code gives the error its code.
 func FuzzWSLError(f *testing.F) {
-	for _, r := range clitest.Seeds(f, "testdata", "wsl/") {
+	for _, r := range fakeprog.Seeds(f, "testdata/replies", "wsl/") {
 		if r.Exit != 0 {
 			f.Add(decode(raw(r, r.Stdout))+"\n"+decode(raw(r, r.Stderr)), r.Exit)
 		}
@@ -183,7 +182,7 @@ func TestWSLConfigLongLine(t *testing.T) {
 // FuzzWindowsBuild: the build read from --version is the number its last
 // line ends with, and 0 when that is no number an int holds.
 func FuzzWindowsBuild(f *testing.F) {
-	for _, r := range clitest.Seeds(f, "testdata", "wsl/version") {
+	for _, r := range fakeprog.Seeds(f, "testdata/replies", "wsl/version") {
 		f.Add(decode(raw(r, r.Stdout)))
 	}
 	f.Fuzz(func(t *testing.T, out string) {
@@ -240,7 +239,7 @@ func gunzip(t *testing.T, name string, data []byte) []byte {
 // refused: its names are valid paths, its files' bytes no more than the
 // output's, and sent again it reads back the same.
 func FuzzFacts(f *testing.F) {
-	for _, r := range clitest.Seeds(f, "testdata", "facts/") {
+	for _, r := range fakeprog.Seeds(f, "testdata/replies", "facts/") {
 		f.Add([]byte(r.Stdout))
 	}
 	f.Add([]byte("F /proc/sys/kernel/osrelease 7\n6.6.87\n\nD /sys/module 14\nvxlan\noverlay\n\n"))

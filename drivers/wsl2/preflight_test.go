@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
+	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 )
 
 // TestParseWSLConfig: .wslconfig as learn.microsoft.com/windows/wsl/wsl-config
@@ -76,7 +76,7 @@ func TestJudge(t *testing.T) {
 // node (found by its marker; a hwk- distribution without one is not a
 // node); and a control plane port this test holds is seen as taken.
 func TestGatherFacts(t *testing.T) {
-	fake := clitest.New(t, "wsl.exe", "testdata", "facts.txt", nil)
+	fake := wsltest.New(t, "facts.txt", nil)
 	profile, clusters := t.TempDir(), t.TempDir()
 	if err := os.WriteFile(filepath.Join(profile, ".wslconfig"), []byte("[wsl2]\r\nnetworkingMode=mirrored\r\n"), 0o644); err != nil {
 		t.Fatal(err)

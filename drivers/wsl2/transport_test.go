@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
+	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
@@ -17,7 +17,7 @@ import (
 // with the caller's input, hands back the command's output and status,
 // and tells wsl.exe's own failure from the command's.
 func TestTransport(t *testing.T) {
-	fake := clitest.New(t, "wsl.exe", "testdata", "exec.txt", nil)
+	fake := wsltest.New(t, "exec.txt", nil)
 	ctx := context.Background()
 	h := node.New("hwk-demo-cp", config.Linux, transport{r: CLI{}, distro: "hwk-demo-cp"})
 	var out bytes.Buffer

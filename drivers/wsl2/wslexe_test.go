@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf16"
 
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
+	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 )
 
 func utf16le(s string) []byte {
@@ -46,7 +46,7 @@ func TestDecode(t *testing.T) {
 // exit status passed through as they are.
 func TestManageThroughFake(t *testing.T) {
 	dir, tar := t.TempDir(), filepath.Join(t.TempDir(), "rootfs.tar")
-	fake := clitest.New(t, "wsl.exe", "testdata", "manage.txt", map[string]string{"DIR": dir, "TAR": tar})
+	fake := wsltest.New(t, "manage.txt", map[string]string{"DIR": dir, "TAR": tar})
 	ctx := context.Background()
 	r := CLI{}
 	for _, want := range []hostFacts{

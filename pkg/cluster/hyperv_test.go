@@ -35,15 +35,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // TestHyperVUpDown: `hwk up` and `hwk down` of a Linux control plane and
@@ -54,21 +51,11 @@ import (
 // (kubeadm, the Windows join's PowerShell over SSH) is scripted node
 // handles and the API server an in-memory cluster.
 func TestHyperVUpDown(t *testing.T) {
-	ps := hypervtest.New(t, "up-down.json")
-	home := t.TempDir()
-	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
-	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
-	cfg := &config.Cluster{Name: "demo", Nodes: []config.Node{
-		{Name: "demo-cp", Role: config.ControlPlane, OS: config.Linux, Driver: config.DriverHyperV},
-		{Name: "demo-win-1", Role: config.Worker, OS: config.Windows, Driver: config.DriverHyperV},
-	}}
-	config.SetDefaults(cfg, config.Host{OS: "windows", Drivers: map[config.OS]string{config.Linux: config.DriverHyperV, config.Windows: config.DriverHyperV}})
-	if err := config.Validate(cfg); err != nil {
-		t.Fatal(err)
-	}
+	ps := hypervtest.New(t, "up-down.txt")
+	u := newUpDown(t, config.DriverHyperV, config.DriverHyperV, config.DriverHyperV, nil)
+	dirs, kc, cfg, nodes := u.dirs, u.kc, u.cfg, u.nodes
 	cachedVHDX(t, dirs.Cache, "linux-test", cfg.KubernetesVersion, nil)
 	cachedVHDX(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, &nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
-	nodes := newScriptedNodes(t)
 
 	// command runs fn as one hwk command would: its own session, driver
 	// and provider; it returns how many times PowerShell started.
@@ -78,10 +65,8 @@ func TestHyperVUpDown(t *testing.T) {
 		s := hyperv.NewSession(io.Discard)
 		defer s.Close()
 		d := hyperv.New(hyperv.Options{Dirs: dirs, Runner: s, Handle: nodes.handle})
-		p := &Provider{Registry: drivers.NewRegistry(d), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
-			hostInterface: func(netip.Prefix) string { return "" }}
-		if err := fn(p); err != nil {
-			t.Fatalf("%v\nscripts sent:\n%s", err, ps.Scripts())
+		if err := fn(u.provider(d)); err != nil {
+			t.Fatalf("%v\nscripts sent:\n%s", err, ps.Requests())
 		}
 		s.Close()
 		return len(ps.Starts()) - before
@@ -89,7 +74,7 @@ func TestHyperVUpDown(t *testing.T) {
 	ctx := context.Background()
 	var res *UpResult
 	up := command(func(p *Provider) (err error) {
-		res, err = p.Up(ctx, cfg, UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServer: 30 * time.Second, NodesReady: 30 * time.Second, Pods: 30 * time.Second}})
+		res, err = p.Up(ctx, cfg, upOptions)
 		return err
 	})
 	ps.Check(t)
@@ -97,7 +82,7 @@ func TestHyperVUpDown(t *testing.T) {
 	if res == nil || res.Context != "hwk-demo" {
 		t.Errorf("up: %+v", res)
 	}
-	scripts := ps.Scripts()
+	scripts := ps.Requests()
 	for _, rule := range []string{"preflight", "list, none yet", "make the network", "create demo-cp", "create demo-win-1", "inspect demo-cp", "inspect demo-win-1"} {
 		if !strings.Contains(scripts, "# --- "+rule+"\n") {
 			t.Errorf("up sent no script of rule %q", rule)
@@ -121,7 +106,7 @@ func TestHyperVUpDown(t *testing.T) {
 	if !found {
 		t.Error("down found no cluster")
 	}
-	downScripts := ps.Scripts()[n:]
+	downScripts := ps.Requests()[n:]
 	for _, rule := range []string{"preflight", "list, the cluster", "delete demo-cp", "delete demo-win-1", "delete the network"} {
 		if !strings.Contains(downScripts, "# --- "+rule+"\n") {
 			t.Errorf("down sent no script of rule %q:\n%s", rule, downScripts)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,13 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/virtualbox"
 	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // TestVirtualBoxUpDown: `hwk up` and `hwk down` of a Linux control plane
@@ -29,30 +25,18 @@ import (
 // nodes' side is scripted node handles and the API server an in-memory
 // cluster, as in TestHyperVUpDown.
 func TestVirtualBoxUpDown(t *testing.T) {
-	home := t.TempDir()
-	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
+	u := newUpDown(t, config.DriverVirtualBox, config.DriverVirtualBox, config.DriverVirtualBox, nil)
+	dirs, kc, cfg, nodes := u.dirs, u.kc, u.cfg, u.nodes
 	fake := vboxtest.New(t, "up-down.txt", map[string]string{"DATA": dirs.Data, "CACHE": dirs.Cache})
-	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
-	cfg := &config.Cluster{Name: "demo", Nodes: []config.Node{
-		{Name: "demo-cp", Role: config.ControlPlane, OS: config.Linux, Driver: config.DriverVirtualBox},
-		{Name: "demo-win-1", Role: config.Worker, OS: config.Windows, Driver: config.DriverVirtualBox},
-	}}
-	config.SetDefaults(cfg, config.Host{OS: "windows", Drivers: map[config.OS]string{config.Linux: config.DriverVirtualBox, config.Windows: config.DriverVirtualBox}})
-	if err := config.Validate(cfg); err != nil {
-		t.Fatal(err)
-	}
 	cachedVDI(t, dirs.Cache, "linux-test", cfg.KubernetesVersion, "4f3a1c52-8d0e-4b7a-9e61-2c5d7f80a913", 20<<30, nil)
 	cachedVDI(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, "b07e2d94-61c3-4f25-8a1e-93d4c6e5f208", 64<<30,
 		&nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
-	nodes := newScriptedNodes(t)
 	provider := func() *Provider {
-		d := virtualbox.New(virtualbox.Options{Dirs: dirs, Runner: &virtualbox.CLI{}, Handle: nodes.handle,
-			Hypervisor: func(context.Context) (bool, error) { return false, nil }})
-		return &Provider{Registry: drivers.NewRegistry(d), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
-			hostInterface: func(netip.Prefix) string { return "" }}
+		return u.provider(virtualbox.New(virtualbox.Options{Dirs: dirs, Runner: &virtualbox.CLI{}, Handle: nodes.handle,
+			Hypervisor: func(context.Context) (bool, error) { return false, nil }}))
 	}
 	ctx := context.Background()
-	res, err := provider().Up(ctx, cfg, UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServer: 30 * time.Second, NodesReady: 30 * time.Second, Pods: 30 * time.Second}})
+	res, err := provider().Up(ctx, cfg, upOptions)
 	if err != nil {
 		t.Fatalf("up: %v\nVBoxManage calls:\n%s", err, calls(fake))
 	}

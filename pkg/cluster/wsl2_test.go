@@ -13,55 +13,42 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
 	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // TestWSLUpDown: `hwk up` and `hwk down` of a control plane on the wsl2
 // driver and a Windows worker on hyperv, through both drivers' real
 // process code: a fake wsl.exe (drivers/wsl2/testdata/transcripts/
 // up-down.txt) and a fake powershell.exe (drivers/hyperv/testdata/
-// transcripts/wsl2-up-down.json), each first on PATH and failing what it
+// transcripts/wsl2-up-down.txt), each first on PATH and failing what it
 // does not expect. The control plane's distribution is imported, set up
 // and started, the host routes its address to WSL's VM, the Windows
 // worker routes it through the host before it joins, the kubeconfig
 // reaches the API server on 127.0.0.1; down unroutes and unregisters it
 // and removes the worker and the network.
 func TestWSLUpDown(t *testing.T) {
-	ps := hypervtest.New(t, "wsl2-up-down.json")
-	home := t.TempDir()
-	dirs := state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")}
-	kc := kubeconfig.Paths{Explicit: filepath.Join(home, "kubeconfig")}
-	cfg := &config.Cluster{Name: "demo", Nodes: []config.Node{
-		{Name: "demo-cp", Role: config.ControlPlane, OS: config.Linux, Driver: config.DriverWSL2},
-		{Name: "demo-win-1", Role: config.Worker, OS: config.Windows, Driver: config.DriverHyperV},
-	}}
+	ps := hypervtest.New(t, "wsl2-up-down.txt")
 	// The API server's port must be free on this host (the driver
 	// checks: WSL forwards it from the host's loopback).
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Networking.APIServerPort = l.Addr().(*net.TCPAddr).Port
+	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	config.SetDefaults(cfg, config.Host{OS: "windows", Drivers: map[config.OS]string{config.Linux: config.DriverHyperV, config.Windows: config.DriverHyperV}})
-	if err := config.Validate(cfg); err != nil {
-		t.Fatal(err)
-	}
+	u := newUpDown(t, config.DriverWSL2, config.DriverHyperV, config.DriverHyperV, func(cfg *config.Cluster) { cfg.Networking.APIServerPort = port })
+	dirs, kc, cfg, nodes := u.dirs, u.kc, u.cfg, u.nodes
 	tarball := cachedTar(t, dirs.Cache, "linux-test", cfg.KubernetesVersion)
 	cachedVHDX(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, &nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
 	nodeDir := filepath.Join(dirs.Data, "clusters", "demo", "wsl2", "demo-cp")
 	wsl := wsltest.New(t, "up-down.txt", map[string]string{"NODEDIR": nodeDir, "TAR": tarball})
 	profile := t.TempDir()
-	nodes := newScriptedNodes(t)
 
 	command := func(fn func(p *Provider) error) {
 		t.Helper()
@@ -72,20 +59,18 @@ func TestWSLUpDown(t *testing.T) {
 			n, _ := nodes.handle(name, config.Linux, netip.Addr{})
 			return n
 		}})
-		p := &Provider{Registry: drivers.NewRegistry(hv, w), Dirs: dirs, KubeconfigPaths: kc, newClient: inMemoryCluster(cfg),
-			hostInterface: func(netip.Prefix) string { return "" }}
-		if err := fn(p); err != nil {
-			t.Fatalf("%v\nPowerShell scripts sent:\n%s\nwsl.exe calls: %q", err, ps.Scripts(), wsl.Calls())
+		if err := fn(u.provider(hv, w)); err != nil {
+			t.Fatalf("%v\nPowerShell scripts sent:\n%s\nwsl.exe calls: %q", err, ps.Requests(), wsl.Calls())
 		}
 	}
 	ctx := context.Background()
 	command(func(p *Provider) error {
-		_, err := p.Up(ctx, cfg, UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServer: 30 * time.Second, NodesReady: 30 * time.Second, Pods: 30 * time.Second}})
+		_, err := p.Up(ctx, cfg, upOptions)
 		return err
 	})
 	ps.Check(t)
 	nodes.check(t)
-	scripts := ps.Scripts()
+	scripts := ps.Requests()
 	for _, rule := range []string{"make the network", "create demo-win-1", "route demo-cp's address to WSL's VM"} {
 		if !strings.Contains(scripts, "# --- "+rule+"\n") {
 			t.Errorf("up sent no script of rule %q", rule)
@@ -112,7 +97,7 @@ func TestWSLUpDown(t *testing.T) {
 	})
 	ps.Check(t)
 	wsl.Check(t)
-	down := ps.Scripts()[n:]
+	down := ps.Requests()[n:]
 	for _, rule := range []string{"remove demo-cp's route", "delete demo-win-1", "delete the network"} {
 		if !strings.Contains(down, "# --- "+rule+"\n") {
 			t.Errorf("down sent no script of rule %q:\n%s", rule, down)

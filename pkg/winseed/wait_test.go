@@ -3,149 +3,56 @@ package winseed
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 	"github.com/hwk-dev/hwk/pkg/powershell"
 )
 
-// The test binary is also the fake powershell.exe: a link named so, first
-// on PATH, runs it (see TestMain), so that PowerShellProbe really starts a
-// program, passes it an encoded script and reads its output and stderr.
-func TestMain(m *testing.M) {
-	if filepath.Base(os.Args[0]) == "powershell.exe" {
-		os.Exit(fakePowerShell(os.Args[1:]))
-	}
-	os.Exit(m.Run())
-}
+// Replies of the fake powershell.exe (testdata/replies, which cite their
+// formats), by key.
+const (
+	stateOOBE     = "imagestate/oobe"
+	stateUndeploy = "imagestate/undeployable"
+	stateNone     = "imagestate/none"
+	stateComplete = "imagestate/complete"
+	registryError = "imagestate/registry-error"
 
-// reply is one answer of the fake: what powershell.exe prints and how it
-// exits.
-type reply struct {
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
-	Code   int    `json:"code"`
-}
-
-// Replies in the formats Windows PowerShell 5.1 writes, with CR LF line
-// ends (its console output):
-//   - Get-ItemProperty's ImageState, a REG_SZ, prints as its bare string;
-//     the values are those of Microsoft's "Windows Setup States" page
-//     (learn.microsoft.com/windows-hardware/manufacture/desktop/windows-setup-states).
-//     With -ErrorAction SilentlyContinue a missing value prints nothing.
-//   - Get-NetAdapter's Status is its text ("Up", "Disconnected",
-//     "Disabled", "Not Present"; learn.microsoft.com/powershell/module/netadapter/get-netadapter),
-//     ifIndex a number. ConvertTo-Json -Compress gets the adapters through
-//     the pipeline, which unrolls them: one adapter is an object, several
-//     an array, none prints nothing at all.
-//   - A failed command writes its error record to stderr and, with
-//     -NonInteractive and a terminating error, exits 1.
-var (
-	stateOOBE     = reply{Stdout: "IMAGE_STATE_SPECIALIZE_RESEAL_TO_OOBE\r\n"}
-	stateUndeploy = reply{Stdout: "IMAGE_STATE_UNDEPLOYABLE\r\n"}
-	stateNone     = reply{}
-	stateComplete = reply{Stdout: "IMAGE_STATE_COMPLETE\r\n"}
-	registryError = reply{Stderr: "Get-ItemProperty : Requested registry access is not allowed.\r\nAt line:2 char:2\r\n", Code: 1}
-
-	adaptersNone         = reply{}
-	adapterDisconnected  = reply{Stdout: `{"Name":"Ethernet","ifIndex":4,"Status":"Disconnected"}` + "\r\n"}
-	adapterUp            = reply{Stdout: `{"Name":"Ethernet","ifIndex":4,"Status":"Up"}` + "\r\n"}
-	adaptersTwoUp        = reply{Stdout: `[{"Name":"Ethernet","ifIndex":4,"Status":"Up"},{"Name":"Ethernet 2","ifIndex":7,"Status":"Up"}]` + "\r\n"}
-	adaptersOneOfTwoUp   = reply{Stdout: `[{"Name":"Ethernet","ifIndex":4,"Status":"Disconnected"},{"Name":"Ethernet 2","ifIndex":7,"Status":"Up"}]` + "\r\n"}
-	adaptersCmdletFailed = reply{Stderr: "Get-NetAdapter : Invalid class\r\n", Code: 1}
+	adaptersNone         = "adapters/none"
+	adapterDisconnected  = "adapters/disconnected"
+	adapterUp            = "adapters/up"
+	adaptersTwoUp        = "adapters/two-up"
+	adaptersOneOfTwoUp   = "adapters/one-of-two-up"
+	adaptersCmdletFailed = "adapters/cmdlet-failed"
 )
 
-// fakePowerShell answers the two queries from $HWK_FAKE_PS_DIR/replies.json
-// ({"ImageState": [...], "Adapters": [...]}, each taken in turn, the last
-// repeating), logs each to calls.log, and fails any other call, logging it
-// to unexpected.log.
-func fakePowerShell(args []string) int {
-	dir := os.Getenv("HWK_FAKE_PS_DIR")
-	unexpected := func(format string, a ...any) int {
-		msg := fmt.Sprintf(format, a...)
-		appendLine(filepath.Join(dir, "unexpected.log"), msg)
-		fmt.Fprintln(os.Stderr, "fake powershell.exe: "+msg)
-		return 1
-	}
-	want := powershell.Args("")
-	script, ok := powershell.Script(args)
-	if !ok || len(args) != len(want) || !slices.Equal(args[:len(args)-1], want[:len(want)-1]) {
-		return unexpected("arguments %q", args)
-	}
-	var query string
-	switch script {
-	case imageStateQuery:
-		query = "ImageState"
-	case adaptersQuery:
-		query = "Adapters"
-	default:
-		return unexpected("script %q", script)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "replies.json"))
-	if err != nil {
-		return unexpected("%v", err)
-	}
-	var replies map[string][]reply
-	if err := json.Unmarshal(b, &replies); err != nil || len(replies[query]) == 0 {
-		return unexpected("no replies for %s (%v)", query, err)
-	}
-	// The count of earlier calls of this query picks the reply.
-	counter := filepath.Join(dir, query+".count")
-	n := 0
-	if c, err := os.ReadFile(counter); err == nil {
-		n, _ = strconv.Atoi(string(c))
-	}
-	_ = os.WriteFile(counter, []byte(strconv.Itoa(n+1)), 0o600)
-	r := replies[query][min(n, len(replies[query])-1)]
-	appendLine(filepath.Join(dir, "calls.log"), query)
-	os.Stdout.WriteString(r.Stdout)
-	os.Stderr.WriteString(r.Stderr)
-	return r.Code
-}
-
-func appendLine(path, line string) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return
-	}
-	defer f.Close()
-	fmt.Fprintln(f, line)
-}
-
-// fakeOnPath puts the fake powershell.exe first on PATH with replies, and
-// returns a function that reads back the queries it answered.
-func fakeOnPath(t *testing.T, replies map[string][]reply) (calls func() []string) {
+// fakeOnPath puts a fake powershell.exe first on PATH (so that
+// PowerShellProbe really starts a program, passes it an encoded script
+// and reads its output and stderr) answering the two queries, each with
+// its replies in turn, the last repeating; any other call fails the test.
+// It returns a function that reads back the queries it answered.
+func fakeOnPath(t *testing.T, replies map[string][]string) (calls func() []string) {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	tr := &fakeprog.Transcript{Name: t.Name()}
+	for _, q := range []struct{ name, script string }{{"ImageState", imageStateQuery}, {"Adapters", adaptersQuery}} {
+		for i, r := range replies[q.name] {
+			times := 1
+			if i == len(replies[q.name])-1 {
+				times = 0
+			}
+			tr.Exchanges = append(tr.Exchanges, fakeprog.Exchange{Name: q.name, Args: powershell.Args(q.script), Times: times, Optional: true, Reply: r})
+		}
 	}
-	bin, dir := t.TempDir(), t.TempDir()
-	if err := os.Symlink(self, filepath.Join(bin, "powershell.exe")); err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(replies)
-	if err := os.WriteFile(filepath.Join(dir, "replies.json"), b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
-	t.Setenv("HWK_FAKE_PS_DIR", dir)
+	fake := fakeprog.New(t, fakeprog.Config{Program: "powershell.exe", Transcript: tr, Replies: "testdata/replies"})
 	t.Cleanup(func() {
-		if b, err := os.ReadFile(filepath.Join(dir, "unexpected.log")); err == nil {
-			t.Errorf("powershell.exe was called in a way it did not expect:\n%s", b)
+		if u := fake.Unexpected(); u != "" {
+			t.Errorf("powershell.exe was called in a way it did not expect:\n%s", u)
 		}
 	})
-	return func() []string {
-		b, _ := os.ReadFile(filepath.Join(dir, "calls.log"))
-		return strings.Fields(string(b))
-	}
+	return fake.Answered
 }
 
 // quick gives up on the adapter soon: for the tests that end that way.
@@ -155,14 +62,14 @@ var quick = Wait{Poll: time.Millisecond, Adapter: 300 * time.Millisecond}
 // complete, and then only with exactly one adapter Up (issue 26).
 func TestWaitReady(t *testing.T) {
 	for name, c := range map[string]struct {
-		states, adapters []reply
+		states, adapters []string
 		want             Adapter
 		calls            string
 		log              []string
 	}{
 		"Setup's passes, then a NIC that comes up late": {
-			states:   []reply{stateNone, stateOOBE, stateOOBE, registryError, stateUndeploy, stateComplete},
-			adapters: []reply{adaptersNone, adapterDisconnected, adapterDisconnected, adapterUp},
+			states:   []string{stateNone, stateOOBE, stateOOBE, registryError, stateUndeploy, stateComplete},
+			adapters: []string{adaptersNone, adapterDisconnected, adapterDisconnected, adapterUp},
 			want:     Adapter{Name: "Ethernet", IfIndex: 4, Status: "Up"},
 			calls:    "ImageState ImageState ImageState ImageState ImageState ImageState Adapters Adapters Adapters Adapters",
 			log: []string{
@@ -175,21 +82,21 @@ func TestWaitReady(t *testing.T) {
 			},
 		},
 		"a complete image, one of two adapters Up": {
-			states:   []reply{stateComplete},
-			adapters: []reply{adaptersOneOfTwoUp},
+			states:   []string{stateComplete},
+			adapters: []string{adaptersOneOfTwoUp},
 			want:     Adapter{Name: "Ethernet 2", IfIndex: 7, Status: "Up"},
 			calls:    "ImageState Adapters",
 		},
 		"Get-NetAdapter fails once": {
-			states:   []reply{stateComplete},
-			adapters: []reply{adaptersCmdletFailed, adapterUp},
+			states:   []string{stateComplete},
+			adapters: []string{adaptersCmdletFailed, adapterUp},
 			want:     Adapter{Name: "Ethernet", IfIndex: 4, Status: "Up"},
 			calls:    "ImageState Adapters Adapters",
 			log:      []string{"list the network adapters: powershell.exe: exit status 1: Get-NetAdapter : Invalid class"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			calls := fakeOnPath(t, map[string][]reply{"ImageState": c.states, "Adapters": c.adapters})
+			calls := fakeOnPath(t, map[string][]string{"ImageState": c.states, "Adapters": c.adapters})
 			var log bytes.Buffer
 			// A bound no slow machine reaches: each of these ends with an
 			// adapter Up, however long the fake takes to start.
@@ -217,14 +124,14 @@ func TestWaitReady(t *testing.T) {
 // error that says what it saw; Setup's wait ends only with the context.
 func TestWaitReadyGivesUp(t *testing.T) {
 	for name, c := range map[string]struct {
-		adapters reply
+		adapters string
 		want     string
 	}{
 		"two Up": {adaptersTwoUp, "still have Ethernet (Up), Ethernet 2 (Up) after 300ms"},
 		"none":   {adaptersNone, "still have none after 300ms"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fakeOnPath(t, map[string][]reply{"ImageState": {stateComplete}, "Adapters": {c.adapters}})
+			fakeOnPath(t, map[string][]string{"ImageState": {stateComplete}, "Adapters": {c.adapters}})
 			_, err := WaitReady(context.Background(), PowerShellProbe{}, quick)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want %q", err, c.want)
@@ -232,7 +139,7 @@ func TestWaitReadyGivesUp(t *testing.T) {
 		})
 	}
 	t.Run("Setup never completes", func(t *testing.T) {
-		calls := fakeOnPath(t, map[string][]reply{"ImageState": {stateOOBE}, "Adapters": {adapterUp}})
+		calls := fakeOnPath(t, map[string][]string{"ImageState": {stateOOBE}, "Adapters": {adapterUp}})
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		if _, err := WaitReady(ctx, PowerShellProbe{}, quick); err != context.DeadlineExceeded {

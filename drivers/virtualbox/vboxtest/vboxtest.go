@@ -2,7 +2,7 @@
 // the VirtualBox driver's real process-spawning code: the driver finds
 // and starts it as it would VirtualBox's, and it answers from a
 // transcript and the real-format replies in drivers/virtualbox/testdata
-// (see drivers/internal/clitest).
+// (see internal/testing/fakeprog).
 package vboxtest
 
 import (
@@ -15,11 +15,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/drivers/internal/clitest"
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 )
 
 // Fake is the fake VBoxManage and its record.
-type Fake = clitest.Fake
+type Fake = fakeprog.Fake
 
 func testdata() string {
 	_, self, _, _ := runtime.Caller(0)
@@ -36,7 +36,15 @@ func New(t testing.TB, transcript string, vars map[string]string) *Fake {
 	if runtime.GOOS == "windows" {
 		name += ".exe"
 	}
-	f := clitest.New(t, name, testdata(), transcript, vars)
+	tr, err := fakeprog.ParseFile(filepath.Join(testdata(), "transcripts", transcript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fakeprog.New(t, fakeprog.Config{
+		Program: name, Transcript: tr, Replies: filepath.Join(testdata(), "replies"), Vars: vars,
+		// As VBoxManage fails: an error line on stderr, exit status 1.
+		Refusal: fakeprog.Reply{Stderr: "VBoxManage: error: fake VBoxManage: {why}\n", Exit: 1},
+	})
 	t.Setenv("VBOX_MSI_INSTALL_PATH", "")
 	t.Setenv("VBOX_INSTALL_PATH", "")
 	return f

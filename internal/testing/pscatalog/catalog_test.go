@@ -241,10 +241,10 @@ var messages = map[string]string{
 
 // notSent are packages that hold PowerShell they never send.
 var notSent = map[string]string{
-	"internal/testing/pscheck":               "the grammar check's broken script",
-	"internal/testing/pscatalog":             "this catalog",
-	"drivers/hyperv/internal/fakepowershell": "the tests' powershell.exe, which reads the session's lines",
-	"internal/testing/pssim":                 "the tests' model of Windows, which names the commands it runs",
+	"internal/testing/pscheck":   "the grammar check's broken script",
+	"internal/testing/pscatalog": "this catalog",
+	"internal/testing/fakeprog":  "the tests' fake powershell.exe, which reads the session's lines",
+	"internal/testing/pssim":     "the tests' model of Windows, which names the commands it runs",
 }
 
 // declared scans the Go files under root (not tests, testdata, hack or
