@@ -124,27 +124,13 @@ func TestHyperVUpDown(t *testing.T) {
 // cachedVHDX puts a node image with a VHDX disk in the cache.
 func cachedVHDX(t *testing.T, cache, name, version string, win *nodeimage.Windows) {
 	t.Helper()
-	os := "linux"
-	if win != nil {
-		os = "windows"
-	}
-	m := &nodeimage.Manifest{Name: name, OS: os, KubernetesVersion: version, Windows: win, Built: time.Now(),
-		Dir: filepath.Join(nodeimage.ImagesDir(cache), name)}
-	disk := append([]byte("vhdxfile"), make([]byte, 1024)...)
-	if err := mkfile(filepath.Join(m.Dir, "disk.vhdx"), disk); err != nil {
-		t.Fatal(err)
-	}
-	m.Artifacts = map[nodeimage.Format]nodeimage.Artifact{nodeimage.FormatVHDX: {Path: "disk.vhdx", Size: int64(len(disk))}}
-	if err := m.Write(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func mkfile(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o644)
+	cachedImage(t, cache, name, version, win, nodeimage.FormatVHDX, "disk.vhdx", func(path string) int64 {
+		disk := append([]byte("vhdxfile"), make([]byte, 1024)...)
+		if err := os.WriteFile(path, disk, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return int64(len(disk))
+	})
 }
 
 // scriptedNodes are the nodes' side of up: handles whose transport

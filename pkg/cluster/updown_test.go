@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"net/netip"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
 	"github.com/hwk-dev/hwk/pkg/state"
 )
 
@@ -57,3 +59,24 @@ func (u *upDown) provider(ds ...drivers.Driver) *Provider {
 
 // upOptions gives each stage of up time no slow machine runs out of.
 var upOptions = UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServer: 30 * time.Second, NodesReady: 30 * time.Second, Pods: 30 * time.Second}}
+
+// cachedImage puts node image name in the cache with one disk, file in
+// format, which write makes at the path it is given and whose size it
+// returns; win says it is a Windows image.
+func cachedImage(t *testing.T, cache, name, version string, win *nodeimage.Windows, format nodeimage.Format, file string, write func(path string) int64) {
+	t.Helper()
+	nodeOS := "linux"
+	if win != nil {
+		nodeOS = "windows"
+	}
+	m := &nodeimage.Manifest{Name: name, OS: nodeOS, KubernetesVersion: version, Windows: win, Built: time.Now(),
+		Dir: filepath.Join(nodeimage.ImagesDir(cache), name)}
+	if err := os.MkdirAll(m.Dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	size := write(filepath.Join(m.Dir, file))
+	m.Artifacts = map[nodeimage.Format]nodeimage.Artifact{format: {Path: file, Size: size}}
+	if err := m.Write(); err != nil {
+		t.Fatal(err)
+	}
+}

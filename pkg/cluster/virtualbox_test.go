@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hwk-dev/hwk/drivers/virtualbox"
 	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
@@ -82,16 +81,8 @@ func calls(f *vboxtest.Fake) string {
 // cachedVDI puts a node image with a VDI disk in the cache.
 func cachedVDI(t *testing.T, cache, name, version, uuid string, size int64, win *nodeimage.Windows) {
 	t.Helper()
-	os := "linux"
-	if win != nil {
-		os = "windows"
-	}
-	m := &nodeimage.Manifest{Name: name, OS: os, KubernetesVersion: version, Windows: win, Built: time.Now(),
-		Dir: filepath.Join(nodeimage.ImagesDir(cache), name)}
-	disk := filepath.Join(m.Dir, "disk.vdi")
-	vboxtest.WriteVDI(t, disk, uuid, size)
-	m.Artifacts = map[nodeimage.Format]nodeimage.Artifact{nodeimage.FormatVDI: {Path: "disk.vdi", Size: 512}}
-	if err := m.Write(); err != nil {
-		t.Fatal(err)
-	}
+	cachedImage(t, cache, name, version, win, nodeimage.FormatVDI, "disk.vdi", func(path string) int64 {
+		vboxtest.WriteVDI(t, path, uuid, size)
+		return 512
+	})
 }

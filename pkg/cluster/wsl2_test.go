@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
@@ -112,14 +111,14 @@ func TestWSLUpDown(t *testing.T) {
 // the tar's path.
 func cachedTar(t *testing.T, cache, name, version string) string {
 	t.Helper()
-	m := &nodeimage.Manifest{Name: name, OS: "linux", KubernetesVersion: version, Built: time.Now(), Dir: filepath.Join(nodeimage.ImagesDir(cache), name)}
-	data := []byte("a rootfs tar")
-	if err := mkfile(filepath.Join(m.Dir, "rootfs.tar.gz"), data); err != nil {
-		t.Fatal(err)
-	}
-	m.Artifacts = map[nodeimage.Format]nodeimage.Artifact{nodeimage.FormatTar: {Path: "rootfs.tar.gz", Size: int64(len(data))}}
-	if err := m.Write(); err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(m.Dir, "rootfs.tar.gz")
+	var tar string
+	cachedImage(t, cache, name, version, nil, nodeimage.FormatTar, "rootfs.tar.gz", func(path string) int64 {
+		tar = path
+		data := []byte("a rootfs tar")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return int64(len(data))
+	})
+	return tar
 }
