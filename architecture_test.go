@@ -49,7 +49,7 @@ var rules = []rule{
 		// k8s.io/apimachinery comes with the config (its quantities, such
 		// as memory: 4Gi); Kubernetes' API types and clients do not.
 		forbid: either(under("pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/load", "pkg/cmd", "pkg/kubeconfig", "pkg/nodeimage", "pkg/imagedist", "images", "cmd"),
-			prefix("k8s.io/api/", "k8s.io/client-go/", "k8s.io/kubernetes/", "k8s.io/kubeadm/", "k8s.io/cli-runtime/", "sigs.k8s.io/controller-runtime/")),
+			kubernetesAPI),
 	},
 	{
 		name:   "bootstrap knows no driver",
@@ -61,7 +61,7 @@ var rules = []rule{
 		from: under("pkg/load"),
 		// Nor Kubernetes' API: load-image speaks to a node's containerd.
 		forbid: either(under("drivers", "pkg/cluster", "pkg/bootstrap", "pkg/cmd", "cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/logs", "pkg/kubeconfig", "pkg/doctor"),
-			prefix("k8s.io/api/", "k8s.io/client-go/", "k8s.io/kubernetes/", "k8s.io/kubeadm/")),
+			kubernetesAPI),
 	},
 	{
 		name:   "the life of a cluster knows nothing of load-image",
@@ -76,6 +76,9 @@ var rules = []rule{
 }
 
 const module = "github.com/hwk-dev/hwk"
+
+// kubernetesAPI are Kubernetes' API types and clients.
+var kubernetesAPI = prefix("k8s.io/api/", "k8s.io/client-go/", "k8s.io/kubernetes/", "k8s.io/kubeadm/", "k8s.io/cli-runtime/", "sigs.k8s.io/controller-runtime/")
 
 // testSupport are the packages that exist for tests: everything under
 // internal/testing (the fake programs of the Windows and VM tools, the

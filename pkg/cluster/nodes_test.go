@@ -65,17 +65,35 @@ func TestLoadNamesUnknownNodes(t *testing.T) {
 }
 
 // TestNodeHandlesOpenRefusesNodesThatDoNotRun: a node whose machine is
-// not running is refused by name, before any handle on it is opened.
+// not running is refused by name, before any handle on it is opened; a
+// load-image into it fails with that message and leaves the cluster
+// unlocked.
 func TestNodeHandlesOpenRefusesNodesThatDoNotRun(t *testing.T) {
+	const want = "node cp is missing, not running; images can only be loaded into a running node"
 	p := nodesCluster(t, false)
 	h := p.NodeHandles("lc")
 	nodes, unlock, err := h.Lock(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unlock()
 	_, err = h.Open(context.Background(), nodes[0])
-	if err == nil || err.Error() != "node cp is missing, not running; images can only be loaded into a running node" {
+	unlock()
+	if err == nil || err.Error() != want {
 		t.Errorf("err = %v", err)
+	}
+
+	archive := filepath.Join(t.TempDir(), "images.tar")
+	data := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}})
+	if err := os.WriteFile(archive, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = load.Load(context.Background(), h, load.Options{Archives: []string{archive}})
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("load into a node that does not run: err = %v", err)
+	}
+	if _, unlock, err := h.Lock(nil); err != nil {
+		t.Errorf("the failed load left the cluster locked: %v", err)
+	} else {
+		unlock()
 	}
 }

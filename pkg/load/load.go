@@ -5,7 +5,7 @@
 // Load reads every source (sources.go) while it asks every node what it
 // holds (nodes.go), decides for each image and node what happens
 // (plan.go: the nodes whose platform runs the image get it, a node that
-// holds it is skipped or only given a missing name), and carries that
+// holds it gets nothing (present) or only a missing name), and carries that
 // out (execute.go), streaming to each node only the layers it lacks
 // (stream.go). An image comes from an archive file, from the engine's
 // save (engine.go; spool.go for engines older than Docker 25), or by a

@@ -29,13 +29,18 @@ import (
 )
 
 // binary builds the fake program once per test process, into a
-// directory of its own under $TMPDIR/hwk-fakeprog. A test process cannot
-// remove its build as it exits, so each build removes those over a day
-// old (no test process runs that long, and the fakes already on PATH are
-// links of their own).
+// directory of its own under the user's cache (hwk-test/fakeprog, 0700:
+// not a shared /tmp, where another user could own or swap the folder). A
+// test process cannot remove its build as it exits, so each build
+// removes those over a day old (the fakes already on PATH are links of
+// their own).
 var binary = sync.OnceValues(func() (string, error) {
-	root := filepath.Join(os.TempDir(), "hwk-fakeprog")
-	if err := os.MkdirAll(root, 0o755); err != nil {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	root := filepath.Join(cache, "hwk-test", "fakeprog")
+	if err := os.MkdirAll(root, 0o700); err != nil {
 		return "", err
 	}
 	if old, err := os.ReadDir(root); err == nil {
@@ -85,6 +90,12 @@ func New(t testing.TB, cfg Config) *Fake {
 	}
 	if cfg.Transcript == nil {
 		cfg.Transcript = &Transcript{Name: "empty"}
+	}
+	if cfg.Replies != "" {
+		// The program may run in another directory than the test's.
+		if cfg.Replies, err = filepath.Abs(cfg.Replies); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := &Fake{Dir: dir, cfg: cfg}
 	f.Write(t)

@@ -2,6 +2,7 @@ package fakeprog
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,5 +103,33 @@ func TestProgram(t *testing.T) {
 	}
 	if u := f.Unexpected(); !strings.Contains(u, `["part"]`) || f.Unused() != nil || !slices.Equal(f.Answered(), []string{"t.txt:1"}) {
 		t.Errorf("record: unexpected %q, unused %q, answered %q", u, f.Unused(), f.Answered())
+	}
+}
+
+// TestProgramCallCrashAndErrorRecord: a program called once that crashes
+// dies in the middle of its answer (half its stdout, exit status 1), and
+// an error record, which only a session can answer with, refuses the
+// call instead of answering it with nothing.
+func TestProgramCallCrashAndErrorRecord(t *testing.T) {
+	replies := t.TempDir()
+	if err := os.WriteFile(filepath.Join(replies, "r.txt"), []byte("# Source: this test.\n== long ==\n0123456789abcdef\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Parse("t.txt", []byte("$ die\n@ crash\n< r/long\n\n$ rec\n! {\"Exception\":\"x\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(t, Config{Program: "tool", Transcript: tr, Replies: replies, Refusal: Reply{Stdout: "no: {why}\n", Exit: 5}})
+	out, err := exec.Command("tool", "die").Output()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || len(out) == 0 || !strings.HasPrefix("0123456789abcdef\n", string(out)) || len(out) >= len("0123456789abcdef\n") {
+		t.Errorf("a crash: %v, stdout %q", err, out)
+	}
+	out, err = exec.Command("tool", "rec").Output()
+	if !errors.As(err, &ee) || ee.ExitCode() != 5 || !strings.Contains(string(out), "an error record (!) answers only a session") {
+		t.Errorf("an error record to a call: %v, stdout %q", err, out)
+	}
+	if u := f.Unexpected(); !strings.Contains(u, `["rec"]`) {
+		t.Errorf("unexpected: %q", u)
 	}
 }

@@ -81,11 +81,20 @@ func (p *program) call(args []string) int {
 	if err != nil {
 		return p.refuse(args, err.Error())
 	}
-	os.Stdout.Write(rep.Encode(rep.Stdout))
-	os.Stderr.Write(rep.Encode(rep.Stderr + e.Stderr))
+	if e.Error != nil {
+		// An error record is how a PowerShell session answers; a program
+		// called once answers with its output and exit status.
+		return p.refuse(args, fmt.Sprintf("%s: an error record (!) answers only a session", e.Where))
+	}
+	os.Stderr.Write(rep.Encode(e.Stderr))
+	out := rep.Encode(rep.Stdout)
 	if e.Crash {
+		// The program dies in the middle of its answer.
+		os.Stdout.Write(out[:len(out)/2])
 		return 1
 	}
+	os.Stdout.Write(out)
+	os.Stderr.Write(rep.Encode(rep.Stderr))
 	return rep.Exit
 }
 

@@ -206,7 +206,7 @@ func Parse(name string, data []byte) (*Transcript, error) {
 			}
 			e.Stderr = s
 		default:
-			return nil, bad("a line must start with $, $*, %%, %%*, @, <, !, 2> or #: %q", line)
+			return nil, bad("a line must start with $, $*, $?, %%, %%*, %%?, @, <, !, 2> or #: %q", line)
 		}
 	}
 	return t, sc.Err()
