@@ -35,16 +35,23 @@ func nodesCluster(t *testing.T, running bool) *Provider {
 	return p
 }
 
-// TestLoadNamesUnknownNodes: load-image into a node the cluster lacks,
-// or into a cluster that does not exist, names what is missing, and
-// leaves the cluster unlocked.
-func TestLoadNamesUnknownNodes(t *testing.T) {
-	p := nodesCluster(t, true)
+// oneImageArchive writes an OCI archive of one linux/amd64 image, a:1.
+func oneImageArchive(t *testing.T) string {
+	t.Helper()
 	archive := filepath.Join(t.TempDir(), "images.tar")
 	data := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}})
 	if err := os.WriteFile(archive, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return archive
+}
+
+// TestLoadNamesUnknownNodes: load-image into a node the cluster lacks,
+// or into a cluster that does not exist, names what is missing, and
+// leaves the cluster unlocked.
+func TestLoadNamesUnknownNodes(t *testing.T) {
+	p := nodesCluster(t, true)
+	archive := oneImageArchive(t)
 	_, err := load.Load(context.Background(), p.NodeHandles("lc"), load.Options{Archives: []string{archive}, Nodes: []string{"nope"}})
 	if err == nil || !strings.Contains(err.Error(), `cluster lc has no node "nope"; its nodes are cp`) {
 		t.Errorf("err = %v", err)
@@ -82,11 +89,7 @@ func TestNodeHandlesOpenRefusesNodesThatDoNotRun(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 
-	archive := filepath.Join(t.TempDir(), "images.tar")
-	data := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}})
-	if err := os.WriteFile(archive, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	archive := oneImageArchive(t)
 	_, err = load.Load(context.Background(), h, load.Options{Archives: []string{archive}})
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("load into a node that does not run: err = %v", err)
