@@ -19,6 +19,9 @@ GORELEASER := $(BIN)/tools/goreleaser-$(GORELEASER_VERSION)
 CYCLONEDX_VERSION := v1.10.0
 CYCLONEDX_DIR := $(BIN)/tools/cyclonedx-gomod-$(CYCLONEDX_VERSION)
 RELEASE_PATH := $(CURDIR)/$(CYCLONEDX_DIR):$(PATH)
+# nektos/act runs the workflows and the Action here (make workflows),
+# pinned by hack/act/go.mod.
+ACT := $(BIN)/tools/act
 # kind, pinned, for the load benchmark's side-by-side figures.
 KIND_VERSION := v0.32.0
 KIND := $(BIN)/tools/kind-$(KIND_VERSION)
@@ -26,7 +29,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: ci-cold all build test check-ps fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
+.PHONY: workflows ci-cold all build test check-ps fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
 
 all: build
 
@@ -131,6 +134,20 @@ e2e-store: build
 		../$(BIN)/e2e.test -test.count=1 -test.timeout 30m -test.v -test.run TestLoadFromContainerdStore; \
 		rc=$$?; cd $(CURDIR) && hack/dockerd-store.sh stop; exit $$rc
 
+# The GitHub workflows and the Action, run for real with nektos/act on
+# this machine, offline (hack/workflows): the publishing workflow end to
+# end against a local registry, then an up from the pin it made; the
+# release workflow up to its upload; the Action with nothing published;
+# CI's Linux jobs. Needs root, a Docker engine and the Linux node image
+# (make node-image-test builds it). WORKFLOWS narrows the tests (-run).
+WORKFLOWS ?= .
+workflows: build $(ACT) $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
+	PATH="$(RELEASE_PATH)" HWK_REQUIRE_WORKFLOWS=1 HWK_ACT=$(CURDIR)/$(ACT) HWK_BIN=$(CURDIR)/$(BIN)/hwk \
+		$(GO) test -count=1 -timeout 80m -v -run '$(WORKFLOWS)' ./hack/workflows/
+
+$(ACT): hack/act/go.mod hack/act/go.sum
+	cd hack/act && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/$(ACT) github.com/nektos/act
+
 # .ci/run as on a fresh machine, without wiping this one: a fresh clone,
 # empty Go, hwk and npm caches and a Docker engine of its own with an
 # empty data root (hack/ci-cold.sh; root). Prints the stage table; the
@@ -169,7 +186,7 @@ lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags e2e ./e2e/
 	GOOS=windows $(STATICCHECK) ./...
-	$(ACTIONLINT) .github/workflows/*.yml .github/workflows/*.yaml site/static/examples/*.yml
+	$(ACTIONLINT) .github/workflows/*.yml .github/workflows/*.yaml site/static/examples/*.yml hack/workflows/testdata/*.yml
 	shellcheck -S warning $$(git ls-files '*.sh')
 	$(GORELEASER) check
 

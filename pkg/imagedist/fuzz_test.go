@@ -498,3 +498,29 @@ func TestSetPinThroughAliases(t *testing.T) {
 		t.Errorf("SetPin of the anchor = %v\n%s", err, out)
 	}
 }
+
+// TestSetRepository: the publishing workflow records where it pushed
+// when that is not where the file says, keeping the comments and the
+// pins; what is not REGISTRY/NAME is refused.
+func TestSetRepository(t *testing.T) {
+	out, err := SetRepository(nodeimages.Published, "127.0.0.1:5123/hwk-dev/node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := ParsePins(out)
+	if err != nil || p.Registry != "127.0.0.1:5123/hwk-dev" || p.Repository != "node" {
+		t.Fatalf("SetRepository wrote\n%s(%+v, %v)", out, p, err)
+	}
+	if !bytes.Contains(out, []byte("# The Linux node image each Kubernetes version")) {
+		t.Errorf("the comments are gone:\n%s", out)
+	}
+	orig, _ := ParsePins(nodeimages.Published)
+	if len(p.Images) != len(orig.Images) {
+		t.Errorf("images %+v, was %+v", p.Images, orig.Images)
+	}
+	for _, bad := range []string{"node", "ghcr.io/", "/node", "Ghcr.io/UPPER/node"} {
+		if out, err := SetRepository(nodeimages.Published, bad); err == nil {
+			t.Errorf("SetRepository(%q) wrote\n%s", bad, out)
+		}
+	}
+}

@@ -107,22 +107,21 @@ func SetPin(data []byte, version, digest string) ([]byte, error) {
 	if _, err := registry.ParseReference(p.Registry + "/" + p.Repository + "@" + digest); err != nil {
 		return nil, fmt.Errorf("%s is not a digest: %w", digest, err)
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, err
-	}
-	images := mapValue(doc.Content[0], "images")
-	if images == nil || images.Kind != yaml.SequenceNode {
-		return nil, fmt.Errorf("node image pins: no images list")
-	}
-	found := false
-	for _, im := range images.Content {
-		if v := mapValue(im, "kubernetesVersion"); v != nil && v.Value == version {
-			setValue(resolve(im), "digest", digest)
-			found = true
+	return rewrite(data, func(doc *yaml.Node) error {
+		images := mapValue(doc.Content[0], "images")
+		if images == nil || images.Kind != yaml.SequenceNode {
+			return fmt.Errorf("node image pins: no images list")
 		}
-	}
-	if !found {
+		found := false
+		for _, im := range images.Content {
+			if v := mapValue(im, "kubernetesVersion"); v != nil && v.Value == version {
+				setValue(resolve(im), "digest", digest)
+				found = true
+			}
+		}
+		if found {
+			return nil
+		}
 		item := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
 		for _, kv := range [][2]string{{"kubernetesVersion", version}, {"digest", digest}} {
 			item.Content = append(item.Content,
@@ -130,6 +129,58 @@ func SetPin(data []byte, version, digest string) ([]byte, error) {
 				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: kv[1]})
 		}
 		images.Content = append(images.Content, item)
+		return nil
+	}, func(got *Pins) bool {
+		for _, im := range got.Images {
+			if im.KubernetesVersion == version && im.Digest == digest {
+				return true
+			}
+		}
+		return false
+	}, "pin "+version, "set the pin by hand")
+}
+
+// SetRepository rewrites a pin file (its bytes) so that its images are
+// at repository (REGISTRY/NAME, as `hwk node-image push` was given it),
+// keeping every comment: the publishing workflow runs it when it pushed
+// somewhere other than where the file says (a local registry under
+// `make workflows`). Every pin moves with it, so publish every version
+// there first.
+func SetRepository(data []byte, repository string) ([]byte, error) {
+	if _, err := ParsePins(data); err != nil {
+		return nil, err
+	}
+	i := strings.LastIndex(repository, "/")
+	if i <= 0 || i == len(repository)-1 {
+		return nil, fmt.Errorf("%q is not REGISTRY/NAME", repository)
+	}
+	reg, name := repository[:i], repository[i+1:]
+	if _, err := registry.ParseReference(reg + "/" + name + ":x"); err != nil {
+		return nil, fmt.Errorf("%q is not a repository: %w", repository, err)
+	}
+	return rewrite(data, func(doc *yaml.Node) error {
+		setValue(resolve(doc.Content[0]), "registry", reg)
+		setValue(resolve(doc.Content[0]), "repository", name)
+		return nil
+	}, func(got *Pins) bool { return got.Registry == reg && got.Repository == name },
+		"name "+repository, "set registry and repository by hand")
+}
+
+// rewrite decodes a pin file as a YAML tree, lets change edit it, writes
+// it back and checks that it still parses and that done holds (the file
+// now does what): the YAML library does not write every document back
+// as it read it (an anchor whose name ends in a colon comes back as a
+// mapping key). fix says what the user can do instead.
+func rewrite(data []byte, change func(*yaml.Node) error, done func(*Pins) bool, what, fix string) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("node image pins: the file is empty")
+	}
+	if err := change(&doc); err != nil {
+		return nil, err
 	}
 	var out strings.Builder
 	enc := yaml.NewEncoder(&out)
@@ -140,20 +191,15 @@ func SetPin(data []byte, version, digest string) ([]byte, error) {
 	if err := enc.Close(); err != nil {
 		return nil, err
 	}
-	// The YAML library does not write every document back as it read it
-	// (an anchor whose name ends in a colon comes back as a mapping key):
-	// what SetPin returns must read as the pins with version's set.
 	written := []byte(out.String())
 	got, err := ParsePins(written)
 	if err != nil {
-		return nil, fmt.Errorf("the pin file, rewritten, would not parse; set the pin by hand: %w", err)
+		return nil, fmt.Errorf("the pin file, rewritten, would not parse; %s: %w", fix, err)
 	}
-	for _, im := range got.Images {
-		if im.KubernetesVersion == version && im.Digest == digest {
-			return written, nil
-		}
+	if !done(got) {
+		return nil, fmt.Errorf("node image pins: the rewritten file does not %s; %s", what, fix)
 	}
-	return nil, fmt.Errorf("node image pins: the rewritten file does not pin %s; set the pin by hand", version)
+	return written, nil
 }
 
 // mapValue is key's value in the mapping m, aliases followed as a

@@ -47,14 +47,15 @@ type Status struct {
 }
 
 // NewStatus writes to out. The spinner is used only when out is a
-// terminal.
+// terminal that can draw it: not TERM=dumb, which a pseudo-terminal that
+// is only a log (nektos/act's steps, an editor's shell) sets.
 func NewStatus(out io.Writer, quiet bool) *Status {
 	return &Status{out: out, tty: isTerminal(out), quiet: quiet, now: time.Now}
 }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb"
 }
 
 // Start begins a step, ending any step still running as a success.

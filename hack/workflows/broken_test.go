@@ -1,0 +1,62 @@
+package workflows
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// breakWorkflow rewrites a workflow in the clone, failing when the text
+// to change is not there (so that a test of a broken workflow cannot
+// pass by breaking nothing).
+func breakWorkflow(t *testing.T, r *Repo, path, old, new string) {
+	t.Helper()
+	file := filepath.Join(r.Dir, path)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("%s has no %q to break", path, old)
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBrokenWorkflowFails: the publishing workflow's versions job with
+// its step writing an output under another name than the one the job
+// reads. act (as GitHub) runs the job to success with an empty output;
+// the check every workflow run here goes through fails it, naming the
+// step and the output.
+func TestBrokenWorkflowFails(t *testing.T) {
+	actBinary(t)
+	repo := newRepo(t)
+	wf := ".github/workflows/node-images.yaml"
+	breakWorkflow(t, repo, wf, `echo "versions=$versions" >> "$GITHUB_OUTPUT"`, `echo "version=$versions" >> "$GITHUB_OUTPUT"`)
+	run := &Run{Repo: repo, Workflow: wf, Event: "workflow_dispatch", Jobs: []string{"versions"},
+		Inputs: map[string]string{"kubernetes-version": defaultVersion()}}
+	res := execute(t, run)
+	t.Logf("act's own verdict on the broken workflow: jobs %v, exit %v", res.Jobs, res.Err)
+	err := repo.CheckOutputs(wf, res)
+	t.Logf("make workflows' verdict: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "job versions reads steps.list.outputs.versions, which step list never set (it set: version)") {
+		t.Errorf("the output check = %v, want it to name steps.list.outputs.versions", err)
+	}
+}
+
+// TestMissingStandInFails: a workflow that uses an action with no
+// stand-in here fails before act starts, naming the action, instead of
+// act trying to clone it from GitHub.
+func TestMissingStandInFails(t *testing.T) {
+	actBinary(t)
+	repo := newRepo(t)
+	wf := ".github/workflows/ci.yml"
+	breakWorkflow(t, repo, wf, "      - uses: actions/setup-go@v5\n", "      - uses: actions/setup-python@v5\n")
+	_, err := (&Run{Repo: repo, Workflow: wf, Event: "push", Jobs: []string{"lint"}, Log: t.Logf}).Execute(actBinary(t))
+	t.Logf("Execute: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "uses actions/setup-python@v5, which has no stand-in") {
+		t.Errorf("Execute = %v, want it to name actions/setup-python@v5", err)
+	}
+}

@@ -1,0 +1,151 @@
+package workflows
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/imagedist"
+	"github.com/hwk-dev/hwk/pkg/state"
+)
+
+// actBinary is the act program `make workflows` built (HWK_ACT). Without
+// it the tests skip, unless HWK_REQUIRE_WORKFLOWS=1.
+func actBinary(t *testing.T) string {
+	t.Helper()
+	act := os.Getenv("HWK_ACT")
+	if act == "" {
+		if os.Getenv("HWK_REQUIRE_WORKFLOWS") == "1" {
+			t.Fatal("HWK_ACT is not set: run make workflows")
+		}
+		t.Skip("the workflows run under nektos/act: make workflows (HWK_ACT names the act binary)")
+	}
+	return act
+}
+
+// hwkBinary is the hwk `make build` built (HWK_BIN).
+func hwkBinary(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("HWK_BIN")
+	if bin == "" {
+		t.Fatal("HWK_BIN is not set: run make workflows")
+	}
+	return bin
+}
+
+func newRepo(t *testing.T) *Repo {
+	t.Helper()
+	src, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRepo(src, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// execute runs act and logs its summary; the caller checks the result.
+func execute(t *testing.T, run *Run) *Result {
+	t.Helper()
+	if run.Log == nil {
+		run.Log = t.Logf
+	}
+	res, err := run.Execute(actBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("act's summary of %s:\n%s", run.Workflow, res.Summary())
+	return res
+}
+
+// mustPass fails the test unless every job succeeded and every step
+// output read was set.
+func mustPass(t *testing.T, run *Run, res *Result, jobs ...string) {
+	t.Helper()
+	if res.Err != nil {
+		t.Fatalf("act %s: %v (JSON log %s)", run.Workflow, res.Err, res.JSONLog)
+	}
+	for _, j := range jobs {
+		ok := false
+		for id, r := range res.Jobs {
+			if id == j || strings.HasPrefix(id, j+" (") {
+				ok = r == "success"
+				if !ok {
+					break
+				}
+			}
+		}
+		if !ok {
+			t.Errorf("job %s did not succeed: %v", j, res.Jobs)
+		}
+	}
+	if err := run.Repo.CheckOutputs(run.Workflow, res); err != nil {
+		t.Error(err)
+	}
+}
+
+// records reads a stand-in's record file (one JSON object a line).
+func records(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("the stand-in recorded nothing: %v", err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, sc.Text())
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func imageID(ref string) string {
+	out, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", ref).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// cacheDir is the machine's hwk cache, where make node-image-test left
+// the node image.
+func cacheDir() string { return state.DefaultDirs().Cache }
+
+// defaultVersion is the Kubernetes version `make node-image-test` and
+// `make e2e` build the node image for.
+func defaultVersion() string { return config.DefaultKubernetesVersion }
+
+// pinsAt reads node-images/published.yaml in a checkout.
+func pinsAt(t *testing.T, dir string) *imagedist.Pins {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "node-images", "published.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := imagedist.ParsePins(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
