@@ -46,6 +46,7 @@ case "$1 $2" in
 "node-image save")
 	# node-image save -o FILE VERSION --formats FORMATS
 	echo "fake node image $5 $7" >"$4" ;;
+"node-image list") echo "${FAKE_HWK_LIST:-[]}" ;;
 "node-image load")
 	[ -f "$4" ] && echo "fake hwk loaded: $(cat "$4")" ;;
 "export logs")
@@ -84,8 +85,9 @@ func newFixture(t *testing.T) *fixture {
 	}
 	srv := httptest.NewServer(f.api)
 	t.Cleanup(srv.Close)
-	// sudo and apt-get stand-ins, for the node image build: sudo runs its
-	// command as whoever runs the tests, apt-get installs nothing.
+	// sudo, apt-get and docker stand-ins, for the node image build: sudo
+	// runs its command as whoever runs the tests, apt-get installs
+	// nothing, and the engine has only the image FAKE_DOCKER_HAS names.
 	fakebin := filepath.Join(root, "fakebin")
 	if err := os.MkdirAll(fakebin, 0o755); err != nil {
 		t.Fatal(err)
@@ -93,6 +95,7 @@ func newFixture(t *testing.T) *fixture {
 	for name, script := range map[string]string{
 		"sudo":    "#!/bin/sh\nexec \"$@\"\n",
 		"apt-get": "#!/bin/sh\necho \"fake apt-get $*\"\n",
+		"docker":  "#!/bin/sh\n[ -n \"$FAKE_DOCKER_HAS\" ] && [ \"$*\" = \"image inspect $FAKE_DOCKER_HAS\" ]\n",
 	} {
 		if err := os.WriteFile(filepath.Join(fakebin, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -181,6 +184,7 @@ func TestMain(t *testing.T) {
 	f.wantCalls(
 		"version",
 		"config validate --name ci --linux-workers 1 --windows-workers 0 --driver docker -o json",
+		"node-image list -o json",
 		"node-image pull v1.35.4 --formats docker",
 		"up --name ci --linux-workers 1 --windows-workers 0 --driver docker --wait 3m",
 		"get kubeconfig --name ci",
@@ -440,6 +444,7 @@ func TestNodeImageBuiltAndCached(t *testing.T) {
 	f.wantCalls(
 		"version",
 		"config validate --name ci --linux-workers 0 --windows-workers 0 --driver docker -o json",
+		"node-image list -o json",
 		"node-image pull v1.35.4 --formats docker",
 		"node-image build linux --source source --kubernetes-version v1.35.4 --formats docker",
 		"node-image save -o "+archive+" v1.35.4 --formats docker",
@@ -464,6 +469,7 @@ func TestNodeImageBuiltAndCached(t *testing.T) {
 	f.wantCalls(
 		"version",
 		"config validate --name ci --linux-workers 0 --windows-workers 0 --driver docker -o json",
+		"node-image list -o json",
 		"node-image pull v1.35.4 --formats docker",
 		"node-image load -i "+archive,
 		"up --name ci --linux-workers 0 --windows-workers 0 --driver docker --wait 6m",
@@ -574,4 +580,41 @@ func unreachableHost(f *fixture) string {
 		}
 	}
 	return ""
+}
+
+// TestNodeImageAlreadyThere: an image hwk's cache lists, or the docker
+// engine's hwk/node:VERSION (built by an earlier step, with sudo), is
+// used as it is: nothing is pulled or built.
+func TestNodeImageAlreadyThere(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		say  string
+	}{
+		{"listed", []string{`FAKE_HWK_LIST=[{"name": "linux-v1.35.4-source-0123", "os": "linux", "kubernetesVersion": "v1.35.4", "artifacts": {"docker": {}, "tar": {}}}]`},
+			"using the Linux node image for Kubernetes v1.35.4 in hwk's cache"},
+		{"in the engine", []string{"FAKE_DOCKER_HAS=hwk/node:v1.35.4"},
+			"using the Linux node image hwk/node:v1.35.4 the Docker engine has"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			s := f.main(map[string]string{}, append(tc.env, "FAKE_HWK_PULL_FAILS=1")...)
+			if s.Exit != 0 || !strings.Contains(s.Output, tc.say) {
+				t.Errorf("exit %d, want it to say %q", s.Exit, tc.say)
+			}
+			f.wantCalls(
+				"version",
+				"config validate --name hwk --linux-workers 0 --windows-workers 0 --driver docker -o json",
+				"node-image list -o json",
+				"up --name hwk --linux-workers 0 --windows-workers 0 --driver docker --wait 6m",
+				"get kubeconfig --name hwk",
+			)
+		})
+	}
+	// Another version, or the image without the format, is not it.
+	f := newFixture(t)
+	s := f.main(map[string]string{}, `FAKE_HWK_LIST=[{"os": "linux", "kubernetesVersion": "v1.34.4", "artifacts": {"docker": {}}}, {"os": "linux", "kubernetesVersion": "v1.35.4", "artifacts": {"qcow2": {}}}]`, "FAKE_DOCKER_HAS=hwk/node:v1.34.4")
+	if s.Exit != 0 || !strings.Contains(strings.Join(f.calls(), "\n"), "node-image pull v1.35.4 --formats docker") {
+		t.Errorf("exit %d, calls %v: want a pull", s.Exit, f.calls())
+	}
 }

@@ -34,6 +34,31 @@ node_formats() {
 	' <<<"$resolved"
 }
 
+# have_node_image says whether the image for FORMATS is here already (a
+# self-hosted runner's cache, or a step before this one built it), so that
+# nothing is pulled or built: hwk's cache lists a Linux image of the
+# version with every format, or, for the docker format, the engine has
+# hwk/node:VERSION, which up uses also when it was built under another
+# cache directory (with sudo).
+have_node_image() { # FORMATS
+	local listed
+	if listed=$("$hwk" node-image list -o json) && "$node" -e '
+		const [version, formats] = process.argv.slice(1);
+		const list = JSON.parse(require("fs").readFileSync(0, "utf8")) || [];
+		const ok = list.some((m) => m.os === "linux" && m.kubernetesVersion === version &&
+			formats.split(",").every((f) => m.artifacts && m.artifacts[f]));
+		process.exit(ok ? 0 : 1);
+	' "$kversion" "$1" <<<"$listed"; then
+		echo "hwk: using the Linux node image for Kubernetes $kversion in hwk's cache"
+		return 0
+	fi
+	if [ "$1" = docker ] && docker image inspect "hwk/node:$kversion" >/dev/null 2>&1; then
+		echo "hwk: using the Linux node image hwk/node:$kversion the Docker engine has"
+		return 0
+	fi
+	return 1
+}
+
 # cache_key is the Actions cache key of the image: hwk's version and the
 # Kubernetes version, which together fix what a build makes, plus the CPU
 # and formats. A build that is not a release (v0.0.0-dev, or a version
@@ -50,30 +75,10 @@ cache_key() { # FORMATS
 	echo "hwk-node-image-linux-$arch-$version-$kversion-${1//,/-}"
 }
 
-# release_unreachable probes the first downloads a --source release build
-# makes (Kubernetes' from dl.k8s.io, the others' from GitHub) with a HEAD
-# request of at most 10 seconds each, and prints the first that does not
-# answer. A source build takes tens of minutes where a release build takes
-# minutes, so the release build is tried whenever these answer; when they
-# do not, it would fail after its own timeouts, so it is not started.
-# HWK_RELEASE_PROBE_URLS replaces the URLs (for tests).
-release_unreachable() {
-	local url arch
-	arch=$(uname -m)
-	case $arch in x86_64) arch=amd64 ;; aarch64) arch=arm64 ;; esac
-	for url in ${HWK_RELEASE_PROBE_URLS:-https://dl.k8s.io/release/$kversion/bin/linux/$arch/kubeadm.sha256 https://github.com/containerd/containerd/releases}; do
-		if ! curl -fsSIL --max-time 10 -o /dev/null "$url" 2>/dev/null; then
-			echo "$url did not answer"
-			return 0
-		fi
-	done
-	return 1
-}
-
 # build_node_image builds the image for FORMATS as root (debootstrap and
 # chroot need it; GitHub's runner user has passwordless sudo), from
-# release downloads when they can be reached, else from source through the
-# Go module proxy, and says which it did and why.
+# release downloads when they answer (action/release-reachable.sh), else
+# from source through the Go module proxy, and says which it did and why.
 build_node_image() { # FORMATS
 	local why missing=()
 	command -v debootstrap >/dev/null || missing+=(debootstrap)
@@ -85,7 +90,7 @@ build_node_image() { # FORMATS
 		"${sudo[@]}" apt-get update -qq
 		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 	fi
-	if why=$(release_unreachable); then
+	if ! why=$(sh "$HWK_ACTION_DIR/action/release-reachable.sh" "$kversion"); then
 		echo "hwk: building the Linux node image for Kubernetes $kversion from source, not from release downloads: $why (tens of minutes)"
 	else
 		echo "::group::Building the Linux node image for Kubernetes $kversion from release downloads (minutes)"
@@ -112,7 +117,7 @@ cache_run() {
 linux_node_image() {
 	local formats key archive status
 	formats=$(node_formats) || fail "cannot tell which node image formats the cluster needs (above)"
-	if [ -z "$formats" ]; then
+	if [ -z "$formats" ] || have_node_image "$formats"; then
 		return 0
 	fi
 	echo "::group::Pulling the Linux node image hwk pins for Kubernetes $kversion ($formats)"
