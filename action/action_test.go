@@ -414,8 +414,8 @@ func TestInstall(t *testing.T) {
 // TestNodeImageBuiltAndCached: with no pinned image to pull, the main step
 // builds the Linux node image (from source, since the release downloads
 // do not answer here), saves it in the Actions cache under hwk's and
-// Kubernetes' versions, and the next job loads it from there instead of
-// building it. The cache is @actions/cache itself (action/cache.js)
+// Kubernetes' versions, and the next job, on another runner, loads it from
+// there instead of building it. The cache is @actions/cache itself (action/cache.js)
 // against a stand-in for the cache service's v1 API.
 func TestNodeImageBuiltAndCached(t *testing.T) {
 	f := newFixture(t)
@@ -458,20 +458,19 @@ func TestNodeImageBuiltAndCached(t *testing.T) {
 		t.Errorf("the archive is left in RUNNER_TEMP: %v", err)
 	}
 
-	// The next job: the cache has the image, so nothing is built.
-	if err := os.Truncate(f.log, 0); err != nil {
-		t.Fatal(err)
-	}
-	s = f.main(map[string]string{"name": "ci"}, env...)
+	// The next job, on a runner whose RUNNER_TEMP is elsewhere: the cache
+	// has the image, so nothing is built.
+	f2 := newFixture(t)
+	s = f2.main(map[string]string{"name": "ci"}, env...)
 	if s.Exit != 0 {
 		t.Fatalf("main step exited %d", s.Exit)
 	}
-	f.wantCalls(
+	f2.wantCalls(
 		"version",
 		"config validate --name ci --linux-workers 0 --windows-workers 0 --driver docker -o json",
 		"node-image list -o json",
 		"node-image pull v1.35.4 --formats docker",
-		"node-image load -i "+archive,
+		"node-image load -i "+filepath.Join(f2.job.Temp, "hwk-node-image.tar"),
 		"up --name ci --linux-workers 0 --windows-workers 0 --driver docker --wait 6m",
 		"get kubeconfig --name ci",
 	)

@@ -14,6 +14,7 @@
 // ACTIONS_CACHE_SERVICE_V2 is set (GitHub sets it), else the v1 REST API
 // at ACTIONS_CACHE_URL (which nektos/act serves).
 import * as cache from '@actions/cache';
+import path from 'node:path';
 
 async function main(argv) {
   const [op, key, file] = argv;
@@ -25,18 +26,27 @@ async function main(argv) {
     console.log('the Actions cache service is not available to this step (no ACTIONS_CACHE_URL or ACTIONS_RESULTS_URL)');
     return 11;
   }
+  // An entry's version is a hash of the paths exactly as given, and its
+  // files are stored relative to GITHUB_WORKSPACE: so the file is named
+  // relative to its own directory, made the workspace. Given in full, a
+  // runner whose RUNNER_TEMP is elsewhere (another self-hosted runner, each
+  // run under act) would never find what another one saved.
+  const dir = path.dirname(path.resolve(file));
+  process.chdir(dir);
+  process.env.GITHUB_WORKSPACE = dir;
+  const paths = [path.basename(file)];
   try {
     if (op === 'restore') {
       // Only KEY itself: an image of another hwk or Kubernetes version
       // is no use, so no restore-keys prefixes. A restore that fails
       // (network, a corrupt entry) is logged as a warning and reads as
       // no entry: up.sh then builds the image.
-      const hit = await cache.restoreCache([file], key);
+      const hit = await cache.restoreCache(paths, key);
       return hit ? 0 : 10;
     }
     // saveCache logs why it did not save (another job saving the same
     // key, a full cache) and returns -1 rather than throwing.
-    const id = await cache.saveCache([file], key);
+    const id = await cache.saveCache(paths, key);
     return id === -1 ? 1 : 0;
   } catch (err) {
     console.error(`${op} of cache entry ${key} failed: ${err.message}`);
