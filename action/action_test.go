@@ -33,7 +33,7 @@ case "$1 $2" in
 "config validate")
 	[ -z "$FAKE_HWK_BAD_CONFIG" ] || { echo "ERROR: $FAKE_HWK_BAD_CONFIG" >&2; exit 1; }
 	[ "${*: -2}" = "-o json" ] || { echo "fake hwk: config validate without -o json" >&2; exit 97; }
-	printf '{\n  "kind": "Cluster",\n  "kubernetesVersion": "v1.35.4",\n  "nodes": [\n    {\n      "name": "x-cp",\n      "os": "linux",\n      "driver": "%s"\n    }\n  ]\n}\n' "${FAKE_HWK_DRIVER:-docker}" ;;
+	printf '{\n  "kind": "Cluster",\n  "kubernetesVersion": "v1.35.4",\n  "nodes": [\n    {\n      "name": "x-cp",\n      "os": "linux",\n      "driver": "%s"\n    }\n  ],\n  "images": {%s}\n}\n' "${FAKE_HWK_DRIVER:-docker}" "${FAKE_HWK_REGISTRY:+\"registry\": \"$FAKE_HWK_REGISTRY\"}" ;;
 "up "*) [ -z "$FAKE_HWK_UP_FAILS" ] || { echo "✗ Starting the control plane (kubeadm init): it failed" >&2; exit 1; } ;;
 "get kubeconfig") echo "apiVersion: v1" ; echo "kind: Config" ;;
 "node-image pull")
@@ -610,10 +610,11 @@ func TestNodeImageAlreadyThere(t *testing.T) {
 			)
 		})
 	}
-	// Another version, or the image without the format, is not it.
+	// Another version, or the image without the format, is not it; the
+	// pull goes to the config's registry mirror.
 	f := newFixture(t)
-	s := f.main(map[string]string{}, `FAKE_HWK_LIST=[{"os": "linux", "kubernetesVersion": "v1.34.4", "artifacts": {"docker": {}}}, {"os": "linux", "kubernetesVersion": "v1.35.4", "artifacts": {"qcow2": {}}}]`, "FAKE_DOCKER_HAS=hwk/node:v1.34.4")
-	if s.Exit != 0 || !strings.Contains(strings.Join(f.calls(), "\n"), "node-image pull v1.35.4 --formats docker") {
+	s := f.main(map[string]string{}, `FAKE_HWK_LIST=[{"os": "linux", "kubernetesVersion": "v1.34.4", "artifacts": {"docker": {}}}, {"os": "linux", "kubernetesVersion": "v1.35.4", "artifacts": {"qcow2": {}}}]`, "FAKE_DOCKER_HAS=hwk/node:v1.34.4", "FAKE_HWK_REGISTRY=registry.example.com/hwk-dev")
+	if s.Exit != 0 || !strings.Contains(strings.Join(f.calls(), "\n"), "node-image pull v1.35.4 --formats docker --registry registry.example.com/hwk-dev") {
 		t.Errorf("exit %d, calls %v: want a pull", s.Exit, f.calls())
 	}
 }

@@ -115,13 +115,18 @@ cache_run() {
 }
 
 linux_node_image() {
-	local formats key archive status
+	local formats key archive status pull registry
 	formats=$(node_formats) || fail "cannot tell which node image formats the cluster needs (above)"
 	if [ -z "$formats" ] || have_node_image "$formats"; then
 		return 0
 	fi
+	# A config's images.registry is a mirror up would pull the pinned
+	# image from; so does this pull.
+	pull=(node-image pull "$kversion" --formats "$formats")
+	registry=$("$node" -e 'const c = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log((c.images && c.images.registry) || "")' <<<"$resolved")
+	[ -z "$registry" ] || pull+=(--registry "$registry")
 	echo "::group::Pulling the Linux node image hwk pins for Kubernetes $kversion ($formats)"
-	if "$hwk" node-image pull "$kversion" --formats "$formats"; then
+	if "$hwk" "${pull[@]}"; then
 		echo "::endgroup::"
 		return 0
 	fi
