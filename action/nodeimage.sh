@@ -116,6 +116,8 @@ cache_run() {
 
 linux_node_image() {
 	local formats key archive status pull registry
+	# build_node_image runs its commands with this too.
+	local -a sudo
 	formats=$(node_formats) || fail "cannot tell which node image formats the cluster needs (above)"
 	if [ -z "$formats" ] || have_node_image "$formats"; then
 		return 0
