@@ -29,7 +29,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: workflows ci-cold all build test check-ps fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
+.PHONY: workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
 
 all: build
 
@@ -39,14 +39,18 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hwk ./cmd/hwk
 	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/windows-amd64/ ./cmd/hwk-seed ./cmd/hwk-kubelet
 
+# esbuild and @actions/cache, for action/cache.js (see action-cache).
+ACTION_CACHE_DEPS := action/cache/node_modules/esbuild
+
 # Unit tests plus the integration tests that run on this machine. The
 # PowerShell hwk generates is checked by the Go tests that make it, which
-# fail without the checker here.
+# fail without the checker here, and action/cache.js by a test that fails
+# without esbuild.
 # -timeout: a cold machine builds CNCF distribution's registry and a
 # systemd test image inside tests, and under -race on two cores a package
 # can pass Go's default ten minutes without being stuck.
-test: check-ps
-	HWK_REQUIRE_PSCHECK=1 $(GO) test -race -count=1 -timeout 30m ./...
+test: check-ps $(ACTION_CACHE_DEPS)
+	HWK_REQUIRE_PSCHECK=1 HWK_REQUIRE_ACTION_CACHE=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 # Every PowerShell file in the tree, and every script hwk generates (the
 # tests of each package that imports internal/testing/pscheck render them; the
@@ -64,6 +68,17 @@ check-ps: $(PSCHECK)
 $(PSCHECK):
 	@command -v npm >/dev/null || { echo "check-ps needs Node.js and npm (Debian: apt-get install nodejs npm)"; exit 1; }
 	npm ci --prefix hack/pscheck --no-audit --no-fund --loglevel=error
+
+# action/cache.js, the Action's node image cache (GitHub's @actions/cache
+# bundled by esbuild, both pinned by action/cache/package-lock.json): run
+# after changing action/cache/. action/action_test.go fails while the
+# committed bundle is not what this makes.
+action-cache: $(ACTION_CACHE_DEPS)
+	node action/cache/build.mjs
+
+$(ACTION_CACHE_DEPS):
+	@command -v npm >/dev/null || { echo "action-cache needs Node.js and npm (Debian: apt-get install nodejs npm)"; exit 1; }
+	npm ci --prefix action/cache --no-audit --no-fund --loglevel=error
 
 # Every fuzz target (func FuzzXxx) for FUZZTIME each (default 5m), one
 # after another, with a line of figures per target. Not in CI: `make test`

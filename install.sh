@@ -42,10 +42,15 @@ aarch64 | arm64) arch=arm64 ;;
 esac
 
 if [ "$version" = latest ]; then
-	# The latest release's page redirects to its tag.
+	# The latest release's page redirects to its tag; with no release
+	# there is no such page (404) or it leads elsewhere than a tag.
 	command -v curl >/dev/null || fail "finding the latest version needs curl; give a version: sh install.sh v0.1.0"
-	version=$(curl -fsSLI -o /dev/null -w '%{url_effective}' "$releases/latest") || fail "cannot reach $releases"
-	version=${version##*/}
+	latest=$(curl -sSLI -o /dev/null -w '%{http_code} %{url_effective}' "$releases/latest") || fail "cannot reach $releases"
+	case $latest in
+	200\ */tag/*) version=${latest##*/} ;;
+	200\ * | 404\ *) fail "$releases has no latest release (none is published yet): give a version that exists, or build hwk from source (make build in a checkout)" ;;
+	*) fail "$releases/latest answered HTTP ${latest%% *}; try again later, or give a version: sh install.sh v0.1.0" ;;
+	esac
 fi
 case $version in
 v*) ;;

@@ -92,6 +92,13 @@ func TestInstallSh(t *testing.T) {
 	if out, err := runInstall(t, srv.URL, dir, "1.2.3"); err == nil || !strings.Contains(out, "is not a release tag") {
 		t.Errorf("a version without its v: %v\n%s", err, out)
 	}
+
+	// A repository with no release yet has no latest one.
+	none := httptest.NewServer(&releasetest.Release{})
+	defer none.Close()
+	if out, err := runInstall(t, none.URL, dir); err == nil || !strings.Contains(out, none.URL+" has no latest release (none is published yet)") {
+		t.Errorf("latest with no release: %v\n%s", err, out)
+	}
 }
 
 // TestInstallersEmbedded: the embedded scripts are the files at the root.

@@ -22,6 +22,9 @@ function scriptEnv(extra) {
     }
   }
   env.HWK_ACTION_DIR = path.resolve(__dirname, '..');
+  // The Node.js running this step, for action/cache.js: the runner's own,
+  // which need not be on PATH.
+  env.HWK_NODE = process.execPath;
   return { ...env, ...extra };
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Action's main step, started by action/main.js with the inputs as
 # HWK_INPUT_* variables: checks the inputs, installs hwk, loads the node
-# images it was given, makes the cluster and writes the step's outputs.
+# images it was given (or gets the Linux one: action/nodeimage.sh), makes
+# the cluster and writes the step's outputs.
 # The cluster is recorded for the post step before anything is made, so a
 # failed or cancelled up is cleaned up as well.
 set -euo pipefail
@@ -55,14 +56,22 @@ else
 	echo "::group::Installing hwk $version"
 	# PATH gets the directory through GITHUB_PATH, so install.sh need not
 	# say how to add it.
-	PATH="$dir:$PATH" HWK_INSTALL_DIR=$dir sh "$HWK_ACTION_DIR/install.sh" "$version" ||
-		fail "installing hwk $version failed: install.sh says why above"
+	if ! PATH="$dir:$PATH" HWK_INSTALL_DIR=$dir sh "$HWK_ACTION_DIR/install.sh" "$version"; then
+		echo "::endgroup::"
+		if [ "$version" = latest ]; then
+			# Until hwk has a release there is none to install: the
+			# way in is an hwk the workflow builds itself.
+			fail "installing the latest hwk release failed (install.sh says why above; with no release published there is none). Build hwk in the workflow (go build -o hwk ./cmd/hwk in a checkout of hwk-dev/hwk) and give its path as the hwk-path input, or set version to a release that exists"
+		fi
+		fail "installing hwk $version failed (install.sh says why above): set version to a release that exists, or build hwk and give its path as the hwk-path input"
+	fi
 	echo "::endgroup::"
 	hwk=$dir/hwk
 fi
 bindir=$(dirname "$hwk")
 echo "$bindir" >>"${GITHUB_PATH:-/dev/null}"
-"$hwk" version
+hwk_info=$("$hwk" version)
+echo "$hwk_info"
 
 args=(--name "$name")
 [ -z "$config" ] || args+=(--config "$config")
@@ -89,8 +98,10 @@ if [ -f "$node_image" ]; then
 elif [ -n "$node_image" ]; then
 	args+=(--image "$node_image")
 fi
-resolved=$("$hwk" config validate "${args[@]}") ||
+resolved=$("$hwk" config validate "${args[@]}" -o json) ||
 	fail "the cluster's settings are not valid: hwk config validate says why above"
+kversion=$(sed -n 's/^  "kubernetesVersion": "\(.*\)",$/\1/p' <<<"$resolved")
+[ -n "$kversion" ] || fail "hwk config validate -o json named no kubernetesVersion; this Action and hwk $hwk do not fit together (use the Action of the hwk release you install)"
 
 # From here on something may be made: the post step deletes it.
 {
@@ -98,7 +109,7 @@ resolved=$("$hwk" config validate "${args[@]}") ||
 	echo "hwk=$hwk"
 } >>"$GITHUB_STATE"
 
-if grep -q '^ *driver: libvirt$' <<<"$resolved"; then
+if grep -q '"driver": "libvirt"' <<<"$resolved"; then
 	echo "::group::Preparing libvirt and KVM"
 	bash "$HWK_ACTION_DIR/action/libvirt.sh"
 	echo "::endgroup::"
@@ -107,6 +118,10 @@ if [ -n "$node_archive" ]; then
 	echo "::group::Loading the Linux node image from $node_archive"
 	"$hwk" node-image load -i "$node_archive"
 	echo "::endgroup::"
+elif [ -z "$node_image" ]; then
+	# shellcheck source=action/nodeimage.sh
+	. "$HWK_ACTION_DIR/action/nodeimage.sh"
+	linux_node_image
 fi
 if [ -n "$windows_image" ]; then
 	echo "::group::Loading the Windows node image from $windows_image"

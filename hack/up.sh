@@ -2,8 +2,9 @@
 # `make up`: from a fresh Linux machine with Go to a running cluster, in one
 # command. It installs what is missing (the Docker engine, and the tools
 # the node image build uses), builds hwk, pulls the Linux node image this
-# hwk pins (or, when that fails, as it does with no registry, builds it
-# from source), and brings up the best cluster this host can
+# hwk pins (or, when that fails, as it does with no registry, builds it:
+# from release downloads when they answer, in minutes, else from source,
+# in tens of minutes), and brings up the best cluster this host can
 # serve: with a Windows worker when a Windows node image exists, else
 # Linux-only on the docker driver, saying so. Extra arguments go to
 # `hwk up` (e.g. make up ARGS="--linux-workers 1").
@@ -41,9 +42,25 @@ if ! $sudo docker image inspect "hwk/node:$version" >/dev/null 2>&1; then
 	echo "no Linux node image for Kubernetes $version: pulling the one this hwk pins"
 	if ! pulled=$($sudo "$hwk" node-image pull "$version" --formats docker 2>&1); then
 		echo "$pulled" | sed 's/^/  /'
-		echo "the pull failed (above): building the image from source instead (about 20 minutes the first time)"
-		# Building needs root (debootstrap, chroot); PATH keeps the user's Go.
-		$sudo env "PATH=$PATH" "$hwk" node-image build linux --source source --formats docker
+		# Building needs root (debootstrap, chroot); PATH keeps the user's
+		# Go. From release downloads it takes minutes, from source tens of
+		# minutes: release when its downloads answer, source otherwise or
+		# when the release build fails.
+		source=source
+		if why=$(sh action/release-reachable.sh "$version"); then
+			echo "the pull failed (above): building the image from release downloads instead (a few minutes)"
+			if $sudo env "PATH=$PATH" "$hwk" node-image build linux --source release --kubernetes-version "$version" --formats docker; then
+				source=release
+			else
+				echo "the build from release downloads failed (above): building the image from source instead (about 20 minutes the first time)"
+			fi
+		else
+			echo "the pull failed (above), and $why, so release downloads cannot be used: building the image from source instead (about 20 minutes the first time)"
+		fi
+		if [ "$source" = source ]; then
+			$sudo env "PATH=$PATH" "$hwk" node-image build linux --source source --kubernetes-version "$version" --formats docker
+		fi
+		echo "built the Linux node image for Kubernetes $version from $source"
 	fi
 fi
 

@@ -39,9 +39,12 @@ func New(tag, goos, goarch string, files map[string][]byte) (*Release, string, e
 }
 
 // ServeHTTP serves /download/TAG/NAME, and /latest as a redirect to
-// /tag/TAG, a page.
+// /tag/TAG, a page. A Release with no Tag is a repository with no release
+// yet: /latest is not found, as GitHub answers then.
 func (r *Release) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	switch p := req.URL.Path; {
+	case p == "/latest" && r.Tag == "":
+		http.NotFound(w, req)
 	case p == "/latest":
 		http.Redirect(w, req, "/tag/"+r.Tag, http.StatusFound)
 	case p == "/tag/"+r.Tag:
