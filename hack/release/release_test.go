@@ -413,7 +413,7 @@ func TestManifests(t *testing.T) {
 // archive and its SBOM per target, checksums.txt, the Scoop manifest and
 // winget's three, each there and not empty, under names that differ (a
 // GitHub release names its files by base name), with the changelog that
-// becomes the release's notes beside them.
+// becomes the release's notes beside them (for a tag).
 func TestUploads(t *testing.T) {
 	dir := dist(t)
 	ver := version(t, dir)
@@ -457,7 +457,10 @@ func TestUploads(t *testing.T) {
 		}
 		names[filepath.Base(f)] = f
 	}
-	if st, err := os.Stat(filepath.Join(dir, "CHANGELOG.md")); err != nil || st.Size() == 0 {
-		t.Errorf("CHANGELOG.md, the release notes: missing or empty (%v)", err)
+	// goreleaser writes the changelog for a tag only, not a snapshot.
+	if tag() != "" {
+		if st, err := os.Stat(filepath.Join(dir, "CHANGELOG.md")); err != nil || st.Size() == 0 {
+			t.Errorf("CHANGELOG.md, the release notes: missing or empty (%v)", err)
+		}
 	}
 }
