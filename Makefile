@@ -29,7 +29,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release
+.PHONY: workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release release-build release-check release-upload
 
 all: build
 
@@ -193,6 +193,8 @@ $(KIND):
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install sigs.k8s.io/kind@$(KIND_VERSION)
 	mv $(BIN)/tools/kind $(KIND)
 
+# shellcheck also reads hack/workflows/bin: the stand-ins for act runs are
+# shell named as the programs they stand for, without .sh.
 lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -202,7 +204,7 @@ lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
 	$(STATICCHECK) -tags e2e ./e2e/
 	GOOS=windows $(STATICCHECK) ./...
 	$(ACTIONLINT) .github/workflows/*.yml .github/workflows/*.yaml site/static/examples/*.yml hack/workflows/testdata/*.yml
-	shellcheck -S warning $$(git ls-files '*.sh')
+	shellcheck -S warning $$(git ls-files '*.sh' 'hack/workflows/bin/*')
 	$(GORELEASER) check
 
 # Every release archive, built here without publishing (goreleaser
@@ -217,10 +219,31 @@ release-snapshot: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
 	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --snapshot --clean --config $(BIN)/goreleaser-snapshot.yaml
 	HWK_RELEASE_TARGETS="$(RELEASE_TARGETS)" HWK_REQUIRE_RELEASE=1 $(GO) test -count=1 ./hack/release/
 
-# A real release, from a tag (.github/workflows/release.yml; needs
-# GITHUB_TOKEN).
-release: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
-	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --clean
+# A real release, from the tag TAG (default: HEAD's), in three steps that
+# .github/workflows/release.yml runs one by one. release-build builds into
+# dist/ all a tag publishes and publishes nothing (goreleaser's free
+# edition cannot publish a dist/ it built before, so the upload is not
+# goreleaser's); release-check checks dist/ is that tag's release, every
+# file; release-upload makes the draft GitHub release of exactly the files
+# hack/release/assets.sh lists, with goreleaser's changelog as its notes
+# (needs the GitHub CLI, gh, with GH_TOKEN).
+TAG ?= $(shell git describe --tags --exact-match 2>/dev/null)
+release: release-build release-check release-upload
+
+release-build: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
+	@[ -n "$(TAG)" ] || { echo "release-build: HEAD has no tag (make release-snapshot builds without one)"; exit 1; }
+	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --clean --skip=publish
+
+release-check:
+	@[ -n "$(TAG)" ] || { echo "release-check: no TAG and HEAD has no tag"; exit 1; }
+	HWK_RELEASE_TAG=$(TAG) HWK_REQUIRE_RELEASE=1 $(GO) test -count=1 ./hack/release/
+
+# --verify-tag: the tag must already be on GitHub (the workflow runs on its
+# push), never made by gh at the default branch's head.
+release-upload:
+	@[ -n "$(TAG)" ] || { echo "release-upload: no TAG and HEAD has no tag"; exit 1; }
+	files=$$(hack/release/assets.sh) && \
+	gh release create "$(TAG)" --draft --verify-tag --title "hwk $(TAG)" --notes-file dist/CHANGELOG.md $$files
 
 $(GORELEASER):
 	GOBIN=$(CURDIR)/$(BIN)/tools $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)

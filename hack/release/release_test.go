@@ -1,9 +1,15 @@
-// Package release checks what `make release-snapshot` (goreleaser,
-// .goreleaser.yaml) put in dist/: every archive, with binaries for the
-// right OS and machine and the Windows node programs beside hwk; the
-// checksums; an SBOM per archive; the Scoop and winget manifests pointing
-// at the archives by their checksums. It needs dist/: without it the test
-// skips, or fails when HWK_REQUIRE_RELEASE=1 (make release-snapshot).
+// Package release checks what goreleaser (.goreleaser.yaml) put in dist/,
+// by `make release-snapshot` or, on a tag, `make release-build`: every
+// archive, with binaries for the right OS and machine and the Windows node
+// programs beside hwk; the checksums; an SBOM per archive; the Scoop and
+// winget manifests pointing at the archives by their checksums; the list
+// of files the release uploads (assets.sh). It needs dist/: without it the
+// test skips, or fails when HWK_REQUIRE_RELEASE=1 (make release-snapshot,
+// make release-check).
+//
+// With HWK_RELEASE_TAG (make release-check) dist/ must be that tag's
+// release, not a snapshot: every name carries the tag's version, hwk says
+// the tag, and the manifests point at the tag's download URLs.
 package release
 
 import (
@@ -73,6 +79,33 @@ func dist(t *testing.T) string {
 		t.Skipf("no release in %s: make release-snapshot makes one", dir)
 	}
 	return dir
+}
+
+// tag is the release tag dist/ must have been built from (HWK_RELEASE_TAG),
+// or "" for a snapshot.
+func tag() string { return os.Getenv("HWK_RELEASE_TAG") }
+
+// version reads the version goreleaser built dist/ as (metadata.json:
+// "0.1.0" for tag v0.1.0, "0.1.1-snapshot-abc1234" for a snapshot) and,
+// for a tag, checks it is that tag's.
+func version(t *testing.T, dir string) string {
+	raw, err := os.ReadFile(filepath.Join(dir, "metadata.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct{ Tag, Version string }
+	if err := json.Unmarshal(raw, &meta); err != nil {
+		t.Fatalf("metadata.json: %v", err)
+	}
+	if meta.Version == "" {
+		t.Fatalf("metadata.json has no version: %s", raw)
+	}
+	if want := tag(); want != "" {
+		if meta.Tag != want || "v"+meta.Version != want || strings.Contains(meta.Version, "snapshot") {
+			t.Fatalf("dist/ is tag %q version %q; want the release of %s (make release-build on that tag, not a snapshot)", meta.Tag, meta.Version, want)
+		}
+	}
+	return meta.Version
 }
 
 // checksums reads checksums.txt: file name to SHA-256.
@@ -190,6 +223,7 @@ func machine(t *testing.T, name string, data []byte) (string, string) {
 func TestArchives(t *testing.T) {
 	dir := dist(t)
 	sums := checksums(t, dir)
+	ver := version(t, dir)
 	for _, tg := range targets(t) {
 		ext := ".tar.gz"
 		exe := "hwk"
@@ -197,8 +231,9 @@ func TestArchives(t *testing.T) {
 			ext, exe = ".zip", "hwk.exe"
 		}
 		matches, _ := filepath.Glob(filepath.Join(dir, "hwk_*_"+tg.os+"_"+tg.arch+ext))
-		if len(matches) != 1 {
-			t.Errorf("%s/%s: archives %v, want one hwk_VERSION_%s_%s%s", tg.os, tg.arch, matches, tg.os, tg.arch, ext)
+		want := "hwk_" + ver + "_" + tg.os + "_" + tg.arch + ext
+		if len(matches) != 1 || filepath.Base(matches[0]) != want {
+			t.Errorf("%s/%s: archives %v, want one %s", tg.os, tg.arch, matches, want)
 			continue
 		}
 		archive := matches[0]
@@ -219,7 +254,7 @@ func TestArchives(t *testing.T) {
 			t.Errorf("%s has no README.md", name)
 		}
 		if tg.os == runtime.GOOS && tg.arch == runtime.GOARCH {
-			checkVersion(t, files[exe])
+			checkVersion(t, files[exe], "v"+ver)
 		}
 	}
 	// Every file checksums.txt lists is there with that digest.
@@ -232,7 +267,7 @@ func TestArchives(t *testing.T) {
 
 // checkVersion runs this host's hwk from its archive: it says the
 // release's version, as `make build` stamps it ("v" and the full commit).
-func checkVersion(t *testing.T, exe []byte) {
+func checkVersion(t *testing.T, exe []byte, want string) {
 	path := filepath.Join(t.TempDir(), "hwk")
 	if err := os.WriteFile(path, exe, 0o755); err != nil {
 		t.Fatal(err)
@@ -245,8 +280,8 @@ func checkVersion(t *testing.T, exe []byte) {
 	if err := json.Unmarshal(out, &v); err != nil {
 		t.Fatalf("hwk version -o json: %v\n%s", err, out)
 	}
-	if !strings.HasPrefix(v.Version, "v") || len(v.Commit) != 40 {
-		t.Errorf("hwk version says %+v; want a version with its v and the full commit", v)
+	if v.Version != want || len(v.Commit) != 40 {
+		t.Errorf("hwk version says %+v; want version %s and the full commit", v, want)
 	}
 }
 
@@ -292,10 +327,14 @@ func TestSBOMs(t *testing.T) {
 }
 
 // TestManifests: the Scoop and winget manifests install the Windows
-// archives of this release, by the digests in checksums.txt.
+// archives of this release, by the digests in checksums.txt; for a tag,
+// as that version, from that tag's downloads.
 func TestManifests(t *testing.T) {
 	dir := dist(t)
 	sums := checksums(t, dir)
+	ver := version(t, dir)
+	// Where the release's files are downloaded from, once published.
+	download := "https://github.com/hwk-dev/hwk/releases/download/v" + ver + "/"
 	raw, err := os.ReadFile(filepath.Join(dir, "scoop", "hwk.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -327,6 +366,12 @@ func TestManifests(t *testing.T) {
 		if !strings.HasSuffix(name, want) || a.Hash != sums[name] || len(a.Bin) != 1 || a.Bin[0] != "hwk.exe" {
 			t.Errorf("scoop %s: %+v; want %s with its checksum %s", arch, a, want, sums[name])
 		}
+		if tag() != "" && a.URL != download+name {
+			t.Errorf("scoop %s: URL %s, want %s", arch, a.URL, download+name)
+		}
+	}
+	if scoop.Version != ver {
+		t.Errorf("scoop manifest version %q, want %q", scoop.Version, ver)
 	}
 	installers, _ := filepath.Glob(filepath.Join(dir, "winget", "manifests", "*", "*", "*", "*", "*.installer.yaml"))
 	if len(installers) != 1 {
@@ -338,6 +383,7 @@ func TestManifests(t *testing.T) {
 	}
 	var winget struct {
 		PackageIdentifier string `yaml:"PackageIdentifier"`
+		PackageVersion    string `yaml:"PackageVersion"`
 		InstallerType     string `yaml:"InstallerType"`
 		Installers        []struct {
 			Architecture    string `yaml:"Architecture"`
@@ -348,13 +394,73 @@ func TestManifests(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &winget); err != nil {
 		t.Fatal(err)
 	}
-	if winget.PackageIdentifier != "hwk-dev.hwk" || winget.InstallerType != "zip" || len(winget.Installers) != len(scoopArch) {
+	if winget.PackageIdentifier != "hwk-dev.hwk" || winget.PackageVersion != ver || winget.InstallerType != "zip" || len(winget.Installers) != len(scoopArch) {
 		t.Errorf("winget: %+v", winget)
 	}
 	for _, in := range winget.Installers {
 		name := in.InstallerURL[strings.LastIndex(in.InstallerURL, "/")+1:]
 		if sums[name] == "" || in.InstallerSha256 != sums[name] {
 			t.Errorf("winget %s: %s with %s; checksums.txt says %q", in.Architecture, name, in.InstallerSha256, sums[name])
+		}
+		if tag() != "" && in.InstallerURL != download+name {
+			t.Errorf("winget %s: URL %s, want %s", in.Architecture, in.InstallerURL, download+name)
+		}
+	}
+}
+
+// TestUploads: the files the release workflow uploads (assets.sh) are
+// every file a user or a package repository fetches, and nothing else: an
+// archive and its SBOM per target, checksums.txt, the Scoop manifest and
+// winget's three, each there and not empty, under names that differ (a
+// GitHub release names its files by base name), with the changelog that
+// becomes the release's notes beside them (for a tag).
+func TestUploads(t *testing.T) {
+	dir := dist(t)
+	ver := version(t, dir)
+	script, err := filepath.Abs("assets.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(script)
+	// assets.sh runs where goreleaser ran, dist/'s parent.
+	cmd.Dir = filepath.Dir(dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("assets.sh: %v", err)
+	}
+	got := strings.Fields(string(out))
+	winget := "winget/manifests/h/hwk-dev/hwk/" + ver + "/hwk-dev.hwk"
+	want := []string{"checksums.txt", "scoop/hwk.json", winget + ".yaml", winget + ".installer.yaml", winget + ".locale.en-US.yaml"}
+	for _, tg := range targets(t) {
+		ext := ".tar.gz"
+		if tg.os == "windows" {
+			ext = ".zip"
+		}
+		archive := "hwk_" + ver + "_" + tg.os + "_" + tg.arch + ext
+		want = append(want, archive, archive+".cdx.json")
+	}
+	for i, w := range want {
+		want[i] = filepath.Join(filepath.Base(dir), w)
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("assets.sh lists\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+	names := map[string]string{}
+	for _, f := range got {
+		if st, err := os.Stat(filepath.Join(cmd.Dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: missing or empty (%v)", f, err)
+		}
+		if other, ok := names[filepath.Base(f)]; ok {
+			t.Errorf("%s and %s have the same name in the release", other, f)
+		}
+		names[filepath.Base(f)] = f
+	}
+	// goreleaser writes the changelog for a tag only, not a snapshot.
+	if tag() != "" {
+		if st, err := os.Stat(filepath.Join(dir, "CHANGELOG.md")); err != nil || st.Size() == 0 {
+			t.Errorf("CHANGELOG.md, the release notes: missing or empty (%v)", err)
 		}
 	}
 }
