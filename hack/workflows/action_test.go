@@ -39,12 +39,25 @@ func TestActionWorkflow(t *testing.T) {
 	}
 
 	repo := newRepo(t)
-	// hwk's state for the run: empty but for the machine's cache, where
-	// the image the Action builds is already (a cache hit).
+	// hwk's state for the run: no node image, but the machine's caches of
+	// what a build is made of (components built from source, the
+	// Debian root, container images), so that the Action's build
+	// assembles the image anew in minutes instead of compiling
+	// Kubernetes again.
 	home := filepath.Join(t.TempDir(), "hwk")
-	os.MkdirAll(home, 0o700)
-	if err := os.Symlink(cacheDir(), filepath.Join(home, "cache")); err != nil {
+	if err := os.MkdirAll(filepath.Join(home, "cache", "node-images"), 0o700); err != nil {
 		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(cacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != "node-images" && e.Name() != "logs" {
+			if err := os.Symlink(filepath.Join(cacheDir(), e.Name()), filepath.Join(home, "cache", e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// kubectl, which GitHub's runner images have: the node image's.
 	tools := t.TempDir()
@@ -53,6 +66,20 @@ func TestActionWorkflow(t *testing.T) {
 	docker(t, "cp", box+":/usr/local/bin/kubectl", filepath.Join(tools, "kubectl"))
 	docker(t, "rm", box)
 	repo.PathDirs = append(repo.PathDirs, tools)
+
+	// Nor does the engine have it: its image is untagged for the run (a
+	// second tag keeps it), and tagged again after.
+	sourceID := imageID(engineRef)
+	keep := "hwk-workflows-keep/node:" + version
+	docker(t, "tag", engineRef, keep)
+	t.Cleanup(func() {
+		if built := imageID(engineRef); built != sourceID && built != "" {
+			exec.Command("docker", "rmi", engineRef).Run()
+		}
+		exec.Command("docker", "tag", keep, engineRef).Run()
+		exec.Command("docker", "rmi", keep).Run()
+	})
+	docker(t, "rmi", engineRef)
 
 	release := httptest.NewServer(releaseOf(t, bin, "v0.0.1"))
 	defer release.Close()
@@ -64,10 +91,14 @@ func TestActionWorkflow(t *testing.T) {
 		}
 	})
 	run := &Run{Repo: repo, Workflow: "hack/workflows/testdata/action.yml", Event: "push",
-		Env: []string{"HWK_HOME=" + home, "HWK_RELEASE_URL=" + release.URL}, Concurrent: 1}
+		Env: []string{"HWK_HOME=" + home, "HWK_RELEASE_URL=" + release.URL}, Concurrent: 1,
+		Vars: map[string]string{"KUBERNETES_VERSION": version}}
 	res := execute(t, run)
 	if err := repo.CheckOutputs(run.Workflow, res); err != nil {
 		t.Error(err)
+	}
+	if strings.Contains(strings.Join(res.Output["remote"], "\n"), "hwk: built the Linux node image") {
+		t.Error("job remote built the node image instead of restoring it from the Actions cache")
 	}
 	if res.Jobs["local"] != "success" {
 		t.Errorf("job local (the Action with no inputs): %s, want success", res.Jobs["local"])
@@ -77,6 +108,7 @@ func TestActionWorkflow(t *testing.T) {
 	}
 	for _, want := range []struct{ job, stage, step, result string }{
 		{"local", "Main", "./", "success"},
+		{"remote", "Main", "A fresh runner", "success"},
 		{"local", "Main", "The cluster answers through the outputs", "success"},
 		{"local", "Post", "./", "success"},
 		{"remote", "Main", "hwk-dev/hwk@v0", "success"},
@@ -89,12 +121,23 @@ func TestActionWorkflow(t *testing.T) {
 		}
 	}
 	local, remote := strings.Join(res.Output["local"], "\n"), strings.Join(res.Output["remote"], "\n")
-	for _, want := range []string{"Downloading hwk_0.0.1_linux_amd64.tar.gz (v0.0.1)", "Cluster hwk is up"} {
+	for _, want := range []string{
+		"Downloading hwk_0.0.1_linux_amd64.tar.gz (v0.0.1)",
+		"hwk: the pinned Linux node image for Kubernetes " + version + " could not be pulled",
+		"hwk: the Actions cache has no entry hwk-node-image-linux-",
+		"hwk: built the Linux node image for Kubernetes " + version + " from source",
+		"hwk: saved the Linux node image in the Actions cache (key hwk-node-image-linux-",
+		"Cluster hwk is up",
+	} {
 		if !strings.Contains(local, want) {
 			t.Errorf("job local did not print %q", want)
 		}
 	}
-	for _, want := range []string{"Cluster wf-remote is up", "hwk: logs of cluster wf-remote in "} {
+	for _, want := range []string{
+		"hwk: restored the Linux node image from the Actions cache (key hwk-node-image-linux-",
+		"Cluster wf-remote is up",
+		"hwk: logs of cluster wf-remote in ",
+	} {
 		if !strings.Contains(remote, want) {
 			t.Errorf("job remote did not print %q", want)
 		}
