@@ -6,7 +6,6 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -112,19 +111,7 @@ func TestAction(t *testing.T) {
 // windows-amd64/) and checksums.txt.
 func releaseOf(t *testing.T, bin, tag string) http.Handler {
 	t.Helper()
-	files := map[string][]byte{}
-	for name, from := range map[string]string{
-		"hwk": bin, "README.md": "../README.md",
-		"windows-amd64/hwk-kubelet.exe": filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-kubelet.exe"),
-		"windows-amd64/hwk-seed.exe":    filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-seed.exe"),
-	} {
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatalf("release file %s: %v (make build makes them)", name, err)
-		}
-		files[name] = data
-	}
-	r, _, err := releasetest.New(tag, "linux", "amd64", files)
+	r, err := releasetest.OfBuild(tag, bin, "../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

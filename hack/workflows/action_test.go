@@ -81,7 +81,11 @@ func TestActionWorkflow(t *testing.T) {
 	})
 	docker(t, "rmi", engineRef)
 
-	release := httptest.NewServer(releaseOf(t, bin, "v0.0.1"))
+	served, err := releasetest.OfBuild("v0.0.1", bin, filepath.Join(repo.Source, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := httptest.NewServer(served)
 	defer release.Close()
 	t.Cleanup(func() {
 		for _, c := range clusters {
@@ -174,29 +178,4 @@ func (res *Result) stepResult(job, stage, name string) string {
 		}
 	}
 	return ""
-}
-
-// releaseOf serves this hwk build as release tag, for linux/amd64, in the
-// layout goreleaser makes (hwk, README.md and the Windows node programs
-// in windows-amd64/), with its checksums.txt.
-func releaseOf(t *testing.T, bin, tag string) *releasetest.Release {
-	t.Helper()
-	src, _ := filepath.Abs("../..")
-	files := map[string][]byte{}
-	for name, from := range map[string]string{
-		"hwk": bin, "README.md": filepath.Join(src, "README.md"),
-		"windows-amd64/hwk-kubelet.exe": filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-kubelet.exe"),
-		"windows-amd64/hwk-seed.exe":    filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-seed.exe"),
-	} {
-		data, err := os.ReadFile(from)
-		if err != nil {
-			t.Fatalf("release file %s: %v (make build makes them)", name, err)
-		}
-		files[name] = data
-	}
-	r, _, err := releasetest.New(tag, "linux", "amd64", files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }

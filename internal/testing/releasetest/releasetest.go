@@ -11,6 +11,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 )
@@ -36,6 +38,27 @@ func New(tag, goos, goarch string, files map[string][]byte) (*Release, string, e
 	r := &Release{Tag: tag, Assets: map[string][]byte{archive: data, zip: []byte("PK stand-in")}}
 	r.Assets["checksums.txt"] = fmt.Appendf(nil, "%x  %s\n%x  %s\n", sha256.Sum256(data), archive, sha256.Sum256(r.Assets[zip]), zip)
 	return r, archive, nil
+}
+
+// OfBuild is release tag of the hwk `make build` made (bin), for
+// linux/amd64, packed as goreleaser packs it: hwk, README.md (from
+// readme) and the Windows node programs make build puts in
+// windows-amd64/ beside bin.
+func OfBuild(tag, bin, readme string) (*Release, error) {
+	files := map[string][]byte{}
+	for name, from := range map[string]string{
+		"hwk": bin, "README.md": readme,
+		"windows-amd64/hwk-kubelet.exe": filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-kubelet.exe"),
+		"windows-amd64/hwk-seed.exe":    filepath.Join(filepath.Dir(bin), "windows-amd64", "hwk-seed.exe"),
+	} {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			return nil, fmt.Errorf("release file %s: %w (make build makes them)", name, err)
+		}
+		files[name] = data
+	}
+	r, _, err := New(tag, "linux", "amd64", files)
+	return r, err
 }
 
 // ServeHTTP serves /download/TAG/NAME, and /latest as a redirect to
