@@ -77,13 +77,13 @@ func TestPublishingWorkflow(t *testing.T) {
 		t.Fatalf("the build job kept %q, not a digest", digest)
 	}
 	t.Logf("FIGURE the publishing run pushed %s:%s@%s", repository, version, digest)
-	var manifestGets []string
+	var tagPuts []string
 	for _, r := range reg.Requests(t) {
 		if r.Method == "PUT" && r.Path == fmt.Sprintf("/v2/hwk-dev/node/manifests/%s", version) {
-			manifestGets = append(manifestGets, r.Path)
+			tagPuts = append(tagPuts, r.Path)
 		}
 	}
-	if len(manifestGets) == 0 {
+	if len(tagPuts) == 0 {
 		t.Errorf("the registry logged no PUT of the index's tag %s", version)
 	}
 

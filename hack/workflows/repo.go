@@ -144,6 +144,10 @@ func (r *Repo) Env() []string {
 		switch k, _, _ := strings.Cut(kv, "="); k {
 		case "PATH", "KUBECONFIG", "DOCKER_CONFIG", "HWK_HOME", "TERM":
 			continue
+		case "HWK_ACT", "HWK_REQUIRE_WORKFLOWS", "HWK_BIN":
+			// make workflows' own: ci.yml's unit job runs go test ./...,
+			// which with them would run these tests again inside it.
+			continue
 		}
 		env = append(env, kv)
 	}

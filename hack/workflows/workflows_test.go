@@ -15,9 +15,13 @@ import (
 )
 
 // actBinary is the act program `make workflows` built (HWK_ACT). Without
-// it the tests skip, unless HWK_REQUIRE_WORKFLOWS=1.
+// it the tests skip, unless HWK_REQUIRE_WORKFLOWS=1; under -short they
+// skip.
 func actBinary(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("the workflows make clusters and build releases: not in -short")
+	}
 	act := os.Getenv("HWK_ACT")
 	if act == "" {
 		if os.Getenv("HWK_REQUIRE_WORKFLOWS") == "1" {
@@ -148,4 +152,26 @@ func pinsAt(t *testing.T, dir string) *imagedist.Pins {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestEnvLeavesOutHarness: the steps act runs do not see make workflows'
+// own variables. ci.yml's unit job runs go test ./..., and with HWK_ACT
+// these tests would run again inside it, each one making clusters.
+func TestEnvLeavesOutHarness(t *testing.T) {
+	t.Setenv("HWK_ACT", "/x/act")
+	t.Setenv("HWK_REQUIRE_WORKFLOWS", "1")
+	t.Setenv("HWK_BIN", "/x/hwk")
+	t.Setenv("KUBECONFIG", "/home/u/.kube/config")
+	r := &Repo{Home: "/tmp/h", Record: "/tmp/r"}
+	for _, kv := range r.Env() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "HWK_ACT", "HWK_REQUIRE_WORKFLOWS", "HWK_BIN":
+			t.Errorf("a step would see %s", kv)
+		case "KUBECONFIG":
+			if kv != "KUBECONFIG=/tmp/h/.kube/config" {
+				t.Errorf("a step would see %s", kv)
+			}
+		}
+	}
 }
