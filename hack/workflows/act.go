@@ -99,7 +99,8 @@ type record struct {
 // Execute runs act and reads its JSON log as it comes.
 func (r *Run) Execute(act string) (*Result, error) {
 	repo := r.Repo
-	if err := repo.CheckStandIns(r.Workflow); err != nil {
+	locals, err := repo.localRepositories(r.Workflow)
+	if err != nil {
 		return nil, err
 	}
 	scratch, err := os.MkdirTemp(repo.Root, "act-")
@@ -122,7 +123,7 @@ func (r *Run) Execute(act string) (*Result, error) {
 		// Only the stand-ins: act must never reach GitHub.
 		"--action-offline-mode",
 	}
-	for _, l := range repo.localRepositories(r.Workflow) {
+	for _, l := range locals {
 		args = append(args, "--local-repository", l)
 	}
 	for _, j := range r.Jobs {

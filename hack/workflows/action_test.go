@@ -67,19 +67,8 @@ func TestActionWorkflow(t *testing.T) {
 	docker(t, "rm", box)
 	repo.PathDirs = append(repo.PathDirs, tools)
 
-	// Nor does the engine have it: its image is untagged for the run (a
-	// second tag keeps it), and tagged again after.
-	sourceID := imageID(engineRef)
-	keep := "hwk-workflows-keep/node:" + version
-	docker(t, "tag", engineRef, keep)
-	t.Cleanup(func() {
-		if built := imageID(engineRef); built != sourceID && built != "" {
-			exec.Command("docker", "rmi", engineRef).Run()
-		}
-		exec.Command("docker", "tag", keep, engineRef).Run()
-		exec.Command("docker", "rmi", keep).Run()
-	})
-	docker(t, "rmi", engineRef)
+	// Nor does the engine have it, for the run.
+	untagNodeImage(t, version)
 
 	served, err := releasetest.OfBuild("v0.0.1", bin, filepath.Join(repo.Source, "README.md"))
 	if err != nil {

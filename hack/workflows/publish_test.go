@@ -27,8 +27,7 @@ func TestPublishingWorkflow(t *testing.T) {
 	actBinary(t)
 	version := defaultVersion()
 	engineRef := "hwk/node:" + version
-	sourceID := imageID(engineRef)
-	if sourceID == "" {
+	if imageID(engineRef) == "" {
 		t.Fatalf("no %s in the Docker engine: make node-image-test (or make e2e) builds the image this test publishes", engineRef)
 	}
 
@@ -123,18 +122,9 @@ func TestPublishingWorkflow(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build hwk from %s: %v\n%s", head, err, out)
 	}
-	// The engine's copy of the image is untagged (a second tag keeps its
-	// layers), so that up has to pull; the pull brings the same image
-	// back, and a failed test puts the tag back.
-	keep := "hwk-workflows-keep/node:" + version
-	docker(t, "tag", engineRef, keep)
-	t.Cleanup(func() {
-		if imageID(engineRef) == "" {
-			exec.Command("docker", "tag", keep, engineRef).Run()
-		}
-		exec.Command("docker", "rmi", keep).Run()
-	})
-	docker(t, "rmi", engineRef)
+	// Without the engine's tag up has to pull; the pull brings the same
+	// image back.
+	sourceID := untagNodeImage(t, version)
 	home := t.TempDir()
 	const name = "wf-publish"
 	env := append(os.Environ(), "HWK_HOME="+home, "SSL_CERT_FILE="+reg.CAFile,

@@ -19,7 +19,7 @@ var stepOutputRE = regexp.MustCompile(`steps\.([A-Za-z_][A-Za-z0-9_-]*)\.outputs
 // sets. An empty version, digest or kubeconfig path then fails far from
 // its cause, or worse, not at all.
 func (r *Repo) CheckOutputs(path string, res *Result) error {
-	wf, _, err := r.readWorkflow(path)
+	wf, err := r.readWorkflow(path)
 	if err != nil {
 		return err
 	}

@@ -32,8 +32,6 @@ type Repo struct {
 	// PathDirs go before PATH: the stand-in programs, and what a test
 	// adds (tools a GitHub runner image has).
 	PathDirs []string
-	// Env is added to every act run's environment.
-	Env0 []string
 }
 
 // standIns is this package's directory of stand-in actions and programs.
@@ -157,7 +155,7 @@ func (r *Repo) Env() []string {
 		"DOCKER_CONFIG="+filepath.Join(r.Home, ".docker"),
 		"KUBECONFIG="+filepath.Join(r.Home, ".kube", "config"),
 		"PATH="+strings.Join(append(slices.Clone(r.PathDirs), os.Getenv("PATH")), string(os.PathListSeparator)))
-	return append(env, r.Env0...)
+	return env
 }
 
 // workflowFile is the part of a workflow (or an action's action.yml)
@@ -179,16 +177,16 @@ type stepYAML struct {
 	Name string            `yaml:"name"`
 }
 
-func (r *Repo) readWorkflow(path string) (*workflowFile, []byte, error) {
+func (r *Repo) readWorkflow(path string) (*workflowFile, error) {
 	data, err := os.ReadFile(filepath.Join(r.Dir, path))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var wf workflowFile
 	if err := yaml.Unmarshal(data, &wf); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &wf, data, nil
+	return &wf, nil
 }
 
 var usesRE = regexp.MustCompile(`^([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)(/[^@]*)?@(.+)$`)
@@ -201,7 +199,7 @@ const thisAction = "hwk-dev/hwk"
 // uses, as OWNER/REPO@REF, and the path of the stand-in for each ("" for
 // those act handles itself).
 func (r *Repo) remoteUses(path string) (map[string]string, error) {
-	wf, _, err := r.readWorkflow(path)
+	wf, err := r.readWorkflow(path)
 	if err != nil {
 		return nil, err
 	}
@@ -235,36 +233,27 @@ func (r *Repo) remoteUses(path string) (map[string]string, error) {
 	return out, nil
 }
 
-// CheckStandIns fails, naming the action, when the workflow uses one
-// from another repository that has no stand-in here: act would try to
-// clone it from GitHub, which is not reachable, or worse skip it.
-func (r *Repo) CheckStandIns(path string) error {
+// localRepositories is act's --local-repository list for the workflow:
+// each action it uses from another repository, mapped to its stand-in.
+// It fails, naming the action, when one has no stand-in here: act would
+// try to clone it from GitHub, which is not reachable, or worse skip it.
+func (r *Repo) localRepositories(path string) ([]string, error) {
 	uses, err := r.remoteUses(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var out []string
 	for _, key := range slices.Sorted(maps.Keys(uses)) {
 		dir := uses[key]
 		if dir == "" {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, "action.yml")); err != nil {
-			return fmt.Errorf("%s uses %s, which has no stand-in: write %s/action.yml (a composite action that does what the step needs here and says in its description what it stands for)", path, key, dir)
+			return nil, fmt.Errorf("%s uses %s, which has no stand-in: write %s/action.yml (a composite action that does what the step needs here and says in its description what it stands for)", path, key, dir)
 		}
+		out = append(out, key+"="+dir)
 	}
-	return nil
-}
-
-func (r *Repo) localRepositories(path string) []string {
-	uses, _ := r.remoteUses(path)
-	var out []string
-	for key, dir := range uses {
-		if dir != "" {
-			out = append(out, key+"="+dir)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return out, nil
 }
 
 func git(dir string, args ...string) error {

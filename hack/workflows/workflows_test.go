@@ -175,3 +175,28 @@ func TestEnvLeavesOutHarness(t *testing.T) {
 		}
 	}
 }
+
+// untagNodeImage takes the tag hwk/node:VERSION off the engine's image
+// for the test, so that what the test runs has to pull or build it; a
+// second tag keeps the image's layers. When the test ends the tag is on
+// that image again, and an image something else put under the tag in
+// the meantime is removed. It returns the image's ID.
+func untagNodeImage(t *testing.T, version string) string {
+	t.Helper()
+	ref := "hwk/node:" + version
+	id := imageID(ref)
+	if id == "" {
+		t.Fatalf("no %s in the Docker engine: make node-image-test (or make e2e) builds it", ref)
+	}
+	keep := "hwk-workflows-keep/node:" + version
+	docker(t, "tag", ref, keep)
+	t.Cleanup(func() {
+		if now := imageID(ref); now != id && now != "" {
+			exec.Command("docker", "rmi", ref).Run()
+		}
+		exec.Command("docker", "tag", keep, ref).Run()
+		exec.Command("docker", "rmi", keep).Run()
+	})
+	docker(t, "rmi", ref)
+	return id
+}
