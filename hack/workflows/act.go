@@ -65,6 +65,9 @@ type Result struct {
 	Outputs map[string]map[string]map[string]string
 	// Output is what each job's steps printed, a line each.
 	Output map[string][]string
+	// Log is, for each job, every line act showed of it: its steps'
+	// output ("| " first), results, annotations and errors.
+	Log map[string][]string
 	// Err is act's exit error (nil when every job succeeded).
 	Err error
 	// JSONLog is the file with act's raw JSON log.
@@ -179,7 +182,7 @@ func (r *Run) Execute(act string) (*Result, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start act: %w", err)
 	}
-	res := &Result{Jobs: map[string]string{}, Output: map[string][]string{}, Outputs: map[string]map[string]map[string]string{}, JSONLog: jsonLog}
+	res := &Result{Jobs: map[string]string{}, Output: map[string][]string{}, Log: map[string][]string{}, Outputs: map[string]map[string]map[string]string{}, JSONLog: jsonLog}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -231,18 +234,20 @@ func (res *Result) read(line []byte, log func(string, ...any)) {
 		res.Outputs[rec.JobID][stepID][rec.Name] = rec.Arg
 	}
 	msg := strings.TrimRight(rec.Msg, "\n")
-	if rec.RawOutput {
-		res.Output[job] = append(res.Output[job], strings.Split(msg, "\n")...)
-	}
-	if log == nil {
-		return
-	}
+	var shown string
 	switch {
 	case rec.RawOutput:
-		log("[%s] | %s", job, msg)
-	case rec.Level == "debug":
-	default:
-		log("[%s] %s", job, strings.TrimSpace(msg))
+		res.Output[job] = append(res.Output[job], strings.Split(msg, "\n")...)
+		shown = "| " + msg
+	case rec.Level != "debug":
+		shown = strings.TrimSpace(msg)
+	}
+	if shown == "" {
+		return
+	}
+	res.Log[job] = append(res.Log[job], shown)
+	if log != nil {
+		log("[%s] %s", job, shown)
 	}
 }
 
@@ -282,6 +287,37 @@ func (res *Result) Summary() string {
 				continue
 			}
 			fmt.Fprintf(&b, "  %-4s %-60s %s (%s)\n", s.Stage, short(s.Name, 60), s.Result, s.Duration.Round(time.Second/10))
+		}
+	}
+	return b.String()
+}
+
+// Failures says, for each job that did not succeed, which steps failed
+// and the last lines act showed of the job: what a reader needs when only the
+// end of a long test log is kept (as CI keeps it).
+func (res *Result) Failures(lines int) string {
+	var b strings.Builder
+	jobs := make([]string, 0, len(res.Jobs))
+	for j, r := range res.Jobs {
+		if r != "success" && r != "unsupported platform" {
+			jobs = append(jobs, j)
+		}
+	}
+	sort.Strings(jobs)
+	for _, j := range jobs {
+		fmt.Fprintf(&b, "job %s: %s\n", j, res.Jobs[j])
+		for _, s := range res.Steps {
+			if s.Job == j && s.Result != "success" && s.Result != "skipped" {
+				fmt.Fprintf(&b, "  step %s (%s): %s\n", short(s.Name, 60), s.Stage, s.Result)
+			}
+		}
+		out := res.Log[j]
+		if len(out) > lines {
+			out = out[len(out)-lines:]
+		}
+		fmt.Fprintf(&b, "  the last %d lines act showed of it:\n", len(out))
+		for _, l := range out {
+			fmt.Fprintf(&b, "    %s\n", l)
 		}
 	}
 	return b.String()

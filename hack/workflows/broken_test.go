@@ -60,3 +60,27 @@ func TestMissingStandInFails(t *testing.T) {
 		t.Errorf("Execute = %v, want it to name actions/setup-python@v5", err)
 	}
 }
+
+// TestFailureIsShown: a job whose step fails is reported with the step
+// and the last lines the job printed, so that a failure in a long run can
+// be read from the end of the test log alone. The publishing workflow's
+// versions job fails, as it should, for a version published.yaml does not
+// list.
+func TestFailureIsShown(t *testing.T) {
+	actBinary(t)
+	repo := newRepo(t)
+	wf := ".github/workflows/node-images.yaml"
+	run := &Run{Repo: repo, Workflow: wf, Event: "workflow_dispatch", Jobs: []string{"versions"},
+		Inputs: map[string]string{"kubernetes-version": "v0.0.0-not-listed"}}
+	res := execute(t, run)
+	if res.Err == nil {
+		t.Fatalf("act succeeded with a version published.yaml does not list: %v", res.Jobs)
+	}
+	got := res.Failures(40)
+	t.Logf("Failures:\n%s", got)
+	for _, want := range []string{"job versions: failure", "step Versions to publish (Main): failure", "v0.0.0-not-listed is not in node-images/published.yaml"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Failures does not say %q", want)
+		}
+	}
+}

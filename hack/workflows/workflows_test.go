@@ -74,7 +74,7 @@ func execute(t *testing.T, run *Run) *Result {
 func mustPass(t *testing.T, run *Run, res *Result, jobs ...string) {
 	t.Helper()
 	if res.Err != nil {
-		t.Fatalf("act %s: %v (JSON log %s)", run.Workflow, res.Err, res.JSONLog)
+		t.Fatalf("act %s: %v (JSON log %s)\n%s", run.Workflow, res.Err, res.JSONLog, res.Failures(40))
 	}
 	for _, j := range jobs {
 		ok := false
