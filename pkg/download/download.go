@@ -22,6 +22,7 @@ type Client struct {
 	HTTP *http.Client // nil means http.DefaultClient
 	// CacheDir holds one file per digest, CacheDir/<algo>/<hex>, so a file
 	// there has been verified and any URL with that digest can reuse it.
+	// Beside it, .<hex>.lock is held while that digest is fetched.
 	CacheDir string
 	// Progress, if set, is told how a download is going: at most about
 	// every 100ms, and once at the end with done == total. total is -1
@@ -62,7 +63,8 @@ func (e *transientError) Unwrap() error { return e.err }
 // all. The digest is computed while the body streams into a temporary file
 // that is renamed into place only once it matches, so the cache never holds
 // a partial or wrong file under a digest's name; on a mismatch the error is
-// a *MismatchError.
+// a *MismatchError. Only one Fetch of a digest runs at a time on a cache;
+// the others wait for it, and then find its file.
 func (c *Client) Fetch(ctx context.Context, rawURL string, want Checksum) (string, error) {
 	want, err := want.normalize()
 	if err != nil {
@@ -73,11 +75,20 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, want Checksum) (strin
 	}
 	dir := filepath.Join(c.CacheDir, want.Algo)
 	final := filepath.Join(dir, want.Hex)
-	if fi, err := os.Stat(final); err == nil && fi.Mode().IsRegular() {
+	if cached(final) {
 		return final, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("download %s: %w", rawURL, err)
+	}
+	lock, err := lockDigest(ctx, filepath.Join(dir, "."+want.Hex+".lock"), want)
+	if err != nil {
+		return "", fmt.Errorf("download %s: %w", rawURL, err)
+	}
+	defer lock.Remove()
+	// Whoever held the lock before us may have fetched it.
+	if cached(final) {
+		return final, nil
 	}
 	err = c.retry(ctx, func() error {
 		resp, err := c.get(ctx, rawURL)
@@ -91,6 +102,11 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, want Checksum) (strin
 		return "", err
 	}
 	return final, nil
+}
+
+func cached(final string) bool {
+	fi, err := os.Stat(final)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // FetchVerified fetches the checksum file at sumURL, takes from it the

@@ -23,6 +23,7 @@ import (
 
 func TestMain(m *testing.M) {
 	retryDelay = time.Millisecond
+	lockPoll = 5 * time.Millisecond
 	os.Exit(m.Run())
 }
 
@@ -68,6 +69,21 @@ func cacheFiles(t *testing.T, dir string) []string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// checkOnlyFinal fails unless the cache holds just the verified file.
+func checkOnlyFinal(t *testing.T, c *Client, p string, want []byte) {
+	t.Helper()
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("cached file has %d bytes, not the %d expected (or other bytes)", len(got), len(want))
+	}
+	if files := cacheFiles(t, c.CacheDir); len(files) != 1 || files[0] != p {
+		t.Errorf("cache holds %v, want only %s", files, p)
+	}
 }
 
 func TestFetchThenCacheHit(t *testing.T) {
