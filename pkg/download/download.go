@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"time"
 )
 
@@ -22,11 +23,14 @@ type Client struct {
 	HTTP *http.Client // nil means http.DefaultClient
 	// CacheDir holds one file per digest, CacheDir/<algo>/<hex>, so a file
 	// there has been verified and any URL with that digest can reuse it.
-	// Beside it, .<hex>.lock is held while that digest is fetched.
+	// Beside it, dot files that start with .<hex>. are a download under
+	// way or broken off, and its lock.
 	CacheDir string
 	// Progress, if set, is told how a download is going: at most about
 	// every 100ms, and once at the end with done == total. total is -1
-	// while the server has not said how long the body is.
+	// while the server has not said how long the body is. done counts the
+	// bytes a resumed download had already; it goes back to 0 when the
+	// server makes a download start over.
 	Progress func(url string, done, total int64)
 }
 
@@ -60,11 +64,15 @@ func (e *transientError) Unwrap() error { return e.err }
 
 // Fetch downloads rawURL into the cache and returns the cached file's path.
 // If a file with want's digest is already cached, it makes no request at
-// all. The digest is computed while the body streams into a temporary file
-// that is renamed into place only once it matches, so the cache never holds
-// a partial or wrong file under a digest's name; on a mismatch the error is
-// a *MismatchError. Only one Fetch of a digest runs at a time on a cache;
-// the others wait for it, and then find its file.
+// all. The body streams into a partial file beside the cache entry and is
+// renamed into place only once the whole file's digest matches, so the
+// cache never holds a partial or wrong file under a digest's name; on a
+// mismatch the error is a *MismatchError and nothing is kept.
+//
+// A download that breaks goes on from where it stopped, in a later try or
+// a later Fetch (another process too), when the server named a validator
+// (a strong ETag or Last-Modified) that still holds. Only one Fetch of a
+// digest runs at a time on a cache; the others wait for it.
 func (c *Client) Fetch(ctx context.Context, rawURL string, want Checksum) (string, error) {
 	want, err := want.normalize()
 	if err != nil {
@@ -90,15 +98,13 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, want Checksum) (strin
 	if cached(final) {
 		return final, nil
 	}
-	err = c.retry(ctx, func() error {
-		resp, err := c.get(ctx, rawURL)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		return c.save(ctx, resp, rawURL, want, dir, final)
-	})
-	if err != nil {
+	d := &fetch{
+		c: c, url: rawURL, want: want, final: final,
+		part: filepath.Join(dir, "."+want.Hex+".part"),
+		meta: filepath.Join(dir, "."+want.Hex+".part.json"),
+	}
+	if err := c.retry(ctx, func() error { return d.try(ctx) }); err != nil {
+		d.dropUnlessResumable()
 		return "", err
 	}
 	return final, nil
@@ -200,9 +206,20 @@ func (c *Client) retry(ctx context.Context, try func() error) error {
 // get sends a GET and returns the response if it is a 2xx. A failure to
 // get an answer, or a 5xx, is a transientError; the caller closes the body.
 func (c *Client) get(ctx context.Context, rawURL string) (*http.Response, error) {
+	return c.getFrom(ctx, rawURL, 0, "")
+}
+
+// getFrom is get asking for the bytes from offset on, if offset is not 0,
+// and only if validator still names the file the server has (If-Range);
+// it then also returns a 416 answer, for the caller to start over.
+func (c *Client) getFrom(ctx context.Context, rawURL string, offset int64, validator string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("download %s: %w", rawURL, err)
+	}
+	if offset > 0 {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
+		req.Header.Set("If-Range", validator)
 	}
 	hc := c.HTTP
 	if hc == nil {
@@ -216,6 +233,9 @@ func (c *Client) get(ctx context.Context, rawURL string) (*http.Response, error)
 			err = ue.Err
 		}
 		return nil, readError(ctx, rawURL, err)
+	}
+	if offset > 0 && resp.StatusCode == http.StatusRequestedRangeNotSatisfiable {
+		return resp, nil
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		resp.Body.Close()
@@ -235,58 +255,6 @@ func readError(ctx context.Context, rawURL string, err error) error {
 		return fmt.Errorf("download %s: %w", rawURL, context.Cause(ctx))
 	}
 	return &transientError{fmt.Errorf("download %s: %w", rawURL, err)}
-}
-
-// save streams resp's body into a temporary file in dir, hashing it on
-// the way, and renames it to final if the digest is want's.
-func (c *Client) save(ctx context.Context, resp *http.Response, rawURL string, want Checksum, dir, final string) error {
-	tmp, err := os.CreateTemp(dir, "."+want.Hex+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("download %s: %w", rawURL, err)
-	}
-	renamed := false
-	defer func() {
-		if !renamed {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-
-	h := newHash(want.Algo)
-	pw := &progressWriter{url: rawURL, total: resp.ContentLength, report: c.Progress}
-	body := &trackedReader{r: resp.Body}
-	if _, err := io.Copy(io.MultiWriter(tmp, h, pw), body); err != nil {
-		if body.err != nil {
-			return readError(ctx, rawURL, body.err)
-		}
-		return fmt.Errorf("download %s: %w", rawURL, err)
-	}
-	pw.finish()
-
-	if got := hex.EncodeToString(h.Sum(nil)); got != want.Hex {
-		return &MismatchError{URL: rawURL, Want: want, Got: Checksum{Algo: want.Algo, Hex: got}}
-	}
-	// CreateTemp makes the file 0600; the cache is shared like any other
-	// download.
-	if err := tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("download %s: %w", rawURL, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("download %s: %w", rawURL, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("download %s: %w", rawURL, err)
-	}
-	if err := os.Rename(tmp.Name(), final); err != nil {
-		// Another process may have put the same verified file there first
-		// (on Windows, renaming over a file someone has open fails).
-		if fi, statErr := os.Stat(final); statErr == nil && fi.Mode().IsRegular() {
-			return nil
-		}
-		return fmt.Errorf("download %s: %w", rawURL, err)
-	}
-	renamed = true
-	return nil
 }
 
 // trackedReader remembers a read error, so that a failing network can be
