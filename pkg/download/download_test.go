@@ -24,6 +24,9 @@ import (
 func TestMain(m *testing.M) {
 	retryDelay = time.Millisecond
 	lockPoll = 5 * time.Millisecond
+	if args := os.Getenv(fetchInChild); args != "" {
+		os.Exit(childFetch(args))
+	}
 	os.Exit(m.Run())
 }
 

@@ -3,8 +3,10 @@ package download
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -72,5 +74,96 @@ func TestFetchWaitingForLockIsCancellable(t *testing.T) {
 	}
 	if n := requests.Load(); n != 0 {
 		t.Errorf("server had %d requests while another held the lock, want 0", n)
+	}
+}
+
+// fetchInChild, set to "URL CACHEDIR ALGO:HEX", makes the test binary a
+// process that runs one Fetch (childFetch), as another hwk would.
+const fetchInChild = "HWK_DOWNLOAD_TEST_FETCH"
+
+func childFetch(args string) int {
+	var url, dir, sum string
+	if _, err := fmt.Sscan(args, &url, &dir, &sum); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	algo, hex, _ := strings.Cut(sum, ":")
+	if _, err := (&Client{CacheDir: dir}).Fetch(context.Background(), url, Checksum{Algo: algo, Hex: hex}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// Another process downloading the digest keeps this one waiting; when it
+// is killed mid-download, the operating system drops its lock, and this
+// one goes on from the bytes it left.
+func TestFetchAfterAnotherProcessIsKilled(t *testing.T) {
+	s := newRangeServer(t, payload)
+	const cut = 200000
+	s.set(func(s *rangeServer) { s.holdAfter[0] = cut })
+	dir := t.TempDir()
+	want := sha256Of(payload)
+
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), fetchInChild+"="+s.url+" "+dir+" "+want.String())
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	defer child.Process.Kill()
+	part := filepath.Join(dir, want.Algo, "."+want.Hex+".part")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if fi, err := os.Stat(part); err == nil && fi.Size() >= cut {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other process never wrote %d bytes to %s", cut, part)
+		}
+	}
+
+	type result struct {
+		path string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		p, err := (&Client{CacheDir: dir}).Fetch(context.Background(), s.url, want)
+		done <- result{p, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Fetch returned (%s, %v) while another process held the download", r.path, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if reqs, _ := s.got(); len(reqs) != 1 {
+		t.Fatalf("server had %d requests while the other process downloaded, want 1", len(reqs))
+	}
+
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err == nil {
+		t.Fatal("the other process finished before it was killed")
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Fetch still waiting 20s after the other process was killed")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	checkOnlyFinal(t, &Client{CacheDir: dir}, r.path, payload)
+	reqs, served := s.got()
+	if len(reqs) != 2 {
+		t.Fatalf("server had %d requests, want 2", len(reqs))
+	}
+	checkRequest(t, 1, reqs[1], cut, `"v1"`)
+	if served != int64(len(payload)) {
+		t.Errorf("server sent %d bytes for a %d-byte file", served, len(payload))
 	}
 }
