@@ -217,6 +217,10 @@ func (c *Client) getFrom(ctx context.Context, rawURL string, offset int64, valid
 	if err != nil {
 		return nil, fmt.Errorf("download %s: %w", rawURL, err)
 	}
+	// The bytes as stored, never compressed on the fly: a compressed
+	// answer has its own ETag and length, so a partial of it could not be
+	// resumed, and the digest is of the stored file.
+	req.Header.Set("Accept-Encoding", "identity")
 	if offset > 0 {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
 		req.Header.Set("If-Range", validator)

@@ -137,6 +137,9 @@ func checkRequest(t *testing.T, i int, h http.Header, offset int, ifRange string
 	if got := h.Get("If-Range"); got != ifRange {
 		t.Errorf("request %d: If-Range %q, want %q", i, got, ifRange)
 	}
+	if got := h.Get("Accept-Encoding"); got != "identity" {
+		t.Errorf("request %d: Accept-Encoding %q, want identity", i, got)
+	}
 }
 
 // interrupt runs a Fetch that is cancelled once cut bytes of the file are
