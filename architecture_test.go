@@ -18,7 +18,7 @@ import (
 //   - base: pkg/apis/config (the versioned config), pkg/state (where
 //     hwk keeps things), pkg/node (a handle on a node: commands, files),
 //     pkg/powershell (how a script reaches powershell.exe), pkg/ui, pkg/version, and the format packages (isoimage, udf,
-//     diskimage, imagearchive, download, sshkey). They know nothing of
+//     diskimage, imagearchive, download, sshkey, debian). They know nothing of
 //     drivers, clusters or commands.
 //   - drivers/...: make machines and networks on a hypervisor or engine.
 //     They know nothing of Kubernetes: no bootstrap, cluster, kubeconfig,
@@ -40,7 +40,7 @@ import (
 var rules = []rule{
 	{
 		name:   "the base imports nothing above it",
-		from:   under("pkg/apis/config", "pkg/state", "pkg/node", "pkg/powershell", "pkg/ui", "pkg/version", "pkg/isoimage", "pkg/udf", "pkg/diskimage", "pkg/imagearchive", "pkg/download", "pkg/sshkey"),
+		from:   under("pkg/apis/config", "pkg/state", "pkg/node", "pkg/powershell", "pkg/ui", "pkg/version", "pkg/isoimage", "pkg/udf", "pkg/diskimage", "pkg/imagearchive", "pkg/download", "pkg/sshkey", "pkg/debian"),
 		forbid: under("drivers", "pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/load", "pkg/cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/doctor", "pkg/kubeconfig", "cmd"),
 	},
 	{
