@@ -131,8 +131,9 @@ func (b *timedBody) Read(p []byte) (int, error) {
 // real one if HWK_DEBIAN_PACKAGES names a saved Packages.xz or .gz (see
 // TestLiveDebian's HWK_DEBIAN_SAVE), otherwise a made-up one of bookworm's
 // size (63,000 paragraphs, in a stored xz, so it measures the parsing).
-// It fails above 5 s: a slow xz decoder (ulikunitz/xz took 17.8 s on the
-// real file) would make every relock crawl.
+// It reports the fastest run beside Go's mean: the figure to watch when
+// the decoder changes (ulikunitz/xz took 17.8 s on the real file, xi2/xz
+// under 1 s), which a timed test would only turn into a flaky one.
 func BenchmarkPackagesIndex(b *testing.B) {
 	var data []byte
 	ext := ".xz"
@@ -160,11 +161,7 @@ func BenchmarkPackagesIndex(b *testing.B) {
 		fastest, n = min(fastest, time.Since(start)), len(pkgs)
 	}
 	b.ReportMetric(float64(n), "packages/op")
-	// The fastest run is judged: this is wall time, and a busy machine
-	// (a CI run beside it) easily doubles it.
-	if fastest > 5*time.Second {
-		b.Fatalf("parsing %d packages took %v at best, more than 5 s", n, fastest)
-	}
+	b.ReportMetric(fastest.Seconds(), "fastest-s")
 }
 
 func syntheticIndex(n int) []byte {
