@@ -29,7 +29,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release release-build release-check release-upload
+.PHONY: debian-lock workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release release-build release-check release-upload
 
 all: build
 
@@ -86,6 +86,13 @@ $(ACTION_CACHE_DEPS):
 # PKGS (default ./...).
 fuzz:
 	hack/fuzz/run.sh $(PKGS)
+
+# The Debian package locks of the node image and of the images' userland
+# (node-images/linux/debian.lock.yaml, images/userland.lock.yaml), made
+# again from the live mirror: after changing a recipe's package list, or
+# when the mirror no longer serves a locked version.
+debian-lock:
+	$(GO) run ./hack/debianlock
 
 # Unit tests only: no binary builds, no daemons.
 unit:

@@ -16,13 +16,16 @@ import (
 
 // recipe is node-images/linux/components.yaml and images/linux.yaml.
 type recipe struct {
-	Debian     debian      `yaml:"debian"`
+	Debian     Debian      `yaml:"debian"`
 	Components []component `yaml:"components"`
-	Userland   debian      `yaml:"userland"`
+	Userland   Debian      `yaml:"userland"`
 	Images     []imageSpec `yaml:"images"`
 }
 
-type debian struct {
+// Debian is a recipe's Debian root: components.yaml's debian section (the
+// node) or images/linux.yaml's userland section (images that need a small
+// Debian).
+type Debian struct {
 	Suite       string   `yaml:"suite"`
 	Mirror      string   `yaml:"mirror"`
 	Packages    []string `yaml:"packages"`
@@ -91,6 +94,17 @@ type imageFile struct {
 type emptyFile struct {
 	Path string `yaml:"path"`
 	UID  int    `yaml:"uid"`
+}
+
+// DebianRecipes returns the node's and the userland's Debian sections of
+// the embedded recipe: what hack/debianlock resolves into the committed
+// locks, and what the lock test compares them with.
+func DebianRecipes() (node, userland Debian, err error) {
+	r, err := loadRecipe()
+	if err != nil {
+		return Debian{}, Debian{}, err
+	}
+	return r.Debian, r.Userland, nil
 }
 
 // loadRecipe reads the embedded recipe files.

@@ -34,7 +34,7 @@ func needRoot() error {
 // debootstrapped returns a cached tarball of a Debian root with the given
 // packages, making it on first use. post, if set, is a recipe script run
 // on the root before it is packed.
-func (b *builder) debootstrapped(ctx context.Context, kind string, d debian, post []byte) (string, error) {
+func (b *builder) debootstrapped(ctx context.Context, kind string, d Debian, post []byte) (string, error) {
 	script, err := fs.ReadFile(linux.Recipe, "debootstrap.sh")
 	if err != nil {
 		return "", err
