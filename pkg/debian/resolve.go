@@ -37,7 +37,10 @@ var avoided = map[string]string{
 // For a relation with alternatives, one already chosen satisfies it;
 // otherwise the first alternative the index can satisfy is taken (the
 // highest version that meets the relation, or else a package that
-// Provides it). After the set is closed, Conflicts and Breaks between its
+// Provides it). A relation naming a real package is met by that package,
+// not by a chosen one that Provides the name, as debootstrap goes by name
+// too. usr-is-merged is taken over usrmerge, and usrmerge never (see
+// avoided). After the set is closed, Conflicts and Breaks between its
 // members are an error.
 func Resolve(idx *Index, requested []string) ([]*Package, error) {
 	r := newResolver(idx)
@@ -236,14 +239,7 @@ func (r *resolver) seed(name, why string) error {
 		r.choose(ps[0], why+" (as a provider of "+name+")")
 		return nil
 	}
-	return fmt.Errorf("%s (%s) is not in %s's %s/%s index: check its spelling, or use a suite that has it", name, why, r.suiteName(), r.idx.Component, r.idx.Arch)
-}
-
-func (r *resolver) suiteName() string {
-	if r.idx.URL != "" {
-		return r.idx.URL
-	}
-	return "the archive"
+	return fmt.Errorf("%s (%s) is not in the %s/%s index %s, not even as a virtual package: check its spelling, or use a suite that has it", name, why, r.idx.Component, r.idx.Arch, r.idx.URL)
 }
 
 func (r *resolver) choose(p *Package, why string) {
@@ -431,8 +427,10 @@ func versionOK(v version.Version, rel *dependency.VersionRelation) bool {
 		return false
 	}
 	c := version.Compare(v, want)
+	// pault.ag's parser refuses the obsolete "<" and ">", so only
+	// policy's five operators get here.
 	switch rel.Operator {
-	case "<<", "<":
+	case "<<":
 		return c < 0
 	case "<=":
 		return c <= 0
@@ -440,7 +438,7 @@ func versionOK(v version.Version, rel *dependency.VersionRelation) bool {
 		return c == 0
 	case ">=":
 		return c >= 0
-	case ">>", ">":
+	case ">>":
 		return c > 0
 	}
 	return false

@@ -170,7 +170,7 @@ func TestResolveVersionedDepends(t *testing.T) {
 	wantErr(t, err, "b 1 (requested) has Depends: lib (= 2)", "lib 1 is already chosen (via a ← requested)")
 
 	err = resolveErr(t, []string{"nosuch"})
-	wantErr(t, err, `nosuch (requested) is not in`, "check its spelling")
+	wantErr(t, err, `nosuch (requested) is not in the main/amd64 index http://`, "check its spelling")
 }
 
 func TestResolveArchQualifiers(t *testing.T) {
