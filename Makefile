@@ -113,6 +113,9 @@ node-image: build
 node-image-test:
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 85m -v \
 		-run 'TestSecondBuildIsCached|TestDockerFormatBoots|TestDiskFormats|TestWindowsImageBuild' ./pkg/nodeimage/
+	# The Debian locks name exactly the packages debootstrap installed
+	# in the roots those builds used (issue 40's oracle while both exist).
+	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -v -run TestLockMatchesDebootstrap ./hack/debianlock/
 
 # The libvirt driver against a real libvirtd: the API on test:///default,
 # networks and volumes on qemu:///system, and a node VM booted from the

@@ -21,6 +21,8 @@ import (
 	"github.com/hwk-dev/hwk/images"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
 	"github.com/hwk-dev/hwk/pkg/debian"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // committed reads a target's lock from the repository.
@@ -94,8 +96,22 @@ func TestCommittedLocksAreConsistent(t *testing.T) {
 // reported.
 func TestLockMatchesDebootstrap(t *testing.T) {
 	env := os.Getenv("HWK_DEBOOTSTRAP_TAR")
+	cache := os.Getenv("HWK_DEBOOTSTRAP_CACHE")
+	if cache == "" && os.Getenv("HWK_NODE_IMAGE_TEST") == "1" {
+		// make node-image-test: the cache its builds just used.
+		cache = state.DefaultDirs().Cache
+	}
+	if cache != "" {
+		// The roots today's recipe debootstraps into that cache (make
+		// node-image-test has just built them), not older ones beside.
+		node, userland, err := nodeimage.DebootstrapTars(cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env = strings.Join([]string{node, userland}, string(filepath.ListSeparator))
+	}
 	if env == "" {
-		t.Skip("set HWK_DEBOOTSTRAP_TAR to a debootstrapped rootfs tar, e.g. HWK_DEBOOTSTRAP_TAR=$(ls ~/.cache/hwk/debootstrap/node-*.tar) go test -run TestLockMatchesDebootstrap ./hack/debianlock")
+		t.Skip("set HWK_DEBOOTSTRAP_CACHE to a hwk cache directory a node image was built in (e.g. ~/.cache/hwk), or HWK_DEBOOTSTRAP_TAR to debootstrapped rootfs tars (node-*.tar, userland-*.tar)")
 	}
 	targets, err := Targets()
 	if err != nil {

@@ -35,12 +35,10 @@ func needRoot() error {
 // packages, making it on first use. post, if set, is a recipe script run
 // on the root before it is packed.
 func (b *builder) debootstrapped(ctx context.Context, kind string, d Debian, post []byte) (string, error) {
-	script, err := fs.ReadFile(linux.Recipe, "debootstrap.sh")
+	script, file, err := debootstrapTar(b.opts.CacheDir, kind, d, post)
 	if err != nil {
 		return "", err
 	}
-	key := hashJSON([]any{d.Suite, d.Mirror, d.Packages, string(script), string(post)})
-	file := filepath.Join(b.opts.CacheDir, "debootstrap", fmt.Sprintf("%s-%s-%s.tar", kind, d.Suite, key[:12]))
 	if _, err := os.Stat(file); err == nil {
 		return file, nil
 	}
@@ -69,6 +67,36 @@ func (b *builder) debootstrapped(ctx context.Context, kind string, d Debian, pos
 		return "", err
 	}
 	return file, os.Rename(file+".tmp", file)
+}
+
+// debootstrapTar returns debootstrap.sh and the file the root it makes
+// for d is cached in, named for everything that shapes it.
+func debootstrapTar(cacheDir, kind string, d Debian, post []byte) (script []byte, file string, err error) {
+	script, err = fs.ReadFile(linux.Recipe, "debootstrap.sh")
+	if err != nil {
+		return nil, "", err
+	}
+	key := hashJSON([]any{d.Suite, d.Mirror, d.Packages, string(script), string(post)})
+	return script, filepath.Join(cacheDir, "debootstrap", fmt.Sprintf("%s-%s-%s.tar", kind, d.Suite, key[:12])), nil
+}
+
+// DebootstrapTars are where a build with cacheDir keeps the node's and the
+// userland's debootstrapped roots for today's recipe (made on first use):
+// the oracle hack/debianlock's test compares the Debian locks with.
+func DebootstrapTars(cacheDir string) (node, userland string, err error) {
+	r, err := loadRecipe()
+	if err != nil {
+		return "", "", err
+	}
+	post, err := fs.ReadFile(images.Recipe, "userland.sh")
+	if err != nil {
+		return "", "", err
+	}
+	if _, node, err = debootstrapTar(cacheDir, "node", r.Debian, nil); err != nil {
+		return "", "", err
+	}
+	_, userland, err = debootstrapTar(cacheDir, "userland", r.Userland, post)
+	return node, userland, err
 }
 
 // userland is the base layer of images that need a small Debian.
