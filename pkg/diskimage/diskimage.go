@@ -1,11 +1,25 @@
-// Package diskimage turns a node rootfs directory into the VM disk formats
-// hwk's drivers boot (qcow2 for libvirt, VHDX for Hyper-V, VDI for
-// VirtualBox), reads their headers back, and boot-tests a disk under QEMU.
+// Package diskimage turns a node rootfs into the VM disk formats hwk's
+// drivers boot (qcow2 for libvirt, VHDX for Hyper-V, VDI for VirtualBox),
+// reads their headers back, and boot-tests a disk under QEMU.
 //
-// The work is done by tools, not Go: a shell recipe (node-images/linux/
-// disk.sh, passed in by the caller) makes a raw GPT disk with mkfs.ext4,
-// mtools and sgdisk, and qemu-img converts it. Building needs a Linux host
-// with those tools; the package itself compiles everywhere.
+// There are two ways to the raw GPT disk, which hold the same layout (an
+// EFI system partition with systemd-boot, the kernel and the initramfs,
+// then an ext4 root named by PARTUUID):
+//
+//   - Build, which the node-image build uses today, runs a shell recipe
+//     (node-images/linux/disk.sh, passed in by the caller) on a rootfs
+//     directory. It needs a Linux host with mkfs.ext4, mkfs.fat, mtools and
+//     sgdisk, and root to read every file; qemu-img then converts the raw
+//     disk to each format.
+//   - WriteRawDisk writes the raw disk in Go (github.com/diskfs/go-diskfs)
+//     from a tar stream of the rootfs, never unpacked on the host: no tool,
+//     no root, any OS. What of a tar it cannot put in the ext4 (hard links
+//     become copies; device nodes outside /dev, most extended attributes and
+//     a path given twice are errors) is listed at writeRoot. Nothing calls
+//     it in the build yet, and it makes the raw disk only.
+//
+// The package compiles everywhere; Build and the QEMU helpers need their
+// tools at run time.
 package diskimage
 
 import (

@@ -1,0 +1,198 @@
+package diskimage
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/diskfs/go-diskfs/partition/gpt"
+	"github.com/google/uuid"
+)
+
+// DefaultESPMiB is the EFI system partition's size unless asked otherwise,
+// as disk.sh's HWK_ESP_MIB: room for a few kernel and initramfs pairs.
+const DefaultESPMiB = 256
+
+// minESPMiB: FAT32 needs 65525 clusters, 33 MiB at 512-byte clusters.
+const minESPMiB = 34
+
+// minRootMiB is the smallest root partition WriteRawDisk makes, as
+// disk.sh's check.
+const minRootMiB = 64
+
+// The partitions' names and types, as disk.sh asks sgdisk for them.
+const (
+	espName  = "EFI system partition"
+	rootName = "hwk-root"
+	espLabel = "HWK-ESP"
+	// rootLabel is the ext4 volume label.
+	rootLabel = "hwk-root"
+)
+
+const mibBytes = 1 << 20
+
+// RawDiskOptions are WriteRawDisk's settings.
+type RawDiskOptions struct {
+	// Size is the disk's size in bytes, rounded down to a whole MiB.
+	Size int64
+	// ESPMiB is the EFI system partition's size; 0 means DefaultESPMiB.
+	ESPMiB int
+	// CmdlineExtra is appended to the kernel command line hwk's boot
+	// entry gives (root=PARTUUID=… rw console=tty0 console=ttyS0,115200).
+	CmdlineExtra string
+}
+
+// RawDisk describes a disk WriteRawDisk made.
+type RawDisk struct {
+	// Path is the raw disk file.
+	Path string
+	// Size is its size in bytes (a whole number of MiB).
+	Size int64
+	// RootPartUUID is partition 2's unique GUID, lower case, as the boot
+	// entry names it in root=PARTUUID=.
+	RootPartUUID string
+	// KernelVersion is what follows vmlinuz- in the kernel's name; empty
+	// for a kernel named otherwise.
+	KernelVersion string
+	// Kernel and Initrd are the rootfs paths the ESP's copies came from.
+	Kernel, Initrd string
+	// Counts of what the root file system got from the tar.
+	Dirs, Files, Symlinks int
+	// HardLinkCopies counts hard links written as copies of their target.
+	HardLinkCopies int
+	// SkippedDevices counts device nodes and FIFOs under /dev left out.
+	SkippedDevices int
+	// DroppedCapabilities names the files whose security.capability was
+	// replaced by the setuid bit (see capabilityFallback).
+	DroppedCapabilities []string
+}
+
+// layout is the disk's partitioning in MiB, as disk.sh: the primary GPT in
+// the first MiB, the ESP, the root partition, and a last MiB left for the
+// backup GPT (33 sectors) so the root partition stays whole MiB and every
+// partition starts 1 MiB-aligned.
+type layout struct {
+	diskMiB, espStart, espMiB, rootStart, rootMiB int64
+}
+
+func newLayout(size int64, espMiB int) (layout, error) {
+	if espMiB == 0 {
+		espMiB = DefaultESPMiB
+	}
+	if espMiB < minESPMiB {
+		return layout{}, fmt.Errorf("an EFI system partition of %d MiB is too small: FAT32 needs at least %d MiB", espMiB, minESPMiB)
+	}
+	l := layout{diskMiB: size / mibBytes, espStart: 1, espMiB: int64(espMiB)}
+	l.rootStart = l.espStart + l.espMiB
+	l.rootMiB = l.diskMiB - l.rootStart - 1
+	if l.rootMiB < minRootMiB {
+		return layout{}, fmt.Errorf("a disk of %d bytes leaves no room for the root file system: give at least %d bytes", size, (l.rootStart+minRootMiB+1)*mibBytes)
+	}
+	return l, nil
+}
+
+func (l layout) table(rootPartUUID string) *gpt.Table {
+	const sectorsPerMiB = mibBytes / 512
+	part := func(index int, startMiB, sizeMiB int64, typ gpt.Type, name, guid string) *gpt.Partition {
+		return &gpt.Partition{
+			Index: index,
+			Start: uint64(startMiB * sectorsPerMiB),
+			End:   uint64((startMiB+sizeMiB)*sectorsPerMiB - 1),
+			Size:  uint64(sizeMiB * mibBytes),
+			Type:  typ,
+			Name:  name,
+			GUID:  guid,
+		}
+	}
+	return &gpt.Table{
+		LogicalSectorSize:  512,
+		PhysicalSectorSize: 512,
+		ProtectiveMBR:      true,
+		Partitions: []*gpt.Partition{
+			part(1, l.espStart, l.espMiB, gpt.EFISystemPartition, espName, ""),
+			part(2, l.rootStart, l.rootMiB, gpt.LinuxRootX86_64, rootName, rootPartUUID),
+		},
+	}
+}
+
+// WriteRawDisk writes out, a bootable GPT/UEFI raw disk, sparse, from rootfs,
+// a tar stream of a node's root file system, the same disk disk.sh makes
+// from a directory: partition 1 an EFI system partition (FAT32, label
+// HWK-ESP) with systemd-boot as \EFI\BOOT\BOOTX64.EFI, a loader entry and
+// the rootfs's kernel and initramfs; partition 2 the ext4 root (label
+// hwk-root, with a journal) holding the tar's files, with a PARTUUID chosen
+// here. It runs as any user on any OS: owners and modes come from the tar
+// headers, nothing is mounted, no tool runs.
+//
+// The tar is read once, front to back, and never unpacked on the host: the
+// kernel, initramfs and systemd-boot are picked once the whole tar is in
+// the root file system (a later symlink may change the pick) and copied
+// from there, so nothing is spooled. See writeRoot for what of a tar an
+// ext4 written with go-diskfs can and cannot hold.
+//
+// On error out is not left behind: the disk is written under a temporary
+// name beside it and renamed at the end.
+func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDiskOptions) (*RawDisk, error) {
+	l, err := newLayout(opts.Size, opts.ESPMiB)
+	if err != nil {
+		return nil, fmt.Errorf("write disk %s: %w", out, err)
+	}
+	rootPartUUID := uuid.NewString()
+
+	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.part")
+	if err != nil {
+		return nil, fmt.Errorf("write disk %s: %w", out, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	disk, err := newSparseFile(tmp, l.diskMiB*mibBytes)
+	if err != nil {
+		return nil, fmt.Errorf("write disk %s: %w", out, err)
+	}
+	if err := l.table(rootPartUUID).Write(disk, disk.size); err != nil {
+		return nil, fmt.Errorf("write disk %s: partition table: %w", out, err)
+	}
+	res := &RawDisk{Path: out, Size: disk.size, RootPartUUID: rootPartUUID}
+	idx, err := writeRoot(ctx, disk, l.rootStart*mibBytes, l.rootMiB*mibBytes, rootfs, res)
+	if err != nil {
+		return nil, fmt.Errorf("write disk %s: root file system: %w", out, err)
+	}
+	if err := writeESP(disk, l.espStart*mibBytes, l.espMiB*mibBytes, idx, bootEntry{partUUID: rootPartUUID, extra: opts.CmdlineExtra}, res); err != nil {
+		return nil, fmt.Errorf("write disk %s: EFI system partition: %w", out, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("write disk %s: %w", out, err)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		os.Remove(tmp.Name())
+		done = true
+		return nil, fmt.Errorf("write disk %s: %w", out, err)
+	}
+	done = true
+	return res, nil
+}
+
+// bootEntry is what the loader entry's command line says.
+type bootEntry struct {
+	partUUID, extra string
+}
+
+func (b bootEntry) cmdline() string {
+	// The last console= is /dev/console, where systemd writes its status:
+	// the serial port, which every hypervisor can log and hwk reads.
+	// PARTUUID rather than the file system's UUID: the kernel resolves it
+	// itself, initramfs or not.
+	c := "root=PARTUUID=" + b.partUUID + " rw console=tty0 console=ttyS0,115200"
+	if extra := strings.TrimSpace(b.extra); extra != "" {
+		c += " " + extra
+	}
+	return c
+}
