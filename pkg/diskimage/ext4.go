@@ -47,14 +47,39 @@ type rootIndex struct {
 }
 
 // capabilityFallback are the files whose file capabilities
-// (security.capability) become the setuid bit: go-diskfs cannot write
-// extended attributes, and for these the package itself falls back to
-// setuid root where setcap fails (iputils-ping.postinst). Any other
-// extended attribute is an error: a file silently missing its capability
-// or ACL would fail at run time, far from here.
+// (security.capability) become the setuid bit: for these the package
+// itself falls back to setuid root where setcap fails
+// (iputils-ping.postinst).
 var capabilityFallback = map[string]bool{
 	"usr/bin/ping": true,
 	"bin/ping":     true,
+}
+
+// bootACLs are the directories whose POSIX ACLs systemd-tmpfiles sets
+// again at every boot (the a+ lines of tmpfiles.d/systemd.conf), with
+// what is under them: left out, the node gets them back.
+var bootACLs = []string{"var/log/journal"}
+
+// xattrFallback is the extended attribute policy. go-diskfs cannot write
+// extended attributes, so each one the tar has is either replaced (the
+// setuid bit for a capability in capabilityFallback), or left out because
+// the node sets it again at boot (bootACLs), or an error: a file silently
+// missing its capability or ACL would fail at run time, far from here.
+// why says what became of the attribute; ok is false for an error.
+func xattrFallback(p, name string, typ byte) (setuid bool, why string, ok bool) {
+	switch name {
+	case "security.capability":
+		if capabilityFallback[p] && typ == tar.TypeReg {
+			return true, "made setuid instead, as iputils-ping.postinst does where setcap fails", true
+		}
+	case "system.posix_acl_access", "system.posix_acl_default":
+		for _, d := range bootACLs {
+			if p == d || strings.HasPrefix(p, d+"/") {
+				return false, "left out: systemd-tmpfiles sets it at boot", true
+			}
+		}
+	}
+	return false, "", false
 }
 
 // xattrPrefixes mark the PAX records carrying extended attributes.
@@ -69,7 +94,8 @@ var xattrPrefixes = []string{"SCHILY.xattr.", "LIBARCHIVE.xattr."}
 //   - a hard link becomes a copy of its target (same bytes and attributes);
 //   - device nodes and FIFOs under dev/ are left out (the kernel mounts
 //     devtmpfs there); elsewhere they are an error;
-//   - extended attributes are an error, but capabilityFallback's;
+//   - extended attributes are an error, but those xattrFallback replaces
+//     or leaves out;
 //   - a symlink is owned by its directory's owner, whatever the tar says;
 //   - a path the tar has twice is an error (go-diskfs's Remove is broken);
 //   - a file's holes are allocated blocks of zeros in the file system
@@ -169,6 +195,9 @@ func (idx *rootIndex) add(hdr *tar.Header, body io.Reader, buf []byte, res *RawD
 		}
 		return fmt.Errorf("/%s is a device node or FIFO, which an ext4 written by go-diskfs cannot hold: remove it from the rootfs, or make it at boot (a tmpfiles.d line, or a udev rule)", p)
 	case tar.TypeDir, tar.TypeReg, tar.TypeSymlink, tar.TypeLink:
+	case tar.TypeGNUSparse:
+		// archive/tar reads the holes of an old GNU sparse file as zeros.
+		hdr.Typeflag = tar.TypeReg
 	default:
 		return fmt.Errorf("/%s: tar entry type %q is not supported (only directories, files, symlinks, hard links and, under /dev, devices)", p, hdr.Typeflag)
 	}
@@ -218,7 +247,7 @@ func (idx *rootIndex) add(hdr *tar.Header, body io.Reader, buf []byte, res *RawD
 	}
 }
 
-// checkXattrs applies the extended attribute policy (capabilityFallback).
+// checkXattrs applies xattrFallback to the entry's extended attributes.
 func (idx *rootIndex) checkXattrs(p string, hdr *tar.Header, n *node, res *RawDisk) error {
 	// archive/tar puts every PAX record here, Xattrs included. bsdtar
 	// writes each attribute twice, as SCHILY.xattr and LIBARCHIVE.xattr
@@ -231,17 +260,23 @@ func (idx *rootIndex) checkXattrs(p string, hdr *tar.Header, n *node, res *RawDi
 			}
 		}
 	}
-	if len(names) == 0 {
-		return nil
-	}
 	slices.Sort(names)
-	if len(names) == 1 && names[0] == "security.capability" && capabilityFallback[p] && hdr.Typeflag == tar.TypeReg {
-		// As iputils-ping.postinst when setcap fails.
-		n.mode |= fs.ModeSetuid
-		res.DroppedCapabilities = append(res.DroppedCapabilities, "/"+p)
-		return nil
+	var refused []string
+	for _, name := range names {
+		setuid, why, ok := xattrFallback(p, name, hdr.Typeflag)
+		if !ok {
+			refused = append(refused, name)
+			continue
+		}
+		if setuid {
+			n.mode |= fs.ModeSetuid
+		}
+		res.DroppedXattrs = append(res.DroppedXattrs, fmt.Sprintf("/%s %s: %s", p, name, why))
 	}
-	return fmt.Errorf("/%s has extended attributes (%s), which an ext4 written by go-diskfs cannot hold: drop them from the rootfs tar, or set them at boot (setcap in a systemd unit)", p, strings.Join(names, ", "))
+	if len(refused) > 0 {
+		return fmt.Errorf("/%s has extended attributes (%s), which an ext4 written by go-diskfs cannot hold: drop them from the rootfs tar, or set them at boot (a systemd unit or tmpfiles.d line)", p, strings.Join(refused, ", "))
+	}
+	return nil
 }
 
 // parentDir makes sure p's directory exists as a directory, not through a
@@ -357,6 +392,7 @@ func (idx *rootIndex) writeFile(p string, r io.Reader, size int64, buf []byte) e
 	if err != nil {
 		return fmt.Errorf("create /%s: %w", p, err)
 	}
+	defer f.Close()
 	if size == 0 {
 		return nil
 	}

@@ -65,9 +65,9 @@ type RawDisk struct {
 	HardLinkCopies int
 	// SkippedDevices counts device nodes and FIFOs under /dev left out.
 	SkippedDevices int
-	// DroppedCapabilities names the files whose security.capability was
-	// replaced by the setuid bit (see capabilityFallback).
-	DroppedCapabilities []string
+	// DroppedXattrs says, per file, which extended attribute was not
+	// written and what was done instead (see xattrFallback).
+	DroppedXattrs []string
 }
 
 // layout is the disk's partitioning in MiB, as disk.sh: the primary GPT in
@@ -167,6 +167,11 @@ func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDis
 	}
 	if err := writeESP(disk, l.espStart*mibBytes, l.espMiB*mibBytes, idx, bootEntry{partUUID: rootPartUUID, extra: opts.CmdlineExtra}, res); err != nil {
 		return nil, fmt.Errorf("write disk %s: EFI system partition: %w", out, err)
+	}
+	// CreateTemp made it 0600; a disk is as readable as the other build
+	// outputs (a hypervisor's user may need to read it).
+	if err := tmp.Chmod(0o644); err != nil {
+		return nil, fmt.Errorf("write disk %s: %w", out, err)
 	}
 	if err := tmp.Close(); err != nil {
 		return nil, fmt.Errorf("write disk %s: %w", out, err)

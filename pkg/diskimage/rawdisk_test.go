@@ -132,6 +132,10 @@ func testRootfs() []tarEntry {
 		{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "./home/u/", Mode: 0o750, Uid: 1000, Gid: 1001}},
 		{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "./home/u/notes", Mode: 0o600, Uid: 1000, Gid: 1001, Size: 6,
 			ModTime: time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)}, data: []byte("notes\n")},
+		{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "./var/log/journal/", Mode: 0o2755, Gid: 101, PAXRecords: map[string]string{
+			"SCHILY.xattr.system.posix_acl_access":  "\x02\x00\x00\x00",
+			"SCHILY.xattr.system.posix_acl_default": "\x02\x00\x00\x00",
+		}}},
 		fileEntry("./var/lib/big", 0o644, sparseish(40*mib)),
 		fileEntry("./var/lib/empty", 0o644, nil),
 	}
@@ -179,8 +183,22 @@ func TestWriteRawDisk(t *testing.T) {
 	if res.KernelVersion != oldKernel || res.Kernel != "/boot/vmlinuz-"+oldKernel || res.Initrd != "/boot/initrd.img-"+oldKernel {
 		t.Errorf("kernel %q %q %q, want /vmlinuz's", res.KernelVersion, res.Kernel, res.Initrd)
 	}
-	if res.HardLinkCopies != 1 || res.SkippedDevices != 1 || len(res.DroppedCapabilities) != 1 || res.DroppedCapabilities[0] != "/usr/bin/ping" {
-		t.Errorf("result %+v: want 1 hard link copy, 1 device skipped, /usr/bin/ping's capability dropped", *res)
+	if res.HardLinkCopies != 1 || res.SkippedDevices != 1 {
+		t.Errorf("result %+v: want 1 hard link copy, 1 device skipped", *res)
+	}
+	wantDropped := []string{
+		"/usr/bin/ping security.capability: made setuid instead",
+		"/var/log/journal system.posix_acl_access: left out",
+		"/var/log/journal system.posix_acl_default: left out",
+	}
+	if len(res.DroppedXattrs) != len(wantDropped) {
+		t.Errorf("DroppedXattrs = %q, want %d", res.DroppedXattrs, len(wantDropped))
+	} else {
+		for i, want := range wantDropped {
+			if !strings.HasPrefix(res.DroppedXattrs[i], want) {
+				t.Errorf("DroppedXattrs[%d] = %q, want it to start with %q", i, res.DroppedXattrs[i], want)
+			}
+		}
 	}
 
 	// The partition table.
@@ -264,6 +282,7 @@ func TestWriteRawDisk(t *testing.T) {
 		{"/home/u/notes", "0600", "1000", "1001"},
 		{"/usr", "0755", "0", "0"}, // made for ./usr/bin/sudo
 		{"/usr/bin/perl", "0755", "0", "0"},
+		{"/var/log/journal", "02755", "0", "101"},
 	} {
 		st := debugfs("stat " + c.path)
 		re := regexp.MustCompile(`Mode:\s+(\d+)`).FindStringSubmatch(st)
@@ -403,6 +422,7 @@ func TestWriteRawDiskErrors(t *testing.T) {
 		{"device outside /dev", withBoot(tarEntry{hdr: tar.Header{Typeflag: tar.TypeBlock, Name: "./etc/sda", Mode: 0o600}}), RawDiskOptions{}, "/etc/sda is a device node or FIFO"},
 		{"fifo outside /dev", withBoot(tarEntry{hdr: tar.Header{Typeflag: tar.TypeFifo, Name: "./run/initctl", Mode: 0o600}}), RawDiskOptions{}, "/run/initctl is a device node or FIFO"},
 		{"xattr", withBoot(tarEntry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: "./usr/bin/arping", Mode: 0o755, PAXRecords: map[string]string{"SCHILY.xattr.security.capability": "x", "SCHILY.xattr.user.note": "y"}}}), RawDiskOptions{}, "/usr/bin/arping has extended attributes (security.capability, user.note)"},
+		{"ACL", withBoot(tarEntry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: "./etc/secret/", Mode: 0o750, PAXRecords: map[string]string{"SCHILY.xattr.system.posix_acl_access": "x"}}}), RawDiskOptions{}, "/etc/secret has extended attributes (system.posix_acl_access)"},
 		{"parent is a symlink", withBoot(symlinkEntry("./lib", "usr/lib"), fileEntry("./lib/x", 0o644, []byte("x"))), RawDiskOptions{}, "/lib/x: its directory /lib is not a directory"},
 		{"dotdot", withBoot(fileEntry("../escape", 0o644, nil)), RawDiskOptions{}, `"../escape" climbs out`},
 		{"hard link first", withBoot(tarEntry{hdr: tar.Header{Typeflag: tar.TypeLink, Name: "./a", Linkname: "./b"}}), RawDiskOptions{}, "hard link to /b, which the tar has not had"},
@@ -575,8 +595,8 @@ func TestWriteRawDiskFromNodeTar(t *testing.T) {
 	}
 	took := time.Since(start)
 	fi, _ := os.Stat(out)
-	t.Logf("%s: %d dirs, %d files, %d symlinks, %d hard link copies, %d devices skipped, capabilities dropped %v; 20 GiB disk in %v, %d MiB on the host",
-		src, res.Dirs, res.Files, res.Symlinks, res.HardLinkCopies, res.SkippedDevices, res.DroppedCapabilities, took.Round(time.Millisecond), diskUsage(fi)/mib)
+	t.Logf("%s: %d dirs, %d files, %d symlinks, %d hard link copies, %d devices skipped, extended attributes dropped %q; 20 GiB disk in %v, %d MiB on the host",
+		src, res.Dirs, res.Files, res.Symlinks, res.HardLinkCopies, res.SkippedDevices, res.DroppedXattrs, took.Round(time.Millisecond), diskUsage(fi)/mib)
 	if v := oracle(t, "sgdisk", "--verify", out); !strings.Contains(v, "No problems found") {
 		t.Errorf("sgdisk --verify:\n%s", v)
 	}
