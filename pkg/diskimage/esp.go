@@ -1,6 +1,8 @@
 package diskimage
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -106,6 +108,10 @@ func writeESP(disk backend.Storage, start, size int64, idx *rootIndex, entry boo
 			return fmt.Errorf("make %s: %w", d, err)
 		}
 	}
+	topDirs, err := rootChildDirs(disk, start, esp)
+	if err != nil {
+		return err
+	}
 	kname, iname, title := "vmlinuz", "initrd.img", "hwk node"
 	if b.kver != "" {
 		kname += "-" + b.kver
@@ -138,6 +144,65 @@ func writeESP(disk backend.Storage, start, size int64, idx *rootIndex, entry boo
 		}
 		if err := writeFAT(esp, f.dst, data); err != nil {
 			return fmt.Errorf("%w (the ESP has %d MiB; a larger one may be needed)", err, size/mibBytes)
+		}
+	}
+	// Last: go-diskfs writes a directory's entries again, ".." included,
+	// each time it adds one.
+	return fixDotDot(disk, topDirs)
+}
+
+// The 8.3 names of a directory's first two entries.
+var (
+	dotName    = []byte(".          ")
+	dotDotName = []byte("..         ")
+)
+
+// dirEntryCluster reads the first cluster of a 32-byte FAT directory entry.
+func dirEntryCluster(e []byte) uint32 {
+	return uint32(binary.LittleEndian.Uint16(e[20:22]))<<16 | uint32(binary.LittleEndian.Uint16(e[26:28]))
+}
+
+// rootChildDirs finds the directories made in the ESP's root directory:
+// those whose ".." entry names cluster 2, the FAT32 root's. go-diskfs
+// writes that, where the FAT specification (and fsck.fat) want 0 for the
+// root. They are among the first clusters, allocated before any file. It
+// returns the disk offsets of their ".." entries.
+func rootChildDirs(disk backend.Storage, start int64, esp *fat32.FileSystem) ([]int64, error) {
+	bpc := int64(esp.BytesPerCluster())
+	entries := make([]byte, 64)
+	var found []int64
+	for c := uint32(3); c < 3+32; c++ {
+		off := start + int64(esp.DataStart()) + int64(c-2)*bpc
+		if _, err := disk.ReadAt(entries, off); err != nil {
+			return nil, fmt.Errorf("read the ESP's directories: %w", err)
+		}
+		dot, dotDot := entries[:32], entries[32:]
+		if bytes.Equal(dot[:11], dotName) && dot[11]&0x10 != 0 && dirEntryCluster(dot) == c &&
+			bytes.Equal(dotDot[:11], dotDotName) && dotDot[11]&0x10 != 0 && dirEntryCluster(dotDot) == 2 {
+			found = append(found, off+32)
+		}
+	}
+	return found, nil
+}
+
+// fixDotDot makes each ".." entry at offsets name the root as cluster 0.
+func fixDotDot(disk backend.Storage, offsets []int64) error {
+	w, err := disk.Writable()
+	if err != nil {
+		return err
+	}
+	e := make([]byte, 32)
+	for _, off := range offsets {
+		if _, err := disk.ReadAt(e, off); err != nil {
+			return fmt.Errorf("read the ESP's directories: %w", err)
+		}
+		if !bytes.Equal(e[:11], dotDotName) || dirEntryCluster(e) != 2 {
+			return fmt.Errorf("the ESP's directory entry at %d is not the \"..\" it was", off)
+		}
+		clear(e[20:22])
+		clear(e[26:28])
+		if _, err := w.WriteAt(e, off); err != nil {
+			return fmt.Errorf("write the ESP's directories: %w", err)
 		}
 	}
 	return nil
