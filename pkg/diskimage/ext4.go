@@ -136,8 +136,8 @@ func writeRoot(ctx context.Context, disk backend.Storage, start, size int64, r i
 			return nil, err
 		}
 	}
-	// Last, because adding an entry to a directory would be a change to
-	// it; go-diskfs leaves the times alone, but the order costs nothing.
+	// Last, as tar does, so that no entry added to a directory afterwards
+	// can change its times.
 	for p, n := range idx.nodes {
 		if n.kind != kindDir || n.mtime.IsZero() {
 			continue
@@ -211,8 +211,10 @@ func (idx *rootIndex) add(hdr *tar.Header, body io.Reader, buf []byte, res *RawD
 		if old != nil && old.kind != kindDir {
 			return fmt.Errorf("/%s: the tar has it as a directory after it had it as something else", p)
 		}
-		if err := idx.fs.Mkdir(p); p != "." && err != nil {
-			return fmt.Errorf("make directory /%s: %w", p, err)
+		if p != "." {
+			if err := idx.fs.Mkdir(p); err != nil {
+				return fmt.Errorf("make directory /%s: %w", p, err)
+			}
 		}
 		n.kind = kindDir
 		if err := idx.setAttrs(p, n); err != nil {

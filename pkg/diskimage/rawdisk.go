@@ -118,8 +118,8 @@ func (l layout) table(rootPartUUID string) *gpt.Table {
 	}
 }
 
-// WriteRawDisk writes out, a bootable GPT/UEFI raw disk, sparse, from rootfs,
-// a tar stream of a node's root file system, the same disk disk.sh makes
+// WriteRawDisk writes out, a bootable GPT/UEFI raw disk (sparse), from
+// rootfs, a tar stream of a node's root file system, the same disk disk.sh makes
 // from a directory: partition 1 an EFI system partition (FAT32, label
 // HWK-ESP) with systemd-boot as \EFI\BOOT\BOOTX64.EFI, a loader entry and
 // the rootfs's kernel and initramfs; partition 2 the ext4 root (label
@@ -127,11 +127,16 @@ func (l layout) table(rootPartUUID string) *gpt.Table {
 // here. It runs as any user on any OS: owners and modes come from the tar
 // headers, nothing is mounted, no tool runs.
 //
-// The tar is read once, front to back, and never unpacked on the host: the
-// kernel, initramfs and systemd-boot are picked once the whole tar is in
-// the root file system (a later symlink may change the pick) and copied
-// from there, so nothing is spooled. See writeRoot for what of a tar an
-// ext4 written with go-diskfs can and cannot hold.
+// The tar is read once, front to back, and never unpacked on the host, so
+// rootfs can be a pipe (docker export, a gzip reader). The kernel,
+// initramfs and systemd-boot are picked only at the tar's end, since a
+// symlink anywhere in it may change the pick, and are then read back from
+// the root file system, which holds every candidate already. That needs
+// no second pass over the input, which a pipe cannot give, and no spool:
+// buffering the candidates while streaming would mean every kernel and
+// initramfs in /boot (tens of MiB each) in memory or a scratch directory.
+// See writeRoot for what of a tar an ext4 written with go-diskfs can and
+// cannot hold.
 //
 // On error out is not left behind: the disk is written under a temporary
 // name beside it and renamed at the end.
