@@ -727,3 +727,42 @@ func compareWithTar(t *testing.T, path string, start, size int64, tr *tar.Reader
 	}
 	return n
 }
+
+// TestResolve: symlinks resolve inside the rootfs, absolute ones from its
+// root, through symlinked directories, and a loop ends.
+func TestResolve(t *testing.T) {
+	idx := &rootIndex{nodes: map[string]*node{
+		".":                     {kind: kindDir},
+		"boot":                  {kind: kindDir},
+		"boot/vmlinuz-1":        {kind: kindFile},
+		"boot/initrd.img-1":     {kind: kindFile},
+		"vmlinuz":               {kind: kindSymlink, target: "/boot/../boot/vmlinuz-1"},
+		"initrd.img":            {kind: kindSymlink, target: "boot/initrd.img-1"},
+		"k":                     {kind: kindSymlink, target: "b"},
+		"b":                     {kind: kindSymlink, target: "boot"},
+		"loop":                  {kind: kindSymlink, target: "loop2"},
+		"loop2":                 {kind: kindSymlink, target: "/loop"},
+		"boot/up":               {kind: kindSymlink, target: "../../../boot/vmlinuz-1"},
+		"boot/dangling":         {kind: kindSymlink, target: "nothing"},
+		"boot/dir":              {kind: kindSymlink, target: "."},
+		"boot/vmlinuz-relative": {kind: kindSymlink, target: "vmlinuz-1"},
+	}}
+	for _, c := range []struct {
+		p, want string
+		ok      bool
+	}{
+		{"vmlinuz", "boot/vmlinuz-1", true},
+		{"initrd.img", "boot/initrd.img-1", true},
+		{"k/vmlinuz-1", "boot/vmlinuz-1", true},
+		{"boot/up", "boot/vmlinuz-1", true}, // ".." stops at the root, as in the kernel
+		{"boot/dir/dir/vmlinuz-relative", "boot/vmlinuz-1", true},
+		{"boot", "boot", false},
+		{"boot/dangling", "boot/nothing", false},
+		{"loop", "loop", false},
+	} {
+		got, ok := idx.resolve(c.p)
+		if ok != c.ok || (c.ok && got != c.want) {
+			t.Errorf("resolve(%q) = %q, %v; want %q, %v", c.p, got, ok, c.want, c.ok)
+		}
+	}
+}
