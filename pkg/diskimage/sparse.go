@@ -33,6 +33,9 @@ var _ backend.Storage = (*sparseFile)(nil)
 
 // newSparseFile makes f, which must be new and empty, a hole of size bytes.
 func newSparseFile(f *os.File, size int64) (*sparseFile, error) {
+	if err := makeSparse(f); err != nil {
+		return nil, err
+	}
 	if err := f.Truncate(size); err != nil {
 		return nil, fmt.Errorf("make %s %d bytes long: %w", f.Name(), size, err)
 	}
