@@ -497,7 +497,7 @@ func TestWriteRawDiskCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	dir := t.TempDir()
-	_, err := WriteRawDisk(ctx, bytes.NewReader(makeTar(t, testRootfs())), filepath.Join(dir, "disk.raw"), RawDiskOptions{Size: 400 * mib})
+	_, err := WriteRawDisk(ctx, bytes.NewReader(makeTar(t, bootEntries(oldKernel))), filepath.Join(dir, "disk.raw"), RawDiskOptions{Size: 400 * mib})
 	if err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Fatalf("err = %v, want context canceled", err)
 	}
