@@ -116,6 +116,11 @@ node-image-test:
 	# The Debian locks name exactly the packages debootstrap installed
 	# in the roots those builds used (issue 40's oracle while both exist).
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -v -run TestLockMatchesDebootstrap ./hack/debianlock/
+	# The Go disk writer (not yet what builds use) on the real node root.
+	cache=$${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-$$HOME/.cache}/hwk}; \
+	tar=$$(ls -t $$cache/node-images/linux-*/rootfs.tar.gz 2>/dev/null | head -n 1); \
+	[ -n "$$tar" ] || { echo "no node rootfs.tar.gz under $$cache/node-images"; exit 1; }; \
+	HWK_REQUIRE_DISK_ORACLES=1 HWK_DISK_FROM_NODE_TAR=$$tar $(GO) test -count=1 -v -run TestWriteRawDiskFromNodeTar ./pkg/diskimage/
 
 # The libvirt driver against a real libvirtd: the API on test:///default,
 # networks and volumes on qemu:///system, and a node VM booted from the
