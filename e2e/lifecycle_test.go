@@ -100,6 +100,12 @@ func TestSurvivesRestarts(t *testing.T) {
 	})
 
 	t.Run("engine restart", func(t *testing.T) {
+		// The engine is the machine's, not the test's: it is stopped
+		// and started again only where the machine is there for the
+		// test (a CI runner) and says so.
+		if os.Getenv("HWK_E2E_RESTART_ENGINE") != "1" {
+			t.Skip("restarting the Docker engine stops every container on it: set HWK_E2E_RESTART_ENGINE=1 on a machine that is there for the test (ci.yml's e2e job does)")
+		}
 		back := restartDockerEngine(t)
 		ready := waitBack(t, cs, back, cp, worker)
 		// System pods (CoreDNS, calico-kube-controllers) come back after

@@ -1,6 +1,8 @@
 package workflows
 
 import (
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -30,5 +32,10 @@ func TestCIWorkflow(t *testing.T) {
 	}
 	if _, ok := res.Jobs["windows-tests"]; !ok {
 		t.Error("act did not say it left windows-tests out")
+	}
+	// The e2e job asks for the engine restart (HWK_E2E_RESTART_ENGINE),
+	// which skips quietly without it.
+	if !slices.ContainsFunc(res.Output["e2e"], func(l string) bool { return strings.Contains(l, "E2E RESTART:") }) {
+		t.Error("the e2e job printed no E2E RESTART line: the Docker engine restart did not run")
 	}
 }
