@@ -45,6 +45,19 @@ func (e *MismatchError) Error() string {
 	return fmt.Sprintf("checksum mismatch for %s: want %s, got %s", e.URL, e.Want, e.Got)
 }
 
+// StatusError is an answer other than 2xx, so that a caller can tell a
+// file the server does not have (404) from other failures and say what
+// to do about it.
+type StatusError struct {
+	URL    string
+	Code   int
+	Status string // as the server gave it, e.g. "404 Not Found"
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("download %s: server answered %s", e.URL, e.Status)
+}
+
 const (
 	attempts        = 3
 	maxChecksumSize = 1 << 20
@@ -243,7 +256,7 @@ func (c *Client) getFrom(ctx context.Context, rawURL string, offset int64, valid
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		resp.Body.Close()
-		err := fmt.Errorf("download %s: server answered %s", rawURL, resp.Status)
+		err := &StatusError{URL: rawURL, Code: resp.StatusCode, Status: resp.Status}
 		if resp.StatusCode >= 500 {
 			return nil, &transientError{err}
 		}
