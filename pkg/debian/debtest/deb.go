@@ -48,6 +48,9 @@ type File struct {
 	Mode fs.FileMode
 	Body string // a regular file's content
 	Link string // a symlink's target
+	// Hardlink, if set, makes the entry a hard link to this earlier
+	// entry's absolute path.
+	Hardlink string
 }
 
 func (d Deb) arch() string {
@@ -216,6 +219,11 @@ func tarOf(files []File, withDirs bool) ([]byte, error) {
 				continue
 			}
 			h.Typeflag, h.Name = tar.TypeDir, h.Name+"/"
+		case f.Hardlink != "":
+			h.Typeflag, h.Linkname = tar.TypeLink, "./"+strings.TrimPrefix(path.Clean("/"+f.Hardlink), "/")
+			if f.Mode == 0 {
+				h.Mode = 0o644
+			}
 		case f.Mode&fs.ModeSymlink != 0:
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, f.Link, 0o777
 		default:
