@@ -313,7 +313,10 @@ func (a *assembler) passwd(pkgs []*pkgState) error {
 
 // cleanRel is a tar name as a path relative to the root, "." for the root.
 func cleanRel(name string) string {
-	return strings.TrimPrefix(path.Clean("/"+name), "/")
+	if rel := strings.TrimPrefix(path.Clean("/"+name), "/"); rel != "" {
+		return rel
+	}
+	return "."
 }
 
 // eachData calls fn for each entry of the .deb's data.tar.

@@ -119,6 +119,9 @@ func readTar(t *testing.T, data []byte) (map[string]entry, []entry) {
 		b, _ := io.ReadAll(tr)
 		e := entry{h, string(b)}
 		name := strings.TrimSuffix(h.Name, "/")
+		if name == "" || name == "." || strings.HasPrefix(name, "/") || strings.HasPrefix(name, "./") {
+			t.Errorf("entry %q is not a plain relative path", h.Name)
+		}
 		if _, dup := byName[name]; dup {
 			t.Errorf("%s is in the tar twice", name)
 		}
@@ -160,6 +163,9 @@ func TestListsKeepShippedPaths(t *testing.T) {
 		if !contains(lines, want) {
 			t.Errorf("libc6:amd64.list lacks %s:\n%s", want, list)
 		}
+	}
+	if lines[0] != "/." || contains(lines[1:], "/.") || contains(lines, "/") || contains(lines[:len(lines)-1], "") {
+		t.Errorf("libc6:amd64.list does not name the root once, as /., first, or has an empty line:\n%s", list)
 	}
 	if strings.Contains(list, "/usr/lib64") {
 		t.Errorf("libc6:amd64.list names the merged path, not the shipped one:\n%s", list)

@@ -1,0 +1,370 @@
+package debian_test
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"pault.ag/go/debian/version"
+
+	"github.com/hwk-dev/hwk/node-images/linux"
+	"github.com/hwk-dev/hwk/pkg/debian"
+	"github.com/hwk-dev/hwk/pkg/download"
+)
+
+// TestStage1ConfiguresInDocker is the proof of the stage-1 design: the
+// node image's real package set, fetched from bookworm, assembled in Go
+// and loaded as a one-layer image, must configure with one `dpkg
+// --configure -a` in an unprivileged container with no network.
+//
+// It needs the network and a Docker engine, so it runs only with
+// HWK_STAGE1_DOCKER=1. Until the resolver lands, the package names come
+// from a debootstrap output of the node recipe (HWK_STAGE1_REFERENCE, a
+// tar; its var/lib/dpkg/status is read, nothing else), and each name's
+// current version from the live index. HWK_STAGE1_CACHE keeps the .debs
+// between runs.
+func TestStage1ConfiguresInDocker(t *testing.T) {
+	if os.Getenv("HWK_STAGE1_DOCKER") != "1" {
+		t.Skip("needs deb.debian.org and a Docker engine: set HWK_STAGE1_DOCKER=1 to run it")
+	}
+	ref := os.Getenv("HWK_STAGE1_REFERENCE")
+	if ref == "" {
+		ref = "/root/.cache/hwk/debootstrap/node-bookworm-cc209d988112.tar"
+	}
+	ctx := context.Background()
+	names := referenceNames(t, ref)
+	t.Logf("%d package names from %s", len(names), ref)
+
+	start := time.Now()
+	lock := liveLock(t, ctx, names)
+	t.Logf("index: %d packages locked in %v", len(lock.Packages), time.Since(start).Round(time.Millisecond))
+
+	cache := os.Getenv("HWK_STAGE1_CACHE")
+	if cache == "" {
+		cache = t.TempDir()
+	}
+	start = time.Now()
+	paths, err := debian.Fetch(ctx, &download.Client{CacheDir: cache}, lock, debian.FetchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, p := range lock.Packages {
+		size += p.Size
+	}
+	t.Logf("phase fetch: %v (%d .debs, %.1f MiB)", time.Since(start).Round(time.Millisecond), len(paths), float64(size)/(1<<20))
+
+	debs := make([]debian.Deb, len(paths))
+	for i, p := range lock.Packages {
+		debs[i] = debian.Deb{Package: p, Path: paths[i]}
+	}
+	work := t.TempDir()
+	stage1 := filepath.Join(work, "stage1.tar")
+	start = time.Now()
+	f, err := os.Create(stage1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := debian.Assemble(ctx, bw, debs, debian.AssembleOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(stage1)
+	t.Logf("phase assemble: %v (%.1f MiB tar)", time.Since(start).Round(time.Millisecond), float64(fi.Size())/(1<<20))
+
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	image := "hwk-i4-stage1-test:" + hex.EncodeToString(suffix)
+	container := "hwk-i4-stage1-test-" + hex.EncodeToString(suffix)
+	start = time.Now()
+	loadImage(t, stage1, filepath.Join(work, "image.tar"), image)
+	if os.Getenv("HWK_STAGE1_KEEP") != "1" {
+		t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	}
+	t.Logf("phase load: %v (%s)", time.Since(start).Round(time.Millisecond), image)
+
+	// Unprivileged and offline: what a user's Docker Desktop allows, and
+	// proof that configuring needs nothing from the network.
+	docker(t, "run", "-d", "--name", container, "--network", "none", image, "sleep", "infinity")
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", container).Run() })
+	start = time.Now()
+	out, rc := dockerExec(container, "dpkg", "--configure", "-a")
+	t.Logf("phase configure: %v, rc=%d", time.Since(start).Round(time.Millisecond), rc)
+	if rc != 0 {
+		t.Errorf("dpkg --configure -a: rc=%d\n%s", rc, out)
+	} else {
+		t.Logf("dpkg --configure -a output (tail):\n%s", tail(out, 15))
+	}
+
+	check := func(what string, ok func(out string, rc int) bool, args ...string) {
+		t.Helper()
+		out, rc := dockerExec(container, args...)
+		if !ok(out, rc) {
+			t.Errorf("check %s: FAIL (rc=%d)\n%s", what, rc, tail(out, 30))
+			return
+		}
+		t.Logf("check %s: ok: %s", what, strings.TrimSpace(tail(out, 3)))
+	}
+	check("dpkg --audit empty", func(out string, rc int) bool { return rc == 0 && strings.TrimSpace(out) == "" }, "dpkg", "--audit")
+	check(fmt.Sprintf("all %d packages ii", len(lock.Packages)), func(out string, rc int) bool {
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for _, l := range lines {
+			if !strings.HasPrefix(l, "ii ") {
+				return false
+			}
+		}
+		return rc == 0 && len(lines) == len(lock.Packages)
+	}, "dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${binary:Package}\n")
+	check("/lib64/ld-linux-x86-64.so.2", func(_ string, rc int) bool { return rc == 0 }, "test", "-e", "/lib64/ld-linux-x86-64.so.2")
+	check("getent passwd has system users", func(out string, rc int) bool {
+		for _, u := range []string{"root:", "_apt:", "messagebus:", "systemd-network:"} {
+			if !strings.Contains(out, "\n"+u) && !strings.HasPrefix(out, u) {
+				return false
+			}
+		}
+		return rc == 0
+	}, "getent", "passwd")
+	check("iptables -V nf_tables", func(out string, rc int) bool { return rc == 0 && strings.Contains(out, "nf_tables") }, "iptables", "-V")
+	check("/etc/ssl/certs has >100 certs", func(out string, rc int) bool {
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		return rc == 0 && err == nil && n > 100
+	}, "sh", "-c", "ls /etc/ssl/certs/*.pem | wc -l")
+	check("ldconfig -p non-empty", func(out string, rc int) bool { return rc == 0 && strings.Count(out, "\n") > 10 }, "ldconfig", "-p")
+	check("/boot/initrd.img-*", func(out string, rc int) bool { return rc == 0 && strings.Contains(out, "initrd.img-") }, "sh", "-c", "ls /boot/initrd.img-*")
+	check("/etc/shadow", func(_ string, rc int) bool { return rc == 0 }, "test", "-s", "/etc/shadow")
+	check("no .dpkg-new left", func(out string, _ int) bool { return strings.TrimSpace(out) == "" }, "sh", "-c", "find / -xdev -name '*.dpkg-new' 2>/dev/null")
+}
+
+// referenceNames are the packages of a root tar's dpkg status.
+func referenceNames(t *testing.T, ref string) []string {
+	t.Helper()
+	f, err := os.Open(ref)
+	if err != nil {
+		t.Fatalf("the reference package set: %v (set HWK_STAGE1_REFERENCE to a debootstrapped node root tar)", err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(bufio.NewReaderSize(f, 1<<20))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			t.Fatalf("%s has no var/lib/dpkg/status", ref)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimPrefix(h.Name, "./") != "var/lib/dpkg/status" {
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, line := range strings.Split(string(data), "\n") {
+			if n, ok := strings.CutPrefix(line, "Package: "); ok {
+				names = append(names, n)
+			}
+		}
+		return names
+	}
+}
+
+// liveLock locks the names at bookworm's current versions, in an unpack
+// order a resolver would give: dependencies first where the graph allows,
+// ties by name. A name the index no longer has (an older kernel ABI) is
+// replaced by what the other packages depend on.
+func liveLock(t *testing.T, ctx context.Context, names []string) *debian.Lock {
+	t.Helper()
+	v, err := debian.NewVerifier(realKeyring(t), linux.DebianKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &debian.Archive{Mirror: "http://deb.debian.org/debian", Suite: "bookworm", Verifier: v, HTTP: &http.Client{Timeout: 5 * time.Minute}}
+	rel, err := a.Release(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := a.Packages(ctx, rel, "main", "amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]debian.Package{}
+	for _, p := range idx.Packages {
+		if old, ok := byName[p.Package]; !ok || version.Compare(old.Version, p.Version) < 0 {
+			byName[p.Package] = p
+		}
+	}
+	set := map[string]debian.Package{}
+	for _, n := range names {
+		if p, ok := byName[n]; ok {
+			set[n] = p
+		} else {
+			t.Logf("%s is not in bookworm's index any more; its dependents' Depends decide", n)
+		}
+	}
+	deps := func(p debian.Package) []string {
+		var out []string
+		for _, f := range []string{p.PreDepends, p.Depends} {
+			for _, clause := range strings.Split(f, ",") {
+				alts := strings.Split(clause, "|")
+				for _, alt := range alts {
+					n := strings.TrimSpace(alt)
+					if i := strings.IndexAny(n, " (:"); i >= 0 {
+						n = n[:i]
+					}
+					if n != "" {
+						out = append(out, n)
+						break
+					}
+				}
+			}
+		}
+		return out
+	}
+	for changed := true; changed; {
+		changed = false
+		for _, n := range slices.Sorted(maps.Keys(set)) {
+			for _, d := range deps(set[n]) {
+				if _, ok := set[d]; ok || slices.Contains(names, d) {
+					continue
+				}
+				if p, ok := byName[d]; ok && strings.HasPrefix(d, "linux-image-") {
+					t.Logf("adding %s %s (a dependency of %s)", d, p.Version, n)
+					set[d] = p
+					changed = true
+				}
+			}
+		}
+	}
+	// Dependencies first (Kahn's algorithm, smallest name first; a cycle
+	// is broken at its smallest name).
+	order := []string{}
+	done := map[string]bool{}
+	for len(done) < len(set) {
+		var ready []string
+		for n, p := range set {
+			if done[n] {
+				continue
+			}
+			ok := true
+			for _, d := range deps(p) {
+				if _, in := set[d]; in && !done[d] && d != n {
+					ok = false
+					break
+				}
+			}
+			if ok {
+				ready = append(ready, n)
+			}
+		}
+		if len(ready) == 0 {
+			for n := range set {
+				if !done[n] {
+					ready = append(ready, n)
+				}
+			}
+		}
+		slices.Sort(ready)
+		order = append(order, ready[0])
+		done[ready[0]] = true
+	}
+	l := &debian.Lock{Mirror: a.Mirror, Suite: "bookworm", Component: "main", Arch: "amd64"}
+	for _, n := range order {
+		p := set[n]
+		l.Packages = append(l.Packages, debian.LockedPackage{
+			Name: p.Package, Version: p.Version.String(), Architecture: p.Architecture, MultiArch: p.MultiArch,
+			Filename: p.Filename, Size: p.Size, SHA256: p.SHA256,
+		})
+	}
+	return l
+}
+
+// loadImage makes a one-layer image of the stage-1 tar and loads it into
+// the Docker engine under tag.
+func loadImage(t *testing.T, stage1, out, tag string) {
+	t.Helper()
+	layer, err := tarball.LayerFromFile(stage1, tarball.WithCompressionLevel(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", "amd64"
+	cf.Config = v1.Config{
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND=noninteractive", "DEBCONF_NONINTERACTIVE_SEEN=true", "LC_ALL=C"},
+		Cmd: []string{"/bin/sh"},
+	}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(out, ref, img); err != nil {
+		t.Fatal(err)
+	}
+	docker(t, "load", "-i", out)
+}
+
+func docker(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func dockerExec(container string, args ...string) (string, int) {
+	out, err := exec.Command("docker", append([]string{"exec", container}, args...)...).CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return string(out), ee.ExitCode()
+	}
+	if err != nil {
+		return string(out) + err.Error(), -1
+	}
+	return string(out), 0
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
