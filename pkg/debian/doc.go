@@ -6,6 +6,17 @@
 // Debian root without debootstrap (which needs root and a Linux host): what
 // it returns is what a resolver and a lock need.
 //
+// Fetch then downloads a Lock's .debs, and Assemble writes them as one tar
+// stream of a "stage-1" root: every package unpacked as `dpkg --unpack`
+// leaves it, none configured. Stage 2 is one `dpkg --configure -a` inside
+// a Linux kernel (an unprivileged container is enough). What stage 1 does
+// in place of the scripts dpkg --configure -a does not run (preinst):
+// /etc/passwd and /etc/group are seeded from base-passwd's masters (its
+// preinst's job). The other preinsts of the node's package set do nothing
+// on a first install (dpkg-maintscript-helper steps for upgrades, checks),
+// except linux-image-*'s, which flags the install for its postinst; see
+// TestStage1ConfiguresInDocker for the checks a configured root passes.
+//
 // Signatures are checked with github.com/ProtonMail/go-crypto, not with
 // pault.ag/go/debian's control package: that one uses the frozen
 // golang.org/x/crypto/openpgp, which cannot verify Debian's EdDSA release

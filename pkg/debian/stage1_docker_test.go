@@ -113,6 +113,30 @@ func TestStage1ConfiguresInDocker(t *testing.T) {
 	// proof that configuring needs nothing from the network.
 	docker(t, "run", "-d", "--name", container, "--network", "none", image, "sleep", "infinity")
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", container).Run() })
+	if os.Getenv("HWK_STAGE1_PREINST") == "1" {
+		// The experiment of plan40 Q2: run each preinst as dpkg would
+		// before unpacking a package that was not installed, in unpack
+		// order, to compare with configuring without them.
+		var names []string
+		for _, p := range lock.Packages {
+			names = append(names, dpkgNameOf(p))
+		}
+		script := `set -e
+v=$(dpkg-query -W -f '${Version}' dpkg)
+for p in ` + strings.Join(names, " ") + `; do
+  f=/var/lib/dpkg/info/$p.preinst
+  [ -x "$f" ] || continue
+  echo "preinst install: $p"
+  DPKG_MAINTSCRIPT_NAME=preinst DPKG_MAINTSCRIPT_PACKAGE=${p%%:*} DPKG_MAINTSCRIPT_ARCH=amd64 \
+  DPKG_MAINTSCRIPT_PACKAGE_REFCOUNT=1 DPKG_ROOT= DPKG_ADMINDIR=/var/lib/dpkg DPKG_RUNNING_VERSION=$v "$f" install
+done`
+		start = time.Now()
+		out, rc := dockerExec(container, "sh", "-c", script)
+		t.Logf("phase preinst: %v, rc=%d\n%s", time.Since(start).Round(time.Millisecond), rc, out)
+		if rc != 0 {
+			t.Fatalf("a preinst failed")
+		}
+	}
 	start = time.Now()
 	out, rc := dockerExec(container, "dpkg", "--configure", "-a")
 	t.Logf("phase configure: %v, rc=%d", time.Since(start).Round(time.Millisecond), rc)
@@ -158,6 +182,8 @@ func TestStage1ConfiguresInDocker(t *testing.T) {
 	check("ldconfig -p non-empty", func(out string, rc int) bool { return rc == 0 && strings.Count(out, "\n") > 10 }, "ldconfig", "-p")
 	check("/boot/initrd.img-*", func(out string, rc int) bool { return rc == 0 && strings.Contains(out, "initrd.img-") }, "sh", "-c", "ls /boot/initrd.img-*")
 	check("/etc/shadow", func(_ string, rc int) bool { return rc == 0 }, "test", "-s", "/etc/shadow")
+	out, _ = dockerExec(container, "sh", "-c", "ls -la / | grep -E 'vmlinuz|initrd'; ls -la /lib/modules/*/")
+	t.Logf("kernel links and modules dir (compare with debootstrap's vmlinuz.old and initrd.img.old):\n%s", tail(out, 20))
 	check("no .dpkg-new left", func(out string, _ int) bool { return strings.TrimSpace(out) == "" }, "sh", "-c", "find / -xdev -name '*.dpkg-new' 2>/dev/null")
 }
 
@@ -367,4 +393,11 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+func dpkgNameOf(p debian.LockedPackage) string {
+	if p.MultiArch == "same" {
+		return p.Name + ":" + p.Architecture
+	}
+	return p.Name
 }
