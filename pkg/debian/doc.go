@@ -14,8 +14,11 @@
 // /etc/passwd and /etc/group are seeded from base-passwd's masters (its
 // preinst's job). The other preinsts of the node's package set do nothing
 // on a first install (dpkg-maintscript-helper steps for upgrades, checks),
-// except linux-image-*'s, which flags the install for its postinst; see
-// TestStage1ConfiguresInDocker for the checks a configured root passes.
+// except linux-image-*'s, which flags a first install for its postinst
+// (linux-update-symlinks install rather than upgrade): with no earlier
+// links the result is the same, /vmlinuz, /initrd.img and their .old
+// links, with or without running every preinst first (checked by
+// TestStage1ConfiguresInDocker, HWK_STAGE1_PREINST=1).
 //
 // Signatures are checked with github.com/ProtonMail/go-crypto, not with
 // pault.ag/go/debian's control package: that one uses the frozen
