@@ -24,7 +24,8 @@ const (
 
 // rootDebs look like a tiny bookworm: base-files ships into /bin and a
 // conffile, base-passwd its masters, libc6 (Multi-Arch: same) the dynamic
-// loader under /lib64, and the triggers of libc-bin and systemd.
+// loader under /lib64, and the triggers of libc-bin and systemd. They use
+// each compression a .deb can have (xz, gz, zst).
 var rootDebs = []debtest.Deb{
 	{Package: "base-files", Version: "12.4+deb12u15", Essential: true, Priority: "required",
 		Control: map[string]string{"conffiles": "/etc/host.conf\n", "postinst": "#!/bin/sh\nchown root:root /etc\n"},
@@ -45,10 +46,10 @@ var rootDebs = []debtest.Deb{
 			{Path: "/lib64/ld-linux-x86-64.so.2", Mode: fs.ModeSymlink, Link: "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"},
 			{Path: "/usr/lib/x86_64-linux-gnu/libc.so.6", Mode: 0o755, Body: "\x7fELF libc"},
 		}},
-	{Package: "libc-bin", Version: "2.36-9+deb12u13", Essential: true, Priority: "required",
+	{Package: "libc-bin", Version: "2.36-9+deb12u13", Essential: true, Priority: "required", Compression: "gz",
 		Control: map[string]string{"triggers": "# ldconfig for everyone\ninterest-noawait ldconfig\n"},
 		Files:   []debtest.File{{Path: "/sbin/ldconfig", Mode: 0o755, Body: "ldconfig"}}},
-	{Package: "systemd", Version: "252.39-1~deb12u1", Priority: "important",
+	{Package: "systemd", Version: "252.39-1~deb12u1", Priority: "important", Compression: "zst",
 		Control: map[string]string{"triggers": "interest-noawait /usr/lib/systemd/catalog\ninterest /usr/lib/sysusers.d\n"},
 		Files: []debtest.File{
 			{Path: "/usr/lib/systemd/catalog/systemd.catalog", Body: "catalog"},
