@@ -116,6 +116,9 @@ node-image-test:
 	# The Debian locks name exactly the packages debootstrap installed
 	# in the roots those builds used (issue 40's oracle while both exist).
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -v -run TestLockMatchesDebootstrap ./hack/debianlock/
+	# The node's locked Debian packages, fetched and assembled in Go,
+	# configure with one dpkg --configure -a in an unprivileged container.
+	HWK_STAGE1_DOCKER=1 $(GO) test -count=1 -v -timeout 30m -run TestStage1ConfiguresInDocker ./pkg/debian/
 	# The Go disk writer (not yet what builds use) on the real node root.
 	cache=$${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-$$HOME/.cache}/hwk}; \
 	tar=$$(ls -t $$cache/node-images/linux-*/rootfs.tar.gz 2>/dev/null | head -n 1); \

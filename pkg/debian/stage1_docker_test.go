@@ -1,20 +1,15 @@
 package debian_test
 
 import (
-	"archive/tar"
 	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"maps"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,9 +20,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"pault.ag/go/debian/version"
 
-	"github.com/hwk-dev/hwk/node-images/linux"
 	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/download"
 )
@@ -38,32 +31,31 @@ import (
 // --configure -a` in an unprivileged container with no network.
 //
 // It needs the network and a Docker engine, so it runs only with
-// HWK_STAGE1_DOCKER=1. Until the resolver lands, the package names come
-// from a debootstrap output of the node recipe (HWK_STAGE1_REFERENCE, a
-// tar; its var/lib/dpkg/status is read, nothing else), and each name's
-// current version from the live index. HWK_STAGE1_CACHE keeps the .debs
-// between runs.
+// HWK_STAGE1_DOCKER=1 (make node-image-test sets it). The package set is
+// the committed node lock (node-images/linux/debian.lock.yaml), in its
+// order. HWK_STAGE1_CACHE keeps the .debs between runs.
 func TestStage1ConfiguresInDocker(t *testing.T) {
 	if os.Getenv("HWK_STAGE1_DOCKER") != "1" {
 		t.Skip("needs deb.debian.org and a Docker engine: set HWK_STAGE1_DOCKER=1 to run it")
 	}
-	ref := os.Getenv("HWK_STAGE1_REFERENCE")
-	if ref == "" {
-		ref = "/root/.cache/hwk/debootstrap/node-bookworm-cc209d988112.tar"
-	}
 	ctx := context.Background()
-	names := referenceNames(t, ref)
-	t.Logf("%d package names from %s", len(names), ref)
-
-	start := time.Now()
-	lock := liveLock(t, ctx, names)
-	t.Logf("index: %d packages locked in %v", len(lock.Packages), time.Since(start).Round(time.Millisecond))
+	lockFile := filepath.Join("..", "..", "node-images", "linux", "debian.lock.yaml")
+	lf, err := os.Open(lockFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := debian.ReadLock(lf)
+	lf.Close()
+	if err != nil {
+		t.Fatalf("%s: %v", lockFile, err)
+	}
+	t.Logf("%d packages from %s (InRelease of %s)", len(lock.Packages), lockFile, lock.InRelease.Date)
 
 	cache := os.Getenv("HWK_STAGE1_CACHE")
 	if cache == "" {
 		cache = t.TempDir()
 	}
-	start = time.Now()
+	start := time.Now()
 	paths, err := debian.Fetch(ctx, &download.Client{CacheDir: cache}, lock, debian.FetchOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -100,8 +92,8 @@ func TestStage1ConfiguresInDocker(t *testing.T) {
 
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
-	image := "hwk-i4-stage1-test:" + hex.EncodeToString(suffix)
-	container := "hwk-i4-stage1-test-" + hex.EncodeToString(suffix)
+	image := "hwk-stage1-test:" + hex.EncodeToString(suffix)
+	container := "hwk-stage1-test-" + hex.EncodeToString(suffix)
 	start = time.Now()
 	loadImage(t, stage1, filepath.Join(work, "image.tar"), image)
 	if os.Getenv("HWK_STAGE1_KEEP") != "1" {
@@ -185,150 +177,6 @@ done`
 	out, _ = dockerExec(container, "sh", "-c", "ls -la / | grep -E 'vmlinuz|initrd'; ls -la /lib/modules/*/")
 	t.Logf("kernel links and modules dir (compare with debootstrap's vmlinuz.old and initrd.img.old):\n%s", tail(out, 20))
 	check("no .dpkg-new left", func(out string, _ int) bool { return strings.TrimSpace(out) == "" }, "sh", "-c", "find / -xdev -name '*.dpkg-new' 2>/dev/null")
-}
-
-// referenceNames are the packages of a root tar's dpkg status.
-func referenceNames(t *testing.T, ref string) []string {
-	t.Helper()
-	f, err := os.Open(ref)
-	if err != nil {
-		t.Fatalf("the reference package set: %v (set HWK_STAGE1_REFERENCE to a debootstrapped node root tar)", err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(bufio.NewReaderSize(f, 1<<20))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			t.Fatalf("%s has no var/lib/dpkg/status", ref)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.TrimPrefix(h.Name, "./") != "var/lib/dpkg/status" {
-			continue
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var names []string
-		for _, line := range strings.Split(string(data), "\n") {
-			if n, ok := strings.CutPrefix(line, "Package: "); ok {
-				names = append(names, n)
-			}
-		}
-		return names
-	}
-}
-
-// liveLock locks the names at bookworm's current versions, in an unpack
-// order a resolver would give: dependencies first where the graph allows,
-// ties by name. A name the index no longer has (an older kernel ABI) is
-// replaced by what the other packages depend on.
-func liveLock(t *testing.T, ctx context.Context, names []string) *debian.Lock {
-	t.Helper()
-	v, err := debian.NewVerifier(realKeyring(t), linux.DebianKeys)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &debian.Archive{Mirror: "http://deb.debian.org/debian", Suite: "bookworm", Verifier: v, HTTP: &http.Client{Timeout: 5 * time.Minute}}
-	rel, err := a.Release(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := a.Packages(ctx, rel, "main", "amd64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]debian.Package{}
-	for _, p := range idx.Packages {
-		if old, ok := byName[p.Package]; !ok || version.Compare(old.Version, p.Version) < 0 {
-			byName[p.Package] = p
-		}
-	}
-	set := map[string]debian.Package{}
-	for _, n := range names {
-		if p, ok := byName[n]; ok {
-			set[n] = p
-		} else {
-			t.Logf("%s is not in bookworm's index any more; its dependents' Depends decide", n)
-		}
-	}
-	deps := func(p debian.Package) []string {
-		var out []string
-		for _, f := range []string{p.PreDepends, p.Depends} {
-			for _, clause := range strings.Split(f, ",") {
-				alts := strings.Split(clause, "|")
-				for _, alt := range alts {
-					n := strings.TrimSpace(alt)
-					if i := strings.IndexAny(n, " (:"); i >= 0 {
-						n = n[:i]
-					}
-					if n != "" {
-						out = append(out, n)
-						break
-					}
-				}
-			}
-		}
-		return out
-	}
-	for changed := true; changed; {
-		changed = false
-		for _, n := range slices.Sorted(maps.Keys(set)) {
-			for _, d := range deps(set[n]) {
-				if _, ok := set[d]; ok || slices.Contains(names, d) {
-					continue
-				}
-				if p, ok := byName[d]; ok && strings.HasPrefix(d, "linux-image-") {
-					t.Logf("adding %s %s (a dependency of %s)", d, p.Version, n)
-					set[d] = p
-					changed = true
-				}
-			}
-		}
-	}
-	// Dependencies first (Kahn's algorithm, smallest name first; a cycle
-	// is broken at its smallest name).
-	order := []string{}
-	done := map[string]bool{}
-	for len(done) < len(set) {
-		var ready []string
-		for n, p := range set {
-			if done[n] {
-				continue
-			}
-			ok := true
-			for _, d := range deps(p) {
-				if _, in := set[d]; in && !done[d] && d != n {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				ready = append(ready, n)
-			}
-		}
-		if len(ready) == 0 {
-			for n := range set {
-				if !done[n] {
-					ready = append(ready, n)
-				}
-			}
-		}
-		slices.Sort(ready)
-		order = append(order, ready[0])
-		done[ready[0]] = true
-	}
-	l := &debian.Lock{Mirror: a.Mirror, Suite: "bookworm", Component: "main", Arch: "amd64"}
-	for _, n := range order {
-		p := set[n]
-		l.Packages = append(l.Packages, debian.LockedPackage{
-			Name: p.Package, Version: p.Version.String(), Architecture: p.Architecture, MultiArch: p.MultiArch,
-			Filename: p.Filename, Size: p.Size, SHA256: p.SHA256,
-		})
-	}
-	return l
 }
 
 // loadImage makes a one-layer image of the stage-1 tar and loads it into
