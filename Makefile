@@ -50,7 +50,7 @@ ACTION_CACHE_DEPS := action/cache/node_modules/esbuild
 # systemd test image inside tests, and under -race on two cores a package
 # can pass Go's default ten minutes without being stuck.
 test: check-ps $(ACTION_CACHE_DEPS)
-	HWK_REQUIRE_PSCHECK=1 HWK_REQUIRE_ACTION_CACHE=1 $(GO) test -race -count=1 -timeout 30m ./...
+	HWK_REQUIRE_PSCHECK=1 HWK_REQUIRE_ACTION_CACHE=1 HWK_REQUIRE_DISK_ORACLES=1 $(GO) test -race -count=1 -timeout 30m ./...
 
 # Every PowerShell file in the tree, and every script hwk generates (the
 # tests of each package that imports internal/testing/pscheck render them; the
