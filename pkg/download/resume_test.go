@@ -199,16 +199,7 @@ func TestFetchResumes(t *testing.T) {
 				calls = append(calls, call{done, total})
 			}}
 			want := sha256Of(payload)
-			p, err := c.Fetch(context.Background(), s.url, want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkOnlyFinal(t, c, p, payload)
-
-			reqs, served := s.got()
-			if len(reqs) != 2 {
-				t.Fatalf("server had %d requests, want 2", len(reqs))
-			}
+			reqs, served := fetchPayload(t, c, s, want, 2)
 			checkRequest(t, 0, reqs[0], 0, "")
 			checkRequest(t, 1, reqs[1], cut, tt.ifRange)
 			if served != int64(len(payload)) {
@@ -240,15 +231,7 @@ func TestFetchResumesAcrossClients(t *testing.T) {
 
 	// A new Client, as a later hwk would make, goes on from the partial.
 	c := &Client{CacheDir: dir}
-	p, err := c.Fetch(context.Background(), s.url, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkOnlyFinal(t, c, p, payload)
-	reqs, served := s.got()
-	if len(reqs) != 2 {
-		t.Fatalf("server had %d requests, want 2", len(reqs))
-	}
+	reqs, served := fetchPayload(t, c, s, want, 2)
 	checkRequest(t, 1, reqs[1], cut, `"v1"`)
 	if served != int64(len(payload)) {
 		t.Errorf("server sent %d bytes for a %d-byte file", served, len(payload))
@@ -263,15 +246,7 @@ func TestFetchServerIgnoresRange(t *testing.T) {
 		s.ignoreRange = true
 	})
 	c := &Client{CacheDir: t.TempDir()}
-	p, err := c.Fetch(context.Background(), s.url, sha256Of(payload))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkOnlyFinal(t, c, p, payload)
-	reqs, served := s.got()
-	if len(reqs) != 2 {
-		t.Fatalf("server had %d requests, want 2", len(reqs))
-	}
+	reqs, served := fetchPayload(t, c, s, sha256Of(payload), 2)
 	// It did ask for a range, and took the whole file it got instead.
 	checkRequest(t, 1, reqs[1], cut, `"v1"`)
 	if served != int64(cut+len(payload)) {
@@ -291,15 +266,7 @@ func TestFetchValidatorChanged(t *testing.T) {
 
 	s.set(func(s *rangeServer) { s.body, s.etag = payload, `"v2"` })
 	c := &Client{CacheDir: dir}
-	p, err := c.Fetch(context.Background(), s.url, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkOnlyFinal(t, c, p, payload)
-	reqs, _ := s.got()
-	if len(reqs) != 2 {
-		t.Fatalf("server had %d requests, want 2", len(reqs))
-	}
+	reqs, _ := fetchPayload(t, c, s, want, 2)
 	checkRequest(t, 1, reqs[1], cut, `"v1"`)
 }
 
@@ -316,15 +283,7 @@ func TestFetchResumedMismatchStartsOver(t *testing.T) {
 
 	s.set(func(s *rangeServer) { s.body, s.etag, s.ignoreIf = payload, `"v2"`, true })
 	c := &Client{CacheDir: dir}
-	p, err := c.Fetch(context.Background(), s.url, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkOnlyFinal(t, c, p, payload)
-	reqs, _ := s.got()
-	if len(reqs) != 3 {
-		t.Fatalf("server had %d requests, want 3: the cut one, the range, the whole file", len(reqs))
-	}
+	reqs, _ := fetchPayload(t, c, s, want, 3)
 	checkRequest(t, 1, reqs[1], cut, `"v1"`)
 	checkRequest(t, 2, reqs[2], 0, "")
 }
@@ -345,15 +304,7 @@ func TestFetchRangeNotUsable(t *testing.T) {
 				tt.fault(s)
 			})
 			c := &Client{CacheDir: t.TempDir()}
-			p, err := c.Fetch(context.Background(), s.url, sha256Of(payload))
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkOnlyFinal(t, c, p, payload)
-			reqs, _ := s.got()
-			if len(reqs) != 3 {
-				t.Fatalf("server had %d requests, want 3: the cut one, the range, the whole file", len(reqs))
-			}
+			reqs, _ := fetchPayload(t, c, s, sha256Of(payload), 3)
 			checkRequest(t, 1, reqs[1], cut, `"v1"`)
 			checkRequest(t, 2, reqs[2], 0, "")
 		})
@@ -369,15 +320,7 @@ func TestFetchShortRange(t *testing.T) {
 		s.rangeLimit = 200000
 	})
 	c := &Client{CacheDir: t.TempDir()}
-	p, err := c.Fetch(context.Background(), s.url, sha256Of(payload))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkOnlyFinal(t, c, p, payload)
-	reqs, served := s.got()
-	if len(reqs) != 3 {
-		t.Fatalf("server had %d requests, want 3", len(reqs))
-	}
+	reqs, served := fetchPayload(t, c, s, sha256Of(payload), 3)
 	checkRequest(t, 1, reqs[1], 100000, `"v1"`)
 	checkRequest(t, 2, reqs[2], 300000, `"v1"`)
 	if served != int64(len(payload)) {
@@ -441,18 +384,27 @@ func TestFetchPartialNotResumed(t *testing.T) {
 			c := &Client{CacheDir: t.TempDir()}
 			want := sha256Of(payload)
 			writePartial(t, c.CacheDir, want, payload[:1000], tt.meta(s.url))
-			p, err := c.Fetch(context.Background(), s.url, want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkOnlyFinal(t, c, p, payload)
-			reqs, _ := s.got()
-			if len(reqs) != 1 {
-				t.Fatalf("server had %d requests, want 1", len(reqs))
-			}
+			reqs, _ := fetchPayload(t, c, s, want, 1)
 			checkRequest(t, 0, reqs[0], 0, "")
 		})
 	}
+}
+
+// fetchPayload fetches s's URL with c, which must give payload and leave
+// nothing in the cache but the final file after the server had n
+// requests; it returns those requests and the bytes the server sent.
+func fetchPayload(t *testing.T, c *Client, s *rangeServer, want Checksum, n int) ([]http.Header, int64) {
+	t.Helper()
+	p, err := c.Fetch(context.Background(), s.url, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOnlyFinal(t, c, p, payload)
+	reqs, served := s.got()
+	if len(reqs) != n {
+		t.Fatalf("server had %d requests, want %d", len(reqs), n)
+	}
+	return reqs, served
 }
 
 func writePartial(t *testing.T, cacheDir string, want Checksum, data []byte, meta partMeta) {
