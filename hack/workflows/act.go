@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -319,8 +320,48 @@ func (res *Result) Failures(lines int) string {
 		for _, l := range out {
 			fmt.Fprintf(&b, "    %s\n", l)
 		}
+		// Last, because CI keeps only the few lines before the test's
+		// own FAIL: which Go tests failed in the job, and what the first
+		// of them said last.
+		if failed, said := goTestFailures(res.Output[j]); len(failed) > 0 {
+			fmt.Fprintf(&b, "  go test in job %s: %d failed; the first one's last file:line lines:\n", j, len(failed))
+			for _, l := range said {
+				fmt.Fprintf(&b, "    %s\n", short(l, 200))
+			}
+			if len(failed) > 6 {
+				failed = append(failed[:6], fmt.Sprintf("and %d more", len(failed)-6))
+			}
+			for _, l := range failed {
+				fmt.Fprintf(&b, "    %s\n", short(l, 200))
+			}
+		}
 	}
 	return b.String()
+}
+
+// goTestLocation is how go test -v starts a test's log line: file:line.
+var goTestLocation = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+
+// goTestFailures reads go test -v output: its "--- FAIL:" lines, and the
+// last three file:line lines before the first of them, which for a test
+// that stopped with t.Fatal end with what it said.
+func goTestFailures(output []string) (failed, said []string) {
+	var recent []string
+	for _, l := range output {
+		switch {
+		case strings.Contains(l, "--- FAIL: "):
+			if failed == nil {
+				said = recent
+			}
+			failed = append(failed, strings.TrimSpace(l))
+		case failed == nil && goTestLocation.MatchString(l):
+			recent = append(recent, strings.TrimSpace(l))
+			if len(recent) > 3 {
+				recent = recent[1:]
+			}
+		}
+	}
+	return failed, said
 }
 
 func short(s string, n int) string {

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -82,5 +83,57 @@ func TestFailureIsShown(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("Failures does not say %q", want)
 		}
+	}
+}
+
+// TestGoTestFailures reads real go test -v output: a temporary module
+// whose subtest fails with t.Fatalf after logging, and a second test that
+// fails with t.Errorf.
+func TestGoTestFailures(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"go.mod": "module example.com/failing\n\ngo 1.22\n",
+		"x_test.go": `package failing
+
+import "testing"
+
+func TestOuter(t *testing.T) {
+	t.Log("before")
+	t.Run("inner", func(t *testing.T) {
+		t.Log("working")
+		t.Fatalf("the pull failed: %s", "exit status 1")
+	})
+}
+
+func TestPasses(t *testing.T) {}
+
+func TestSecond(t *testing.T) { t.Errorf("second") }
+`,
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "test", "-count=1", "-v", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("go test passed:\n%s", out)
+	}
+	failed, said := goTestFailures(strings.Split(string(out), "\n"))
+	t.Logf("failed %q\nsaid %q", failed, said)
+	wantFailed := []string{"--- FAIL: TestOuter", "--- FAIL: TestOuter/inner", "--- FAIL: TestSecond"}
+	if len(failed) != len(wantFailed) {
+		t.Fatalf("failed = %q, want %d lines", failed, len(wantFailed))
+	}
+	for i, w := range wantFailed {
+		if !strings.HasPrefix(failed[i], w+" (") {
+			t.Errorf("failed[%d] = %q, want %s (...)", i, failed[i], w)
+		}
+	}
+	if len(said) == 0 || !strings.HasSuffix(said[len(said)-1], "x_test.go:9: the pull failed: exit status 1") {
+		t.Errorf("said = %q, want it to end with the Fatalf line", said)
 	}
 }
