@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"pault.ag/go/debian/dependency"
+	"pault.ag/go/debian/version"
 )
 
 // Deb is a package to assemble: its lock entry and the local .deb.
@@ -43,13 +46,17 @@ func mergedDirs(arch string) []string {
 type pkgState struct {
 	Deb
 	name      string // as dpkg names it in its database (NAME[:ARCH])
+	version   version.Version
 	control   []field
 	files     []controlFile // control.tar but control itself
 	conffiles map[string]bool
-	replaces  []string
+	replaces  []dependency.Possibility // Replaces: (no alternatives)
 	triggers  []triggerInterest
 	list      []string // shipped paths, in data.tar order
-	dropped   map[string]bool
+	// dropped are the shipped paths of list another package of the set
+	// replaces (its copy is the one in the tar), left out of the
+	// package's .list and Conffiles as dpkg leaves them out.
+	dropped map[string]bool
 }
 
 // owner is who put a non-directory at an output path.
@@ -65,8 +72,18 @@ type owner struct {
 // owners, modes, symlinks and case rules do not matter.
 //
 // debs are in unpack order (a lock's order). The output is the same bytes
-// for the same .debs and options.
+// for the same .debs and options, and has each path once (where two
+// packages ship a file and one declares Replaces: on the other, only the
+// replacing package's copy is written, whichever comes first): a tar with
+// a path twice extracts fine (the last entry wins), but the raw-disk
+// writer cannot replace a file in place and refuses one.
 func Assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) error {
+	_, err := assemble(ctx, w, debs, o)
+	return err
+}
+
+// assemble is Assemble, returning the assembler for the tests to look into.
+func assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) (*assembler, error) {
 	arch := o.Arch
 	if arch == "" {
 		arch = "amd64"
@@ -79,7 +96,7 @@ func Assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) e
 	a := &assembler{
 		tw: tar.NewWriter(w), mtime: mtime,
 		dirs: map[string]bool{}, owners: map[string]owner{},
-		merged: map[string]bool{},
+		merged: map[string]bool{}, replacers: map[string][]int{},
 	}
 	for _, d := range mergedDirs(arch) {
 		a.merged[d] = true
@@ -89,18 +106,21 @@ func Assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) e
 	for i, d := range debs {
 		p, err := readPackage(d, arch)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		pkgs[i] = p
 	}
 	a.pkgs = pkgs
+	if err := a.scanReplacers(ctx); err != nil {
+		return nil, err
+	}
 
 	// debootstrap makes the merged-/usr links before anything is
 	// unpacked; every later bin/, sbin/, lib/ and lib64/ entry goes
 	// under usr/ through them.
 	for _, d := range mergedDirs(arch) {
 		if err := a.header(&tar.Header{Typeflag: tar.TypeSymlink, Name: d, Linkname: "usr/" + d, Mode: 0o777}, owner{pkg: -1, shipped: "/" + d}); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, d := range append([]string{"usr"}, mergedDirs(arch)...) {
@@ -108,27 +128,27 @@ func Assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) e
 			d = "usr/" + d
 		}
 		if err := a.dir(d, 0o755); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := a.passwd(pkgs); err != nil {
-		return err
+		return nil, err
 	}
 	for i, p := range pkgs {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		if err := a.unpack(i, p); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := a.database(arch); err != nil {
-		return err
+		return nil, err
 	}
 	if err := a.tw.Close(); err != nil {
-		return fmt.Errorf("write the stage-1 tar: %w", err)
+		return nil, fmt.Errorf("write the stage-1 tar: %w", err)
 	}
-	return nil
+	return a, nil
 }
 
 func readPackage(d Deb, arch string) (*pkgState, error) {
@@ -171,7 +191,18 @@ func readPackage(d Deb, arch string) (*pkgState, error) {
 		pkgArch = arch
 	}
 	p.name = dpkgName(d.Package.Name, pkgArch, fieldOf(p.control, "Multi-Arch"))
-	p.replaces = relationNames(fieldOf(p.control, "Replaces"))
+	if p.version, err = version.Parse(fieldOf(p.control, "Version")); err != nil {
+		return nil, fmt.Errorf("package %s %s: control: Version %q: %w", d.Package.Name, d.Package.Version, fieldOf(p.control, "Version"), err)
+	}
+	if r := fieldOf(p.control, "Replaces"); strings.TrimSpace(r) != "" {
+		rels, err := dependency.Parse(r)
+		if err != nil {
+			return nil, fmt.Errorf("package %s %s: control: Replaces %q: %w", d.Package.Name, d.Package.Version, r, err)
+		}
+		for _, rel := range rels.Relations {
+			p.replaces = append(p.replaces, rel.Possibilities...)
+		}
+	}
 	return p, nil
 }
 
@@ -182,6 +213,88 @@ type assembler struct {
 	merged map[string]bool
 	dirs   map[string]bool
 	owners map[string]owner
+	// replacers are, by output path (outPath's), the packages that ship
+	// a non-directory there and declare Replaces: on another package of
+	// the set (see scanReplacers).
+	replacers map[string][]int
+}
+
+// scanReplacers fills a.replacers from the data.tar names of the packages
+// that declare Replaces: on another package of the set, so that unpack can
+// leave out a replaced package's copy of a path even when the replaced
+// package comes first in unpack order, before the replacing one has been
+// read. dpkg's result does not depend on that order: unpacking Q over P's
+// file X with Q replacing P takes X over into Q's list; unpacking P when Q
+// already has X keeps Q's X and drops X from P's list (src/main/archives.c,
+// tarobject: does_replace, keepexisting). Only these packages are read
+// ahead, names only, since reading every data.tar twice would double the
+// assembly time; few packages of a set replace another one of it.
+func (a *assembler) scanReplacers(ctx context.Context) error {
+	for j, q := range a.pkgs {
+		if !a.replacesAny(j) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := eachData(q.Path, func(h *tar.Header, _ io.Reader) error {
+			rel := cleanRel(h.Name)
+			// Directories are shared, not replaced (header keeps
+			// the first one of each).
+			if rel == "." || h.Typeflag == tar.TypeDir {
+				return nil
+			}
+			out := a.outPath(rel)
+			a.replacers[out] = append(a.replacers[out], j)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("package %s %s: read the paths it ships to know which files it replaces: %w", q.Package.Name, q.Package.Version, err)
+		}
+	}
+	return nil
+}
+
+// replaces is whether package j declares a Replaces: on package i that
+// i's version meets, as dpkg's does_replace asks. Most Replaces: in a
+// release name an older version (dbus-bin: Replaces: dbus (<< 1.13.18-2~),
+// beside dbus 1.14): they let j take over nothing of the i in the set,
+// and checking the version spares scanReplacers from reading j.
+func (a *assembler) replaces(j, i int) bool {
+	if i == j {
+		return false
+	}
+	for _, poss := range a.pkgs[j].replaces {
+		if poss.Name == a.pkgs[i].Package.Name && versionOK(a.pkgs[i].version, poss.Version) {
+			return true
+		}
+	}
+	return false
+}
+
+// replacesAny is whether package j replaces another package of the set.
+func (a *assembler) replacesAny(j int) bool {
+	for i := range a.pkgs {
+		if a.replaces(j, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// replacedBy is the package whose copy of the non-directory at output path
+// out dpkg keeps instead of package i's, or -1 if i's is the one to write.
+// When two packages replace each other, dpkg first asks whether the
+// package it unpacks replaces the one already there, so the later one in
+// unpack order wins.
+func (a *assembler) replacedBy(i int, out string) int {
+	for _, j := range a.replacers[out] {
+		if !a.replaces(j, i) || (a.replaces(i, j) && j < i) {
+			continue
+		}
+		return j
+	}
+	return -1
 }
 
 // outPath is where a shipped path goes in the merged-/usr root.
@@ -201,7 +314,8 @@ func (a *assembler) dir(name string, mode int64) error {
 }
 
 // header writes an entry, deduplicating directories and refusing a second
-// owner of a path.
+// owner of a path: a file another package replaces never gets here
+// (unpack skips it), so every path is in the tar once.
 func (a *assembler) header(h *tar.Header, who owner) error {
 	name := h.Name
 	if h.Typeflag == tar.TypeDir {
@@ -221,11 +335,17 @@ func (a *assembler) header(h *tar.Header, who owner) error {
 			return fmt.Errorf("%s ships %s as a file or link, where there is already a directory: the package set is inconsistent; relock", a.who(who), "/"+name)
 		}
 		if prev, ok := a.owners[name]; ok {
-			if who.pkg < 0 || prev.pkg < 0 || !slices.Contains(a.pkgs[who.pkg].replaces, a.pkgs[prev.pkg].Package.Name) {
-				return fmt.Errorf("%s and %s both ship %s, and %s does not declare Replaces: %s: dpkg would refuse to unpack it; relock, or leave one of them out", a.who(prev), a.who(who), who.shipped, a.who(who), a.pkgNameOf(prev))
+			shipped := who.shipped
+			if prev.shipped != who.shipped {
+				shipped = prev.shipped + " and " + who.shipped + " (one path in the merged-/usr root)"
 			}
-			// dpkg moves a replaced file to its new owner's list.
-			a.pkgs[prev.pkg].dropped[prev.shipped] = true
+			if who.pkg >= 0 && prev.pkg >= 0 && (a.replaces(who.pkg, prev.pkg) || a.replaces(prev.pkg, who.pkg)) {
+				// scanReplacers and unpack should have left one
+				// of them out; writing both would put the path
+				// in the tar twice.
+				return fmt.Errorf("%s and %s both ship %s, and one replaces the other, but hwk was about to write both copies: this is a bug in hwk", a.who(prev), a.who(who), shipped)
+			}
+			return fmt.Errorf("%s and %s both ship %s, and neither declares Replaces: on the other (or on the other's version): dpkg would refuse to unpack it; relock, or leave one of them out", a.who(prev), a.who(who), shipped)
 		}
 		a.owners[name] = who
 	}
@@ -247,13 +367,6 @@ func (a *assembler) who(o owner) string {
 	}
 	p := a.pkgs[o.pkg].Package
 	return "package " + p.Name + " " + p.Version
-}
-
-func (a *assembler) pkgNameOf(o owner) string {
-	if o.pkg < 0 {
-		return "(none)"
-	}
-	return a.pkgs[o.pkg].Package.Name
 }
 
 func (a *assembler) file(name string, mode int64, uid, gid int, data []byte) error {
@@ -360,6 +473,17 @@ func (a *assembler) unpack(i int, p *pkgState) error {
 		p.list = append(p.list, shipped)
 		out := a.outPath(rel)
 		who := owner{pkg: i, shipped: shipped}
+		if h.Typeflag != tar.TypeDir {
+			if j := a.replacedBy(i, out); j >= 0 {
+				// Another package of the set replaces this
+				// one and ships the path: its copy is the one
+				// on disk (written on its turn) and the path
+				// moves to its list. tar.Reader skips the
+				// content.
+				p.dropped[shipped] = true
+				return nil
+			}
+		}
 		nh := &tar.Header{Name: out, Mode: h.Mode & 0o7777, Uid: h.Uid, Gid: h.Gid, ModTime: h.ModTime}
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -382,6 +506,12 @@ func (a *assembler) unpack(i int, p *pkgState) error {
 			return a.header(nh, who)
 		case tar.TypeLink:
 			target := cleanRel(h.Linkname)
+			if j := a.replacedBy(i, a.outPath(target)); j >= 0 {
+				// dpkg would link to whatever is at the target
+				// then, the replacing package's file or nothing,
+				// depending on unpack order.
+				return fmt.Errorf("package %s %s: %s is a hard link to /%s, which package %s replaces: hwk cannot write a link to another package's file; relock, or leave one of them out", p.Package.Name, p.Package.Version, shipped, target, a.pkgs[j].Package.Name)
+			}
 			nh.Typeflag, nh.Linkname = tar.TypeLink, a.outPath(target)
 			if p.conffiles["/"+target] {
 				nh.Linkname += ".dpkg-new"

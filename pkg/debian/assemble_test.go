@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"errors"
 	"io"
 	"io/fs"
 	"os"
@@ -88,11 +87,40 @@ type entry struct {
 	body string
 }
 
+// assemble runs Assemble and, when it succeeds, checks that the tar has
+// each path once, as the raw-disk writer needs it.
 func assemble(t *testing.T, debs []debian.Deb) ([]byte, error) {
 	t.Helper()
 	var b bytes.Buffer
 	err := debian.Assemble(context.Background(), &b, debs, debian.AssembleOptions{})
+	if err == nil {
+		noPathTwice(t, b.Bytes())
+	}
 	return b.Bytes(), err
+}
+
+// noPathTwice fails the test for each path the tar has more than once.
+// The disk writer refuses a non-directory twice (pkg/diskimage cannot
+// replace a file in place); directories are checked too, since the
+// assembler writes each once.
+func noPathTwice(t *testing.T, data []byte) {
+	t.Helper()
+	seen := map[string]bool{}
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimSuffix(h.Name, "/")
+		if seen[name] {
+			t.Errorf("%s (type %c) is in the tar twice", name, h.Typeflag)
+		}
+		seen[name] = true
+	}
 }
 
 func mustAssemble(t *testing.T, debs []debtest.Deb) (map[string]entry, []entry) {
@@ -122,9 +150,6 @@ func readTar(t *testing.T, data []byte) (map[string]entry, []entry) {
 		name := strings.TrimSuffix(h.Name, "/")
 		if name == "" || name == "." || strings.HasPrefix(name, "/") || strings.HasPrefix(name, "./") {
 			t.Errorf("entry %q is not a plain relative path", h.Name)
-		}
-		if _, dup := byName[name]; dup {
-			t.Errorf("%s is in the tar twice", name)
 		}
 		byName[name] = e
 		all = append(all, e)
@@ -310,42 +335,127 @@ func TestStage1Reproducible(t *testing.T) {
 	}
 }
 
+// TestFileOverlapRefused: two packages shipping a file, neither replacing
+// the other (or only a version the other is not), is an error in either
+// order, as dpkg refuses to unpack the second.
 func TestFileOverlapRefused(t *testing.T) {
 	a := debtest.Deb{Package: "coreutils", Version: "9.1-1", Files: []debtest.File{{Path: "/bin/kill", Body: "a"}}}
 	b := debtest.Deb{Package: "procps", Version: "2:4.0.2-3", Files: []debtest.File{{Path: "/usr/bin/kill", Body: "b"}}}
-	_, err := assemble(t, writeDebs(t, t.TempDir(), []debtest.Deb{a, b}))
-	if err == nil {
-		t.Fatal("two packages shipping /usr/bin/kill (one through /bin) were assembled")
-	}
-	for _, want := range []string{"coreutils 9.1-1", "procps 2:4.0.2-3", "/usr/bin/kill", "Replaces"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q lacks %q", err, want)
+	for _, replaces := range []string{"", "coreutils (<< 9.1)", "coreutils-old"} {
+		b.Replaces = replaces
+		for _, order := range [][]debtest.Deb{{a, b}, {b, a}} {
+			_, err := assemble(t, writeDebs(t, t.TempDir(), order))
+			if err == nil {
+				t.Fatalf("Replaces %q, %s first: two packages shipping /usr/bin/kill (one through /bin) were assembled", replaces, order[0].Package)
+			}
+			for _, want := range []string{"coreutils 9.1-1", "procps 2:4.0.2-3", " /bin/kill ", " /usr/bin/kill ", "neither declares Replaces"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Replaces %q, %s first: error %q lacks %q", replaces, order[0].Package, err, want)
+				}
+			}
 		}
 	}
+}
 
-	b.Replaces = "coreutils (<< 9.2)"
-	out, err := assemble(t, writeDebs(t, t.TempDir(), []debtest.Deb{a, b}))
-	if err != nil {
-		t.Fatalf("with Replaces: %v", err)
+// replacesDebs are procps, which Replaces coreutils, and coreutils, which
+// ship the same kill (coreutils through the merged /bin), a conffile
+// and, as a symlink in one and a file in the other, pkill.
+func replacesDebs() (replaced, replacing debtest.Deb) {
+	replaced = debtest.Deb{Package: "coreutils", Version: "9.1-1",
+		Control: map[string]string{"conffiles": "/etc/kill.conf\n"},
+		Files: []debtest.File{
+			{Path: "/bin/kill", Mode: 0o755, Body: "coreutils kill"},
+			{Path: "/bin/ls", Mode: 0o755, Body: "ls"},
+			{Path: "/etc/kill.conf", Body: "coreutils conf"},
+			{Path: "/usr/bin/pkill", Mode: fs.ModeSymlink, Link: "kill"},
+		}}
+	replacing = debtest.Deb{Package: "procps", Version: "2:4.0.2-3", Replaces: "coreutils (<< 9.2), bsdutils",
+		Control: map[string]string{"conffiles": "/etc/kill.conf\n"},
+		Files: []debtest.File{
+			{Path: "/usr/bin/kill", Mode: 0o755, Body: "procps kill"},
+			{Path: "/etc/kill.conf", Body: "procps conf"},
+			{Path: "/usr/bin/pkill", Mode: 0o755, Body: "procps pkill"},
+		}}
+	return replaced, replacing
+}
+
+// TestReplacesKeepsReplacingCopy checks dpkg's outcome of Replaces in
+// either unpack order: the replacing package's copy is on disk, once, and
+// in its list; the replaced package's list and Conffiles no longer have
+// it.
+func TestReplacesKeepsReplacingCopy(t *testing.T) {
+	p, q := replacesDebs()
+	for _, order := range [][]debtest.Deb{{p, q}, {q, p}} {
+		t.Run(order[0].Package+"-first", func(t *testing.T) {
+			byName, _ := mustAssemble(t, order)
+			for name, want := range map[string]string{
+				"usr/bin/kill":           "procps kill",
+				"usr/bin/pkill":          "procps pkill",
+				"etc/kill.conf.dpkg-new": "procps conf",
+				"usr/bin/ls":             "ls",
+			} {
+				e, ok := byName[name]
+				if !ok || e.h.Typeflag != tar.TypeReg || e.body != want {
+					t.Errorf("%s: got %v %q, want a file holding %q", name, ok, e.body, want)
+				}
+			}
+			lines := func(name string) []string {
+				return strings.Split(byName["var/lib/dpkg/info/"+name+".list"].body, "\n")
+			}
+			for _, l := range []string{"/bin/kill", "/usr/bin/pkill", "/etc/kill.conf"} {
+				if contains(lines("coreutils"), l) {
+					t.Errorf("the replaced %s stays in coreutils.list:\n%s", l, byName["var/lib/dpkg/info/coreutils.list"].body)
+				}
+			}
+			if !contains(lines("coreutils"), "/bin/ls") {
+				t.Errorf("coreutils.list lacks /bin/ls, which nothing replaces")
+			}
+			for _, l := range []string{"/usr/bin/kill", "/usr/bin/pkill", "/etc/kill.conf"} {
+				if !contains(lines("procps"), l) {
+					t.Errorf("procps.list lacks %s:\n%s", l, byName["var/lib/dpkg/info/procps.list"].body)
+				}
+			}
+			status := byName["var/lib/dpkg/status"].body
+			if para := paragraph(status, "coreutils"); strings.Contains(para, "Conffiles") {
+				t.Errorf("coreutils keeps the replaced conffile:\n%s", para)
+			}
+			if para := paragraph(status, "procps"); !strings.Contains(para, "Conffiles:\n /etc/kill.conf newconffile\n") {
+				t.Errorf("procps lacks its conffile:\n%s", para)
+			}
+		})
 	}
-	tr := tar.NewReader(bytes.NewReader(out))
-	lists := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
+}
+
+// TestReplacesEachOther: when two packages replace each other, dpkg lets
+// the one it unpacks overwrite the one already there, so the later one
+// in unpack order wins.
+func TestReplacesEachOther(t *testing.T) {
+	p := debtest.Deb{Package: "mawk", Version: "1.3.4-1", Replaces: "gawk", Files: []debtest.File{{Path: "/usr/bin/awk", Body: "mawk"}}}
+	q := debtest.Deb{Package: "gawk", Version: "1:5.2.1-2", Replaces: "mawk", Files: []debtest.File{{Path: "/usr/bin/awk", Body: "gawk"}}}
+	for _, order := range [][]debtest.Deb{{p, q}, {q, p}} {
+		byName, _ := mustAssemble(t, order)
+		last := order[1].Package
+		if got := byName["usr/bin/awk"].body; got != last {
+			t.Errorf("%s first: usr/bin/awk holds %q, want %q's", order[0].Package, got, last)
 		}
-		if err != nil {
-			t.Fatal(err)
+		if l := byName["var/lib/dpkg/info/"+order[0].Package+".list"].body; strings.Contains(l, "/usr/bin/awk") {
+			t.Errorf("%s first: its list keeps /usr/bin/awk:\n%s", order[0].Package, l)
 		}
-		body, _ := io.ReadAll(tr)
-		lists[h.Name] = string(body)
+		if l := byName["var/lib/dpkg/info/"+last+".list"].body; !strings.Contains(l, "/usr/bin/awk") {
+			t.Errorf("%s first: %s.list lacks /usr/bin/awk:\n%s", order[0].Package, last, l)
+		}
 	}
-	if l := lists["var/lib/dpkg/info/coreutils.list"]; strings.Contains(l, "/bin/kill") {
-		t.Errorf("the replaced file stays in coreutils.list:\n%s", l)
-	}
-	if l := lists["var/lib/dpkg/info/procps.list"]; !strings.Contains(l, "/usr/bin/kill") {
-		t.Errorf("procps.list lacks /usr/bin/kill:\n%s", l)
+}
+
+// TestReplacedHardLinkTargetRefused: a hard link of the replaced package
+// to a file another package replaces has no file of its own package to
+// point to.
+func TestReplacedHardLinkTargetRefused(t *testing.T) {
+	p, q := replacesDebs()
+	p.Files = append(p.Files, debtest.File{Path: "/bin/kill.old", Hardlink: "/bin/kill"})
+	_, err := assemble(t, writeDebs(t, t.TempDir(), []debtest.Deb{p, q}))
+	if err == nil || !strings.Contains(err.Error(), "/bin/kill.old is a hard link to /bin/kill, which package procps replaces") {
+		t.Errorf("a hard link to a replaced file was not refused: %v", err)
 	}
 }
 

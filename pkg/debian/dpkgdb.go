@@ -42,23 +42,6 @@ func fieldOf(fs []field, name string) string {
 	return ""
 }
 
-// relationNames are the package names a relation field (Replaces,
-// Depends...) names, versions and architecture qualifiers dropped.
-func relationNames(v string) []string {
-	var out []string
-	for _, alt := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '|' }) {
-		alt = strings.TrimSpace(alt)
-		if i := strings.IndexAny(alt, " (["); i >= 0 {
-			alt = alt[:i]
-		}
-		alt, _, _ = strings.Cut(alt, ":")
-		if alt != "" {
-			out = append(out, alt)
-		}
-	}
-	return out
-}
-
 // conffileNames are the conffiles a package's conffiles control file
 // installs. Lines with a flag before the name (remove-on-upgrade) name
 // files the package no longer ships (deb-conffiles(5)).
