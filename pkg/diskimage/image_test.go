@@ -114,11 +114,41 @@ func qemuImg(t testing.TB, args ...string) (string, int) {
 	}
 }
 
+// qemuIO runs qemu-io's commands on image.
+func qemuIO(t testing.TB, format, image string, cmds ...string) (string, int) {
+	t.Helper()
+	args := []string{"-f", format}
+	for _, c := range cmds {
+		args = append(args, "-c", c)
+	}
+	var out bytes.Buffer
+	cmd := exec.Command("qemu-io", append(args, image)...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return out.String(), 0
+	case errors.As(err, &exit):
+		return out.String(), exit.ExitCode()
+	default:
+		t.Fatalf("qemu-io %s: %v", strings.Join(args, " "), err)
+		return "", 0
+	}
+}
+
 // checkImage asserts what qemu-img says of image, written from raw:
 // check finds no corruption and no leak, compare finds it identical to
 // raw, info gives the format and raw's size, and map shows as data
 // exactly the units of raw that are not zeros.
 func checkImage(t testing.TB, ft imageFormat, raw, image string) {
+	t.Helper()
+	checkImageContents(t, ft, raw, image)
+	checkImageAllocation(t, ft, raw, image)
+}
+
+// checkImageContents is checkImage without the allocation's checks.
+func checkImageContents(t testing.TB, ft imageFormat, raw, image string) {
 	t.Helper()
 	if out, code := qemuImg(t, "check", "-f", ft.name, image); code != 0 {
 		t.Fatalf("qemu-img check -f %s: exit %d (2: corrupt, 3: leaks)\n%s", ft.name, code, out)
@@ -148,8 +178,14 @@ func checkImage(t testing.TB, ft imageFormat, raw, image string) {
 	if format, _, err := Info(context.Background(), image); err != nil || format != ft.name {
 		t.Errorf("qemu-img info without -f: %q, %v; want %q", format, err, ft.name)
 	}
+}
 
-	out, code = qemuImg(t, "map", "--output=json", "-f", ft.name, image)
+// checkImageAllocation asserts that image allocates exactly the units of
+// raw that are not zeros, and takes little room besides.
+func checkImageAllocation(t testing.TB, ft imageFormat, raw, image string) {
+	t.Helper()
+
+	out, code := qemuImg(t, "map", "--output=json", "-f", ft.name, image)
 	if code != 0 {
 		t.Fatalf("qemu-img map: exit %d\n%s", code, out)
 	}
@@ -217,7 +253,7 @@ func fixedRuns() []dataRun {
 }
 
 func TestWriteImage(t *testing.T) {
-	requireOracles(t, "qemu-img")
+	requireOracles(t, "qemu-img", "qemu-io")
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "disk.raw")
 	makeRaw(t, raw, 64*mibBytes, fixedRuns())
@@ -231,6 +267,23 @@ func TestWriteImage(t *testing.T) {
 			onlyEntries(t, filepath.Dir(out), "disk."+ft.name)
 			fi, _ := os.Stat(out)
 			t.Logf("%s: %d bytes for a 64 MiB disk, %d units of %d bytes hold data", ft.name, fi.Size(), usedUnits(t, raw, ft.unit), ft.unit)
+			// QEMU can go on writing the image, as a guest does: it
+			// allocates from where the refcounts say the file ends.
+			guest := filepath.Join(t.TempDir(), "guest.raw")
+			b, err := os.ReadFile(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(guest, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []struct{ format, path string }{{"raw", guest}, {ft.name, out}} {
+				if out, code := qemuIO(t, f.format, f.path, "write -P 0xab 5M 3M", "write -P 0xcd 0 4k", "write -z 20M 64k", "write -P 0xef 63M 1M"); code != 0 {
+					t.Fatalf("qemu-io on %s: exit %d\n%s", f.path, code, out)
+				}
+			}
+			checkImageContents(t, ft, guest, out)
+
 			// Written again over the first.
 			if err := ft.write(context.Background(), raw, out); err != nil {
 				t.Fatal(err)

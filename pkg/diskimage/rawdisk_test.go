@@ -34,7 +34,7 @@ func requireOracles(t *testing.T, names ...string) {
 		if _, err := os.Stat(filepath.Join("/usr/sbin", name)); err == nil {
 			continue
 		}
-		pkg := map[string]string{"e2fsck": "e2fsprogs", "debugfs": "e2fsprogs", "dumpe2fs": "e2fsprogs", "sgdisk": "gdisk", "mdir": "mtools", "mtype": "mtools", "fsck.fat": "dosfstools", "qemu-img": "qemu-utils"}[name]
+		pkg := map[string]string{"e2fsck": "e2fsprogs", "debugfs": "e2fsprogs", "dumpe2fs": "e2fsprogs", "sgdisk": "gdisk", "mdir": "mtools", "mtype": "mtools", "fsck.fat": "dosfstools", "qemu-img": "qemu-utils", "qemu-io": "qemu-utils"}[name]
 		if os.Getenv("HWK_REQUIRE_DISK_ORACLES") == "1" {
 			t.Fatalf("HWK_REQUIRE_DISK_ORACLES=1 but %s is missing (Debian: apt-get install %s)", name, pkg)
 		}
