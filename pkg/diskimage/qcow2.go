@@ -59,7 +59,17 @@ type qcow2Writer struct {
 	virt []int64
 }
 
-func newQCOW2Writer(size int64) (imageWriter, error) { return &qcow2Writer{size: size}, nil }
+// qcow2MaxL1Bytes is QEMU's QCOW_MAX_L1_SIZE: it opens no image with a
+// larger L1 table, which at 64 KiB clusters is a disk of 2 PiB.
+const qcow2MaxL1Bytes = 32 << 20
+
+func newQCOW2Writer(size int64) (imageWriter, error) {
+	clusters := (size + qcow2ClusterSize - 1) / qcow2ClusterSize
+	if (clusters+qcow2L2Entries-1)/qcow2L2Entries*8 > qcow2MaxL1Bytes {
+		return nil, fmt.Errorf("a disk of %d bytes is too large for a qcow2 of %d-byte clusters", size, qcow2ClusterSize)
+	}
+	return &qcow2Writer{size: size}, nil
+}
 
 var zeroCluster [qcow2ClusterSize]byte
 

@@ -88,3 +88,17 @@ func TestQCOW2LargeMetadata(t *testing.T) {
 		t.Fatalf("qemu-img info: exit %d\n%s", code, out)
 	}
 }
+
+// A disk too large for the format's header or for QEMU is refused before
+// anything is allocated for it.
+func TestImageTooLarge(t *testing.T) {
+	if _, err := newQCOW2Writer(3 << 50); err == nil {
+		t.Error("qcow2 of 3 PiB: no error")
+	}
+	if _, err := newQCOW2Writer(2 << 50); err != nil {
+		t.Errorf("qcow2 of 2 PiB: %v", err)
+	}
+	if _, err := newVDIWriter(2 << 50); err == nil {
+		t.Error("VDI of 2 PiB: no error")
+	}
+}
