@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -297,7 +298,14 @@ func TestWriteImage(t *testing.T) {
 func TestWriteImageRandom(t *testing.T) {
 	requireOracles(t, "qemu-img")
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	// To replay a failure.
+	if s := os.Getenv("HWK_IMAGE_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("HWK_IMAGE_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d (HWK_IMAGE_SEED=%d replays it)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	for i := range 20 {
