@@ -163,6 +163,10 @@ func TestNodeImageDistribution(t *testing.T) {
 			t.Fatalf("pull --formats %s: %v", f, err)
 		}
 		t.Logf("FIGURE pull of %s alone from the local registry: %s", f, took.Round(100*time.Millisecond))
+		// Each format is up to a GiB; with the archive, the registry's
+		// copy and the loaded cache below, keeping them all would need
+		// some 14 GB of disk at once (a CI machine ran out).
+		removeAll(t, h)
 	}
 	if engineImageID(t, engineRef) != sourceID {
 		t.Fatalf("the docker format pulled back is not the image pushed")
@@ -182,6 +186,9 @@ func TestNodeImageDistribution(t *testing.T) {
 	if row := e.listRow(home(loaded), name); row != sourceRow {
 		t.Errorf("loaded image's row:\n  %s\nwant the source's:\n  %s", row, sourceRow)
 	}
+	// A failed check must not leave a cluster running (it would slow
+	// every later test and keep its disk): down on the way out too.
+	downOnExit(t, e, home(loaded), "e2e-load")
 	if _, _, _, err := e.hwkWith(home(loaded), "up", "--name", "e2e-load", "--driver", "docker", "--windows-workers", "0"); err != nil {
 		t.Fatal(err)
 	}
@@ -190,6 +197,7 @@ func TestNodeImageDistribution(t *testing.T) {
 	}
 	e.home = loaded
 	e.assertGone("e2e-load")
+	removeAll(t, loaded)
 
 	// A hwk whose pins name the pushed digest, with images.registry at the
 	// test registry: up with an empty cache pulls exactly that.
@@ -200,6 +208,7 @@ func TestNodeImageDistribution(t *testing.T) {
 	pe := *e
 	pe.bin = pinned
 	pe.home = t.TempDir()
+	downOnExit(t, &pe, home(pe.home), "e2e-pin")
 	_, stderr, took, err := pe.hwkWith(home(pe.home), "up", "--name", "e2e-pin", "--config", cfg, "--driver", "docker", "--windows-workers", "0")
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +227,7 @@ func TestNodeImageDistribution(t *testing.T) {
 	r.Stop()
 	rmiNode(t, engineRef)
 	pe.home = t.TempDir()
+	downOnExit(t, &pe, home(pe.home), "e2e-noreg")
 	_, stderr, _, err = pe.hwkWith(home(pe.home), "up", "--name", "e2e-noreg", "--config", cfg, "--driver", "docker", "--windows-workers", "0")
 	if err == nil {
 		t.Fatal("up with the registry stopped succeeded")
@@ -234,6 +244,27 @@ func TestNodeImageDistribution(t *testing.T) {
 	pe.assertGone("e2e-noreg")
 	if entries, _ := os.ReadDir(filepath.Join(pe.home, "cache", "node-images")); len(entries) > 0 {
 		t.Errorf("the failed up left node images %v", entries)
+	}
+}
+
+// downOnExit downs the cluster when the test ends, also when it fails
+// between its up and its own down (a second down finds nothing to do).
+func downOnExit(t *testing.T, e *env, extra []string, name string) {
+	bin := e.bin
+	t.Cleanup(func() {
+		c := exec.Command(bin, "down", "--name", name)
+		c.Env = append(append(os.Environ(), "KUBECONFIG="+e.kubeconfig), extra...)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Logf("down %s on the way out: %v\n%s", name, err, out)
+		}
+	})
+}
+
+// removeAll frees what a step of the test no longer needs.
+func removeAll(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Errorf("remove %s: %v", dir, err)
 	}
 }
 
