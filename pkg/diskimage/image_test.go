@@ -38,6 +38,9 @@ var imageFormats = []imageFormat{
 	{"qcow2", WriteQCOW2, qcow2ClusterSize, 64 * qcow2ClusterSize},
 	// Header and block map, padded to 1 MiB.
 	{"vdi", WriteVDI, vdiBlockSize, vdiDataAlign},
+	// Header section, log, metadata region and a BAT of 1 MiB (128 GiB
+	// of disk), each a whole MiB.
+	{"vhdx", WriteVHDX, vhdxBlockSize, 4 * mibBytes},
 }
 
 // dataRun is a write to a test raw disk.
@@ -186,21 +189,27 @@ func checkImageContents(t testing.TB, ft imageFormat, raw, image string) {
 func checkImageAllocation(t testing.TB, ft imageFormat, raw, image string) {
 	t.Helper()
 
-	out, code := qemuImg(t, "map", "--output=json", "-f", ft.name, image)
-	if code != 0 {
-		t.Fatalf("qemu-img map: exit %d\n%s", code, out)
-	}
-	var extents []struct {
-		Start, Length int64
-		Data          bool
-	}
-	if err := json.Unmarshal([]byte(out), &extents); err != nil {
-		t.Fatalf("qemu-img map: %v\n%s", err, out)
-	}
 	mapped := int64(0)
-	for _, e := range extents {
-		if e.Data {
-			mapped += e.Length
+	if ft.name == "vhdx" {
+		// QEMU's VHDX driver reports no allocation (map calls every
+		// byte data): read the BAT instead.
+		mapped = vhdxPresentBlocks(t, image) * vhdxBlockSize
+	} else {
+		out, code := qemuImg(t, "map", "--output=json", "-f", ft.name, image)
+		if code != 0 {
+			t.Fatalf("qemu-img map: exit %d\n%s", code, out)
+		}
+		var extents []struct {
+			Start, Length int64
+			Data          bool
+		}
+		if err := json.Unmarshal([]byte(out), &extents); err != nil {
+			t.Fatalf("qemu-img map: %v\n%s", err, out)
+		}
+		for _, e := range extents {
+			if e.Data {
+				mapped += e.Length
+			}
 		}
 	}
 	units := usedUnits(t, raw, ft.unit)
@@ -495,11 +504,16 @@ func TestWriteImageLarge(t *testing.T) {
 			if out, code := qemuImg(t, "check", "-f", ft.name, out); code != 0 {
 				t.Fatalf("qemu-img check: exit %d\n%s", code, out)
 			}
-			start = time.Now()
-			if out, code := qemuImg(t, "compare", "-f", "raw", "-F", ft.name, raw, out); code != 0 {
-				t.Fatalf("qemu-img compare: exit %d\n%s", code, out)
+			// QEMU's VHDX driver reports no allocation, so compare
+			// would read all 20 GiB through it; the smaller tests
+			// compare VHDX's contents.
+			if ft.name != "vhdx" {
+				start = time.Now()
+				if out, code := qemuImg(t, "compare", "-f", "raw", "-F", ft.name, raw, out); code != 0 {
+					t.Fatalf("qemu-img compare: exit %d\n%s", code, out)
+				}
+				t.Logf("qemu-img compare took %v", time.Since(start).Round(time.Millisecond))
 			}
-			t.Logf("qemu-img compare took %v", time.Since(start).Round(time.Millisecond))
 			// A 1 MiB run meets at most two 1 MiB blocks, or 17 clusters.
 			if limit := int64(len(runs)-1)*(mibBytes/ft.unit+1)*ft.unit + ft.overhead; fi.Size() > limit {
 				t.Errorf("%d bytes for 50 MiB of data; want at most %d", fi.Size(), limit)

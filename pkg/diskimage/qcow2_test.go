@@ -101,4 +101,10 @@ func TestImageTooLarge(t *testing.T) {
 	if _, err := newVDIWriter(2 << 50); err == nil {
 		t.Error("VDI of 2 PiB: no error")
 	}
+	if _, err := newVHDXWriter(64<<40 + sectorSize); err == nil {
+		t.Error("VHDX of 64 TiB and a sector: no error")
+	}
+	if _, err := newVHDXWriter(1 << 40); err != nil {
+		t.Errorf("VHDX of 1 TiB: %v", err)
+	}
 }
