@@ -18,10 +18,10 @@
 //     a path given twice are errors) is listed at writeRoot. Nothing calls
 //     it in the build yet, and it makes the raw disk only.
 //
-// WriteQCOW2 and WriteVDI turn a raw disk into qcow2 or VDI in Go, as
-// qemu-img convert does in Build, reading only the raw disk's data: with
-// WriteRawDisk they make a node disk with no tool. Nothing calls them in
-// the build yet. VHDX has no Go writer.
+// WriteQCOW2, WriteVDI and WriteVHDX turn a raw disk into qcow2, VDI or
+// VHDX in Go, as qemu-img convert does in Build, reading only the raw
+// disk's data: with WriteRawDisk they make a node disk with no tool.
+// Nothing calls them in the build yet.
 //
 // The package compiles everywhere; Build and the QEMU helpers need their
 // tools at run time.
