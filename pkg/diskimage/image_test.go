@@ -102,20 +102,7 @@ func pseudoRandom(r *rand.Rand, n int) []byte {
 // qemuImg runs qemu-img and returns its output and exit status.
 func qemuImg(t testing.TB, args ...string) (string, int) {
 	t.Helper()
-	var out bytes.Buffer
-	cmd := exec.Command("qemu-img", args...)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return out.String(), 0
-	case errors.As(err, &exit):
-		return out.String(), exit.ExitCode()
-	default:
-		t.Fatalf("qemu-img %s: %v", strings.Join(args, " "), err)
-		return "", 0
-	}
+	return runTool(t, "qemu-img", args...)
 }
 
 // qemuIO runs qemu-io's commands on image.
@@ -125,8 +112,15 @@ func qemuIO(t testing.TB, format, image string, cmds ...string) (string, int) {
 	for _, c := range cmds {
 		args = append(args, "-c", c)
 	}
+	return runTool(t, "qemu-io", append(args, image)...)
+}
+
+// runTool runs name and returns its output (stdout and stderr) and exit
+// status; a tool that cannot be run fails the test.
+func runTool(t testing.TB, name string, args ...string) (string, int) {
+	t.Helper()
 	var out bytes.Buffer
-	cmd := exec.Command("qemu-io", append(args, image)...)
+	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	var exit *exec.ExitError
@@ -136,7 +130,7 @@ func qemuIO(t testing.TB, format, image string, cmds ...string) (string, int) {
 	case errors.As(err, &exit):
 		return out.String(), exit.ExitCode()
 	default:
-		t.Fatalf("qemu-io %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
 		return "", 0
 	}
 }
