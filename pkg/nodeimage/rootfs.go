@@ -34,7 +34,7 @@ func needRoot() error {
 // debootstrapped returns a cached tarball of a Debian root with the given
 // packages, making it on first use. post, if set, is a recipe script run
 // on the root before it is packed.
-func (b *builder) debootstrapped(ctx context.Context, kind string, d Debian, post []byte) (string, error) {
+func (b *builder) debootstrapped(ctx context.Context, kind string, d Debian, post []byte) (_ string, err error) {
 	script, file, err := debootstrapTar(b.opts.CacheDir, kind, d, post)
 	if err != nil {
 		return "", err
@@ -49,7 +49,9 @@ func (b *builder) debootstrapped(ctx context.Context, kind string, d Debian, pos
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(work)
+	// A killed debootstrap leaves mounts in work, which a plain
+	// RemoveAll would walk into.
+	defer func() { err = errors.Join(err, removeWork(work)) }()
 	root := filepath.Join(work, "root")
 	pkgs := strings.Join(d.Packages, ",")
 	if err := b.runScript(ctx, script, root, d.Suite, d.Mirror, pkgs); err != nil {
