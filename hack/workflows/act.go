@@ -340,7 +340,11 @@ func (res *Result) Failures(lines int) string {
 }
 
 // goTestLocation is how go test -v starts a test's log line: file:line.
-var goTestLocation = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+// goTestFail is its line for a failed test, indented by the test's depth.
+var (
+	goTestLocation = regexp.MustCompile(`^\s+[\w.-]+\.go:\d+: `)
+	goTestFail     = regexp.MustCompile(`^\s*--- FAIL: `)
+)
 
 // goTestFailures reads go test -v output: its "--- FAIL:" lines, and the
 // last three file:line lines before the first of them, which for a test
@@ -349,7 +353,7 @@ func goTestFailures(output []string) (failed, said []string) {
 	var recent []string
 	for _, l := range output {
 		switch {
-		case strings.Contains(l, "--- FAIL: "):
+		case goTestFail.MatchString(l):
 			if failed == nil {
 				said = recent
 			}

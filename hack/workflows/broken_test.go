@@ -87,8 +87,8 @@ func TestFailureIsShown(t *testing.T) {
 }
 
 // TestGoTestFailures reads real go test -v output: a temporary module
-// whose subtest fails with t.Fatalf after logging, and a second test that
-// fails with t.Errorf.
+// whose subtest fails with t.Fatalf after logging, a test that passes but
+// logs a line holding "--- FAIL: ", and one that fails with t.Errorf.
 func TestGoTestFailures(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
@@ -105,7 +105,7 @@ func TestOuter(t *testing.T) {
 	})
 }
 
-func TestPasses(t *testing.T) {}
+func TestPasses(t *testing.T) { t.Log("--- FAIL: only logged") }
 
 func TestSecond(t *testing.T) { t.Errorf("second") }
 `,
