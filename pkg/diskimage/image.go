@@ -28,8 +28,9 @@ func checkRawSize(size int64) error {
 
 // imageWriter is one format's side of writeImage.
 type imageWriter interface {
-	// start is called once, before any block.
-	start(w io.Writer) error
+	// reserved is how many bytes come before the first block: written
+	// as zeros first, and filled in by head.
+	reserved() int64
 	// block writes the next non-zero block, of virtual index idx.
 	block(w io.Writer, idx int64, b []byte) error
 	// trailer writes what follows the data, once every block is written.
@@ -70,7 +71,7 @@ func writeImage(ctx context.Context, raw, out string, bs int, newWriter func(siz
 		// Everything but the head goes out in order, so through one
 		// buffer.
 		w := bufio.NewWriterSize(f, 1<<20)
-		if err := iw.start(w); err != nil {
+		if _, err := w.Write(make([]byte, iw.reserved())); err != nil {
 			return err
 		}
 		if err := scanBlocks(ctx, in, size, bs, exts, func(idx int64, b []byte) error {

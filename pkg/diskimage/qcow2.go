@@ -71,13 +71,8 @@ func newQCOW2Writer(size int64) (imageWriter, error) {
 	return &qcow2Writer{size: size}, nil
 }
 
-var zeroCluster [qcow2ClusterSize]byte
-
-func (q *qcow2Writer) start(w io.Writer) error {
-	// Host cluster 0, the header's, filled in by finish.
-	_, err := w.Write(zeroCluster[:])
-	return err
-}
+// reserved is host cluster 0, the header's.
+func (q *qcow2Writer) reserved() int64 { return qcow2ClusterSize }
 
 func (q *qcow2Writer) block(w io.Writer, idx int64, b []byte) error {
 	if _, err := w.Write(b); err != nil {

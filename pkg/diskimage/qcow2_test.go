@@ -44,7 +44,7 @@ func TestQCOW2LargeMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := &skipWriter{f: f}
-	if err := q.start(w); err != nil {
+	if _, err := w.Write(make([]byte, q.reserved())); err != nil {
 		t.Fatal(err)
 	}
 	w.skip = true

@@ -60,7 +60,7 @@ type vdiWriter struct {
 
 func newVDIWriter(size int64) (imageWriter, error) {
 	blocks := (size + vdiBlockSize - 1) / vdiBlockSize
-	dataOff := (vdiMapOffset + blocks*4 + vdiDataAlign - 1) / vdiDataAlign * vdiDataAlign
+	dataOff := roundUp(vdiMapOffset+blocks*4, vdiDataAlign)
 	// The header keeps the block count and data offset in 32 bits.
 	if dataOff > 1<<32-1 {
 		return nil, fmt.Errorf("a disk of %d bytes is too large for a VDI of %d-byte blocks", size, vdiBlockSize)
@@ -72,11 +72,8 @@ func newVDIWriter(size int64) (imageWriter, error) {
 	return &vdiWriter{size: size, blocks: blocks, dataOff: dataOff, bmap: bmap}, nil
 }
 
-func (v *vdiWriter) start(w io.Writer) error {
-	// The header and block map, filled in by finish.
-	_, err := w.Write(make([]byte, v.dataOff))
-	return err
-}
+// reserved is the header and the block map.
+func (v *vdiWriter) reserved() int64 { return v.dataOff }
 
 func (v *vdiWriter) block(w io.Writer, idx int64, b []byte) error {
 	if _, err := w.Write(b); err != nil {

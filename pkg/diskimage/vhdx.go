@@ -101,11 +101,8 @@ func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 // vhdxBATIndex is payload block i's entry in the BAT.
 func vhdxBATIndex(i int64) int64 { return i + i/vhdxChunkRatio }
 
-func (v *vhdxWriter) start(w io.Writer) error {
-	// The header section, log, metadata and BAT, filled in by head.
-	_, err := w.Write(make([]byte, v.dataOff))
-	return err
-}
+// reserved is the header section, log, metadata region and BAT.
+func (v *vhdxWriter) reserved() int64 { return v.dataOff }
 
 func (v *vhdxWriter) block(w io.Writer, idx int64, b []byte) error {
 	if _, err := w.Write(b); err != nil {
