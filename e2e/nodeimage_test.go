@@ -250,14 +250,7 @@ func TestNodeImageDistribution(t *testing.T) {
 // downOnExit downs the cluster when the test ends, also when it fails
 // between its up and its own down (a second down finds nothing to do).
 func downOnExit(t *testing.T, e *env, extra []string, name string) {
-	bin := e.bin
-	t.Cleanup(func() {
-		c := exec.Command(bin, "down", "--name", name)
-		c.Env = append(append(os.Environ(), "KUBECONFIG="+e.kubeconfig), extra...)
-		if out, err := c.CombinedOutput(); err != nil {
-			t.Logf("down %s on the way out: %v\n%s", name, err, out)
-		}
-	})
+	t.Cleanup(func() { e.hwkWith(extra, "down", "--name", name) })
 }
 
 // removeAll frees what a step of the test no longer needs.
