@@ -99,7 +99,7 @@ unit:
 	$(GO) test -short ./...
 
 # The Linux node image, built from source through the Go module proxy, in
-# every format (needs root, debootstrap, a Docker engine and qemu-utils).
+# every format (needs a Docker engine to configure the Debian root in).
 # Cold: about half an hour on two cores; unchanged inputs: seconds.
 node-image: build
 	$(BIN)/hwk node-image build linux --source source
@@ -113,13 +113,14 @@ node-image: build
 node-image-test:
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -timeout 85m -v \
 		-run 'TestSecondBuildIsCached|TestDockerFormatBoots|TestDiskFormats|TestWindowsImageBuild' ./pkg/nodeimage/
-	# The Debian locks name exactly the packages debootstrap installed
-	# in the roots those builds used (issue 40's oracle while both exist).
+	# The Debian locks name exactly the packages debootstrap installs for
+	# the same recipes (the resolver's oracle; as root, cached in hwk's cache).
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -v -run TestLockMatchesDebootstrap ./hack/debianlock/
 	# The node's locked Debian packages, fetched and assembled in Go,
 	# configure with one dpkg --configure -a in an unprivileged container.
 	HWK_STAGE1_DOCKER=1 $(GO) test -count=1 -v -timeout 30m -run TestStage1ConfiguresInDocker ./pkg/debian/
-	# The Go disk writer (not yet what builds use) on the real node root.
+	# The Go disk writer, checked against e2fsprogs and QEMU, on the real
+	# node root.
 	cache=$${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-$$HOME/.cache}/hwk}; \
 	tar=$$(ls -t $$cache/node-images/linux-*/rootfs.tar.gz 2>/dev/null | head -n 1); \
 	[ -n "$$tar" ] || { echo "no node rootfs.tar.gz under $$cache/node-images"; exit 1; }; \

@@ -75,13 +75,13 @@ cache_key() { # FORMATS
 	echo "hwk-node-image-linux-$arch-$version-$kversion-${1//,/-}"
 }
 
-# build_node_image builds the image for FORMATS as root (debootstrap and
-# chroot need it; GitHub's runner user has passwordless sudo), from
+# build_node_image builds the image for FORMATS as root, as the Action's
+# other steps reach hwk's cache and the Docker engine (GitHub's runner
+# user has passwordless sudo), from
 # release downloads when they answer (action/release-reachable.sh), else
 # from source through the Go module proxy, and says which it did and why.
 build_node_image() { # FORMATS
 	local why missing=()
-	command -v debootstrap >/dev/null || missing+=(debootstrap)
 	# A source build compiles C (runc, with libseccomp) as well as Go.
 	command -v gcc >/dev/null || missing+=(gcc libc6-dev)
 	[ -e /usr/include/seccomp.h ] || missing+=(libseccomp-dev)

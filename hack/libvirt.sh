@@ -14,9 +14,8 @@ command -v libvirtd >/dev/null || missing="$missing libvirt-daemon-system"
 command -v qemu-system-x86_64 >/dev/null || missing="$missing qemu-system-x86"
 command -v qemu-img >/dev/null || missing="$missing qemu-utils"
 [ -e /usr/share/OVMF/OVMF_CODE_4M.fd ] || [ -e /usr/share/OVMF/OVMF_CODE.fd ] || missing="$missing ovmf"
-# The node image the boot test runs: debootstrap and a disk made without
-# loop mounts (mtools, dosfstools, gdisk, e2fsprogs), runc with seccomp.
-command -v debootstrap >/dev/null || missing="$missing debootstrap"
+# The disk tests' oracles (mtools, dosfstools, gdisk, e2fsprogs read back
+# what hwk writes in Go), runc with seccomp.
 command -v mcopy >/dev/null || missing="$missing mtools"
 command -v mkfs.fat >/dev/null || missing="$missing dosfstools"
 command -v sgdisk >/dev/null || missing="$missing gdisk"

@@ -16,7 +16,6 @@ sudo=""
 
 missing=""
 command -v dockerd >/dev/null || missing="$missing docker.io"
-command -v debootstrap >/dev/null || missing="$missing debootstrap"
 [ -e /usr/include/seccomp.h ] || missing="$missing libseccomp-dev"
 command -v gcc >/dev/null || missing="$missing gcc libc6-dev"
 if [ -n "$missing" ]; then
@@ -42,8 +41,8 @@ if ! $sudo docker image inspect "hwk/node:$version" >/dev/null 2>&1; then
 	echo "no Linux node image for Kubernetes $version: pulling the one this hwk pins"
 	if ! pulled=$($sudo "$hwk" node-image pull "$version" --formats docker 2>&1); then
 		echo "$pulled" | sed 's/^/  /'
-		# Building needs root (debootstrap, chroot); PATH keeps the user's
-		# Go. From release downloads it takes minutes, from source tens of
+		# The build needs the Docker engine, reached as above (with sudo
+		# when not root); PATH keeps the user's Go. From release downloads it takes minutes, from source tens of
 		# minutes: release when its downloads answer, source otherwise or
 		# when the release build fails.
 		source=source

@@ -5,7 +5,8 @@ package images
 
 import "embed"
 
-// Recipe is linux.yaml, userland.sh and the pause source.
+// Recipe is linux.yaml, the userland's Debian lock and stage-2 script
+// (userland.sh), and the pause source.
 //
-//go:embed linux.yaml userland.sh pause
+//go:embed linux.yaml userland.lock.yaml userland.sh pause
 var Recipe embed.FS

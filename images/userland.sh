@@ -1,15 +1,16 @@
 #!/bin/sh
-# userland.sh ROOT
-# Trims a debootstrapped Debian root into the base of the images that need a
-# userland: kube-proxy (iptables/nftables, conntrack, ipset) and calico-node
-# (also runit to supervise felix, iproute2). Runs on the build host after
-# debootstrap; hwk caches the result.
+# userland.sh runs once inside the userland's root, in a Linux kernel (an
+# unprivileged Docker container with no network), as root, after hwk has
+# unpacked every Debian package of userland.lock.yaml into it as dpkg
+# --unpack would. The root is the base of the images that need a
+# userland: kube-proxy (iptables/nftables, conntrack, ipset) and
+# calico-node (also runit to supervise felix, iproute2).
 set -eu
-root=$1
-chroot "$root" apt-get clean
-rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin \
-	"$root"/var/log/*.log "$root"/usr/share/man/* "$root"/usr/share/info/* \
-	"$root"/tmp/* "$root"/var/tmp/*
-find "$root"/usr/share/doc -type f ! -name copyright -delete
-find "$root"/usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias \
+cd /
+dpkg --configure -a
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/*.log \
+	/usr/share/man/* /usr/share/info/* /tmp/* /var/tmp/* /hwk
+find /usr/share/doc -type f ! -name copyright -delete
+find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias \
 	-exec rm -rf {} +

@@ -38,7 +38,8 @@ import (
 const (
 	NodeLock     = "node-images/linux/debian.lock.yaml"
 	UserlandLock = "images/userland.lock.yaml"
-	// Component and Arch are those debootstrap.sh uses.
+	// Component and Arch are those of the node image (and of the oracle
+	// test's debootstrap).
 	Component = "main"
 	Arch      = "amd64"
 	// Command is how to make the locks again, for headers and errors.

@@ -5,21 +5,19 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
-	"path"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/images"
-	linux "github.com/hwk-dev/hwk/node-images/linux"
 	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 	"github.com/hwk-dev/hwk/pkg/state"
@@ -87,27 +85,25 @@ func TestCommittedLocksAreConsistent(t *testing.T) {
 }
 
 // TestLockMatchesDebootstrap compares the committed locks with what
-// debootstrap installed: HWK_DEBOOTSTRAP_TAR names one or more (a path
-// list) of the rootfs tars hwk caches, such as
-// ~/.cache/hwk/debootstrap/node-bookworm-*.tar and userland-bookworm-*.tar
-// (a name starting with "userland-" is compared with the userland lock,
-// any other with the node's). The names must match exactly; versions may
+// debootstrap installs for the same recipe: the oracle for the resolver,
+// which the build uses in its place. HWK_DEBOOTSTRAP_CACHE (or, under make
+// node-image-test, hwk's cache) is where the test debootstraps today's
+// recipes, once (as root, with debootstrap installed);
+// HWK_DEBOOTSTRAP_TAR names rootfs tars made before (a path list; a name
+// starting with "userland-" is compared with the userland lock, any other
+// with the node's). The names must match exactly; versions may
 // differ when the mirror has moved on since the tar was made, and are
 // reported.
 func TestLockMatchesDebootstrap(t *testing.T) {
 	env := os.Getenv("HWK_DEBOOTSTRAP_TAR")
 	cache := os.Getenv("HWK_DEBOOTSTRAP_CACHE")
 	if cache == "" && os.Getenv("HWK_NODE_IMAGE_TEST") == "1" {
-		// make node-image-test: the cache its builds just used.
+		// make node-image-test: hwk's cache, where the roots stay
+		// between runs.
 		cache = state.DefaultDirs().Cache
 	}
 	if cache != "" {
-		// The roots today's recipe debootstraps into that cache (make
-		// node-image-test has just built them), not older ones beside.
-		node, userland, err := nodeimage.DebootstrapTars(cache)
-		if err != nil {
-			t.Fatal(err)
-		}
+		node, userland := debootstrapTars(t, cache)
 		env = strings.Join([]string{node, userland}, string(filepath.ListSeparator))
 	}
 	if env == "" {
@@ -271,14 +267,63 @@ func TestLiveLocks(t *testing.T) {
 // TestLocksNotInRecipe keeps the locks out of the embedded recipes for
 // now: the recipes are hashed into the node image's cache key, and nothing
 // builds from the locks yet, so embedding them would only force every
-// cached image to be rebuilt. Drop this test when the build reads them.
-func TestLocksNotInRecipe(t *testing.T) {
-	for _, c := range []struct {
-		fsys fs.FS
-		name string
-	}{{linux.Recipe, path.Base(NodeLock)}, {images.Recipe, path.Base(UserlandLock)}} {
-		if _, err := fs.Stat(c.fsys, c.name); err == nil {
-			t.Errorf("%s is embedded in a recipe, which changes the node image's cache key before anything builds from it", c.name)
-		}
+
+// debootstrapTars returns rootfs tars of the node's and the userland's
+// Debian recipes as debootstrap --variant=minbase --include makes them,
+// cached in cache/debootstrap under a name of everything that shapes them.
+func debootstrapTars(t *testing.T, cache string) (node, userland string) {
+	t.Helper()
+	nodeRecipe, userlandRecipe, err := nodeimage.DebianRecipes()
+	if err != nil {
+		t.Fatal(err)
 	}
+	return debootstrapTar(t, cache, "node", nodeRecipe), debootstrapTar(t, cache, "userland", userlandRecipe)
+}
+
+func debootstrapTar(t *testing.T, cache, kind string, d nodeimage.Debian) string {
+	t.Helper()
+	key := sha256.Sum256([]byte(strings.Join([]string{d.Suite, d.Mirror, Component, strings.Join(d.Packages, ",")}, "\n")))
+	file := filepath.Join(cache, "debootstrap", fmt.Sprintf("%s-%s-%x.tar", kind, d.Suite, key[:6]))
+	if _, err := os.Stat(file); err == nil {
+		return file
+	}
+	if _, err := exec.LookPath("debootstrap"); err != nil || os.Geteuid() != 0 {
+		t.Fatalf("the oracle roots are made with debootstrap, as root: install debootstrap (Debian/Ubuntu: apt-get install debootstrap) and run as root, or set HWK_DEBOOTSTRAP_TAR")
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	work, err := os.MkdirTemp(filepath.Dir(file), "work-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// debootstrap mounts /proc and /sys in the root while it runs; a
+	// RemoveAll after a failure must not walk into them.
+	t.Cleanup(func() {
+		root := filepath.Join(work, "root")
+		for _, m := range []string{"proc", "sys"} {
+			_ = exec.Command("umount", "-l", filepath.Join(root, m)).Run()
+		}
+		_ = os.RemoveAll(work)
+	})
+	root := filepath.Join(work, "root")
+	start := time.Now()
+	out, err := exec.Command("debootstrap", "--variant=minbase", "--components="+Component,
+		"--include="+strings.Join(d.Packages, ","), d.Suite, root, d.Mirror).CombinedOutput()
+	if err != nil {
+		t.Fatalf("debootstrap %s: %v\n%s", kind, err, lastLines(string(out), 20))
+	}
+	if out, err := exec.Command("tar", "--numeric-owner", "-C", root, "-cf", file+".tmp", "./var/lib/dpkg").CombinedOutput(); err != nil {
+		t.Fatalf("tar %s: %v\n%s", kind, err, out)
+	}
+	if err := os.Rename(file+".tmp", file); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("debootstrap %s %s: %s", kind, d.Suite, time.Since(start).Round(time.Second))
+	return file
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# configure.sh runs inside the node rootfs (chroot) after hwk has laid the
+# configure.sh runs inside the node rootfs (stage2.sh) after hwk has laid the
 # binaries and files/ over it. It enables the node's services and removes
 # what must not be shared by every node made from the image.
 set -eu

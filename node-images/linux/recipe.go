@@ -10,5 +10,5 @@ import "embed"
 // modules/. Everything in it is an input of the image's cache key, so a
 // change to any file here makes the next build a new image.
 //
-//go:embed components.yaml *.sh files modules
+//go:embed components.yaml debian.lock.yaml *.sh files modules
 var Recipe embed.FS

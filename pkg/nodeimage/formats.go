@@ -1,21 +1,22 @@
 package nodeimage
 
 import (
+	"archive/tar"
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"maps"
 	"os"
-	"os/exec"
+	"path"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
+
 	"github.com/moby/moby/client"
 
-	linux "github.com/hwk-dev/hwk/node-images/linux"
 	"github.com/hwk-dev/hwk/pkg/diskimage"
 )
 
@@ -56,21 +57,16 @@ func (b *builder) cached(ctx context.Context) (*Manifest, []Format) {
 // makeFormats builds the rootfs once and makes every missing format from
 // it, then writes the manifest.
 func (b *builder) makeFormats(ctx context.Context, m *Manifest, missing []Format) error {
-	if err := needRoot(); err != nil {
-		return err
-	}
 	work, err := os.MkdirTemp(b.opts.CacheDir, "rootfs-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
-	root := filepath.Join(work, "rootfs")
-	if err := b.stage("rootfs", func() error {
-		return b.step("Make the node rootfs (Debian "+b.recipe.Debian.Suite+")", func() error { return b.makeRootfs(ctx, root) })
-	}); err != nil {
+	root := filepath.Join(work, "rootfs.tar")
+	if err := b.makeRootfs(ctx, root); err != nil {
 		return err
 	}
-	var disks []string
+	var disks []Format
 	for _, f := range missing {
 		var err error
 		switch f {
@@ -80,18 +76,22 @@ func (b *builder) makeFormats(ctx context.Context, m *Manifest, missing []Format
 			})
 		case FormatTar:
 			err = b.stage("tar", func() error {
-				return b.step("Pack the rootfs tarball", func() error { return b.tarFormat(ctx, root, m) })
+				return b.step("Pack the rootfs tarball", func() error { return b.tarFormat(root, m) })
 			})
 		default:
-			disks = append(disks, string(f))
+			disks = append(disks, f)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	if len(disks) > 0 {
+		var names []string
+		for _, f := range disks {
+			names = append(names, string(f))
+		}
 		err := b.stage("disk", func() error {
-			return b.step("Make the bootable disk ("+strings.Join(disks, ", ")+")", func() error { return b.diskFormats(ctx, root, disks, m) })
+			return b.step("Make the bootable disk ("+strings.Join(names, ", ")+")", func() error { return b.diskFormats(ctx, root, disks, m) })
 		})
 		if err != nil {
 			return err
@@ -100,13 +100,78 @@ func (b *builder) makeFormats(ctx context.Context, m *Manifest, missing []Format
 	return b.finish(m)
 }
 
-func (b *builder) tarFormat(ctx context.Context, root string, m *Manifest) error {
-	file := filepath.Join(b.dir, "rootfs.tar.gz")
-	if err := b.tarDir(ctx, root, file+".tmp", b.recipe.Debian.KernelPaths, true); err != nil {
+// withoutKernel streams the rootfs tar at file, without what only a VM
+// needs (the recipe's kernelPaths keep their directories, empty), to fn.
+func (b *builder) withoutKernel(file string, fn func(r io.Reader) error) error {
+	f, err := os.Open(file)
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(file+".tmp", file); err != nil {
+	defer f.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(filterTar(bufio.NewReaderSize(f, 1<<20), pw, func(name string) bool {
+			for _, p := range b.recipe.Debian.KernelPaths {
+				if strings.HasPrefix(name, p+"/") {
+					return false
+				}
+			}
+			return true
+		}))
+	}()
+	err = fn(pr)
+	pr.CloseWithError(errors.New("stopped reading the rootfs"))
+	return err
+}
+
+// filterTar copies the entries of a tar whose cleaned names (no leading
+// "./" or "/") keep accepts.
+func filterTar(r io.Reader, w io.Writer, keep func(name string) bool) error {
+	tr := tar.NewReader(r)
+	bw := bufio.NewWriterSize(w, 1<<20)
+	tw := tar.NewWriter(bw)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if !keep(strings.TrimPrefix(path.Clean("/"+h.Name), "/")) {
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
 		return err
+	}
+	return bw.Flush()
+}
+
+// tarFormat packs the rootfs without its kernel as rootfs.tar.gz, for
+// wsl --import.
+func (b *builder) tarFormat(root string, m *Manifest) error {
+	file := filepath.Join(b.dir, "rootfs.tar.gz")
+	err := writeFileAtomic(file, func(w io.Writer) error {
+		return b.withoutKernel(root, func(r io.Reader) error {
+			zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(zw, r); err != nil {
+				return err
+			}
+			return zw.Close()
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("pack %s: %w", file, err)
 	}
 	return b.record(m, FormatTar, file)
 }
@@ -120,31 +185,21 @@ func (b *builder) dockerFormat(ctx context.Context, root string, m *Manifest) er
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "tar", tarArgs(root, "-", b.recipe.Debian.KernelPaths)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	tail := &tailWriter{max: 20}
-	cmd.Stderr = tail
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: stdout, SourceName: "-"}, b.dockerRef(),
-		client.ImageImportOptions{Changes: []string{
-			`CMD ["/sbin/init"]`,
-			`ENV container=docker`,
-			// No STOPSIGNAL: import does not take it; the docker driver
-			// sets SIGRTMIN+3 (systemd's halt) on every node it creates.
-			fmt.Sprintf(`LABEL %s=%s`, LabelKey, b.keys["node"]),
-		}})
-	if err == nil {
-		_, err = io.Copy(io.Discard, rc)
-		rc.Close()
-	}
-	if werr := cmd.Wait(); werr != nil && err == nil {
-		err = fmt.Errorf("tar: %w\n%s", werr, tail)
-	}
+	err = b.withoutKernel(root, func(r io.Reader) error {
+		rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: r, SourceName: "-"}, b.dockerRef(),
+			client.ImageImportOptions{Changes: []string{
+				`CMD ["/sbin/init"]`,
+				`ENV container=docker`,
+				// No STOPSIGNAL: import does not take it; the docker driver
+				// sets SIGRTMIN+3 (systemd's halt) on every node it creates.
+				fmt.Sprintf(`LABEL %s=%s`, LabelKey, b.keys["node"]),
+			}})
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		return jsonStreamError(rc)
+	})
 	if err != nil {
 		return fmt.Errorf("import %s: %w", b.dockerRef(), err)
 	}
@@ -156,17 +211,41 @@ func (b *builder) dockerFormat(ctx context.Context, root string, m *Manifest) er
 	return nil
 }
 
-func (b *builder) diskFormats(ctx context.Context, root string, formats []string, m *Manifest) error {
-	script, err := fs.ReadFile(linux.Recipe, "disk.sh")
+// diskWriters write a raw disk as each VM format, in Go.
+var diskWriters = map[Format]func(ctx context.Context, raw, out string) error{
+	FormatQCOW2: diskimage.WriteQCOW2,
+	FormatVHDX:  diskimage.WriteVHDX,
+	FormatVDI:   diskimage.WriteVDI,
+}
+
+// diskFormats writes the bootable raw disk from the rootfs tar, then each
+// format from it; the raw disk is removed at the end.
+func (b *builder) diskFormats(ctx context.Context, root string, formats []Format, m *Manifest) error {
+	f, err := os.Open(root)
 	if err != nil {
 		return err
 	}
-	files, err := diskimage.Build(ctx, script, root, b.dir, b.opts.DiskSize, formats, b.opts.Log)
+	defer f.Close()
+	raw := filepath.Join(b.dir, "disk.raw")
+	defer os.Remove(raw)
+	start := time.Now()
+	d, err := diskimage.WriteRawDisk(ctx, bufio.NewReaderSize(f, 1<<20), raw, diskimage.RawDiskOptions{Size: b.opts.DiskSize})
 	if err != nil {
 		return err
 	}
-	for _, f := range slices.Sorted(maps.Keys(files)) {
-		if err := b.record(m, Format(f), files[f]); err != nil {
+	fmt.Fprintf(b.opts.Log, "disk: raw GPT disk in %s: kernel %s, %d files, %d directories, %d symlinks, %d hard links copied\n",
+		time.Since(start).Round(time.Millisecond), d.Kernel, d.Files, d.Dirs, d.Symlinks, d.HardLinkCopies)
+	for _, x := range d.DroppedXattrs {
+		fmt.Fprintf(b.opts.Log, "disk: %s\n", x)
+	}
+	for _, format := range formats {
+		out := filepath.Join(b.dir, "disk."+string(format))
+		start := time.Now()
+		if err := diskWriters[format](ctx, raw, out); err != nil {
+			return err
+		}
+		fmt.Fprintf(b.opts.Log, "disk: %s in %s\n", format, time.Since(start).Round(time.Millisecond))
+		if err := b.record(m, format, out); err != nil {
 			return err
 		}
 	}

@@ -49,10 +49,23 @@ func (b *builder) buildImages(ctx context.Context) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	file := func(ref string) string {
+		return filepath.Join(dir, fmt.Sprintf("%s-%s.tar", fileName(ref), hashJSON([]string{b.keys["images"], ref})[:12]))
+	}
+	// The userland base gets steps of its own, before the images that
+	// need it (whose steps cannot hold others).
+	for i, spec := range b.recipe.Images {
+		if _, err := os.Stat(file(refs[i])); b.opts.Source == FromSource && spec.Base == "userland" && err != nil {
+			if _, err := b.userland(ctx); err != nil {
+				return fmt.Errorf("the images' Debian userland: %w", err)
+			}
+			break
+		}
+	}
 	for i := range b.recipe.Images {
 		spec := &b.recipe.Images[i]
 		ref := refs[i]
-		file := filepath.Join(dir, fmt.Sprintf("%s-%s.tar", fileName(ref), hashJSON([]string{b.keys["images"], ref})[:12]))
+		file := file(ref)
 		verb := "Pack"
 		if b.opts.Source == Release {
 			verb = "Pull"

@@ -1,0 +1,406 @@
+package nodeimage
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/pkg/debian"
+	"github.com/hwk-dev/hwk/pkg/download"
+)
+
+// A Debian root is made in two stages, with no root on the host and no
+// Debian tool (debootstrap, chroot) anywhere:
+//
+//  1. In Go, on any OS: the lock's .debs are fetched (cached by SHA-256)
+//     and unpacked into one tar as dpkg --unpack would leave them
+//     (pkg/debian.Assemble).
+//  2. Once, in a Linux kernel: that tar is imported into the Docker engine
+//     with the recipe's stage-2 script and its files under /hwk, and a
+//     container with no network runs the script (dpkg --configure -a, then
+//     the recipe's steps). Its file system, exported, is the root.
+
+// stage2Dir is where the stage-2 script and its inputs sit in the root
+// while it runs; the script removes it and the export leaves it out.
+const stage2Dir = "hwk"
+
+// stage2 is what a root's second stage runs: script (with /bin/sh, as
+// root, no network), beside files written by add under /hwk.
+type stage2 struct {
+	script []byte
+	add    func(tw *tar.Writer) error
+}
+
+// configuredRoot writes to file, as a tar, the Debian root that lock
+// describes, configured by s. Each phase is a reported step and a stage
+// of the manifest (kind-fetch, kind-assemble, kind-configure).
+func (b *builder) configuredRoot(ctx context.Context, kind string, lock *debian.Lock, s stage2, file string) error {
+	var size int64
+	for _, p := range lock.Packages {
+		size += p.Size
+	}
+	var debs []debian.Deb
+	err := b.phase(kind+"-fetch", fmt.Sprintf("Download the %s's Debian packages (%d, %.1f MiB)", kind, len(lock.Packages), float64(size)/(1<<20)), func() error {
+		var err error
+		debs, err = b.fetchDebs(ctx, kind, lock, size)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("download the %s's Debian packages: %w", kind, err)
+	}
+	work, err := os.MkdirTemp(b.opts.CacheDir, "stage1-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	stage1 := filepath.Join(work, "stage1.tar")
+	if err := b.phase(kind+"-assemble", fmt.Sprintf("Unpack the %s's packages (stage 1, in Go)", kind), func() error { return assemble(ctx, stage1, debs) }); err != nil {
+		return fmt.Errorf("unpack the %s's Debian packages: %w", kind, err)
+	}
+	return b.phase(kind+"-configure", fmt.Sprintf("Configure the %s's root in Docker (stage 2)", kind), func() error {
+		return b.configureInDocker(ctx, kind, stage1, s, file)
+	})
+}
+
+// phase runs fn as a reported step, timed as a stage of the manifest.
+func (b *builder) phase(stage, step string, fn func() error) error {
+	return b.stage(stage, func() error { return b.step(step, fn) })
+}
+
+// fetchDebs downloads the lock's packages into the cache (each checked
+// against its SHA-256) and returns them in unpack order.
+func (b *builder) fetchDebs(ctx context.Context, kind string, lock *debian.Lock, size int64) ([]debian.Deb, error) {
+	start := time.Now()
+	dl := &download.Client{HTTP: b.opts.HTTP, CacheDir: filepath.Join(b.opts.CacheDir, "debian")}
+	paths, err := debian.Fetch(ctx, dl, lock, debian.FetchOptions{})
+	if err != nil {
+		return nil, err
+	}
+	d := time.Since(start)
+	fmt.Fprintf(b.opts.Log, "%s: %d Debian packages (%.1f MiB) from %s or the cache in %s (%.1f MiB/s)\n",
+		kind, len(paths), float64(size)/(1<<20), lock.Mirror, d.Round(time.Millisecond), float64(size)/(1<<20)/max(d.Seconds(), 0.001))
+	debs := make([]debian.Deb, len(paths))
+	for i, p := range lock.Packages {
+		debs[i] = debian.Deb{Package: p, Path: paths[i]}
+	}
+	return debs, nil
+}
+
+// assemble writes the stage-1 tar of debs to file.
+func assemble(ctx context.Context, file string, debs []debian.Deb) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	err = debian.Assemble(ctx, bw, debs, debian.AssembleOptions{})
+	if err == nil {
+		err = bw.Flush()
+	}
+	return errors.Join(err, f.Close())
+}
+
+// configureInDocker runs stage 2 in the Docker engine and exports the
+// result to file.
+func (b *builder) configureInDocker(ctx context.Context, kind, stage1 string, s stage2, file string) (err error) {
+	if b.opts.Docker == nil {
+		return errors.New("configuring a Debian root needs a Linux kernel: start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again")
+	}
+	c, err := b.opts.Docker()
+	if err != nil {
+		return fmt.Errorf("configuring a Debian root runs in the Docker engine, which did not answer: %w; start Docker and build again", err)
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	ref := "hwk-build/" + kind + ":" + hex.EncodeToString(suffix)
+	cleanup := context.WithoutCancel(ctx)
+
+	start := time.Now()
+	id, err := b.importStage2(ctx, c, stage1, s, ref)
+	if err != nil {
+		return fmt.Errorf("import the %s's stage-1 root into Docker: %w", kind, err)
+	}
+	defer func() {
+		if _, rerr := c.ImageRemove(cleanup, id, client.ImageRemoveOptions{Force: true, PruneChildren: true}); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the build image %s: %w", ref, rerr))
+		}
+	}()
+	fmt.Fprintf(b.opts.Log, "%s: stage-1 root imported as %s in %s\n", kind, ref, time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image:  id,
+			Cmd:    []string{"/bin/sh", "/" + stage2Dir + "/stage2.sh"},
+			Tty:    true, // one raw stream for the log
+			Labels: map[string]string{"dev.hwk.build": kind},
+		},
+		// Unprivileged and offline: configuring needs nothing from the
+		// network, and a user's Docker Desktop allows no more.
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		return fmt.Errorf("create the %s's configure container: %w", kind, err)
+	}
+	defer func() {
+		if _, rerr := c.ContainerRemove(cleanup, res.ID, client.ContainerRemoveOptions{Force: true}); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the configure container: %w", rerr))
+		}
+	}()
+	wait := c.ContainerWait(ctx, res.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if _, err := c.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("start the %s's configure container: %w", kind, err)
+	}
+	var code int64
+	select {
+	case r := <-wait.Result:
+		code = r.StatusCode
+	case err := <-wait.Error:
+		return fmt.Errorf("wait for the %s's configure container: %w", kind, err)
+	}
+	tail := &tailWriter{max: 30}
+	if logs, lerr := c.ContainerLogs(cleanup, res.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}); lerr == nil {
+		_, _ = io.Copy(io.MultiWriter(b.opts.Log, tail), logs)
+		logs.Close()
+	}
+	if code != 0 {
+		return fmt.Errorf("configure the %s's root in Docker: stage2.sh exited with %d:\n%s", kind, code, tail)
+	}
+	fmt.Fprintf(b.opts.Log, "%s: configured in %s\n", kind, time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	exp, err := c.ContainerExport(ctx, res.ID, client.ContainerExportOptions{})
+	if err != nil {
+		return fmt.Errorf("export the %s's configured root: %w", kind, err)
+	}
+	defer exp.Close()
+	if err := writeFileAtomic(file, func(w io.Writer) error { return cleanExport(exp, w) }); err != nil {
+		return fmt.Errorf("export the %s's configured root: %w", kind, err)
+	}
+	fmt.Fprintf(b.opts.Log, "%s: exported in %s\n", kind, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// importStage2 imports the stage-1 tar with /hwk (the script and its
+// files) as a one-layer image named ref, and returns the image's ID.
+func (b *builder) importStage2(ctx context.Context, c client.APIClient, stage1 string, s stage2, ref string) (string, error) {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(writeStage2Tar(pw, stage1, s)) }()
+	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, ref,
+		client.ImageImportOptions{Changes: []string{
+			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"ENV DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true LC_ALL=C",
+		}})
+	if err != nil {
+		pr.CloseWithError(err)
+		return "", err
+	}
+	defer rc.Close()
+	if err := jsonStreamError(rc); err != nil {
+		return "", err
+	}
+	img, err := c.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	return img.ID, nil
+}
+
+// jsonStreamError reads an engine's progress stream to its end and
+// returns the error it reports, if any.
+func jsonStreamError(r io.Reader) error {
+	dec := json.NewDecoder(r)
+	for {
+		var m struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		if m.ErrorDetail.Message != "" {
+			return errors.New(m.ErrorDetail.Message)
+		}
+		if m.Error != "" {
+			return errors.New(m.Error)
+		}
+	}
+}
+
+// writeStage2Tar writes the stage-1 tar's entries, then /hwk/stage2.sh and
+// s's files, as one tar.
+func writeStage2Tar(w io.Writer, stage1 string, s stage2) error {
+	f, err := os.Open(stage1)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(w)
+	tr := tar.NewReader(bufio.NewReaderSize(f, 1<<20))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", stage1, err)
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: stage2Dir + "/", Mode: 0o700, ModTime: epoch}); err != nil {
+		return err
+	}
+	if err := tarFile(tw, stage2Dir+"/stage2.sh", s.script, 0o755); err != nil {
+		return err
+	}
+	if s.add != nil {
+		if err := s.add(tw); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+// tarFile writes one regular file owned by root.
+func tarFile(tw *tar.Writer, name string, data []byte, mode int64) error {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch}); err != nil {
+		return err
+	}
+	_, err := tw.Write(data)
+	return err
+}
+
+// tarFileFrom writes the file at src into tw as name.
+func tarFileFrom(tw *tar.Writer, name, src string, mode int64) error {
+	f, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: fi.Size(), ModTime: epoch}); err != nil {
+		return err
+	}
+	_, err = io.Copy(tw, f)
+	return err
+}
+
+// runtimeFiles are what Docker puts into every container and a root must
+// not carry: the engine's own files (bind mounts, whose placeholders the
+// export holds) are replaced by what a node starts with.
+var runtimeFiles = map[string][]byte{
+	"etc/hostname":    []byte("node\n"),
+	"etc/hosts":       []byte("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"),
+	"etc/resolv.conf": nil, // hwk-seed, or the container runtime, writes it
+}
+
+// cleanExport copies a container's export to w, leaving out the stage-2
+// directory, Docker's marker and what the kernel provides at run time
+// (/dev, /proc and /sys keep only their directories), and giving the
+// engine's bind-mounted files a node's contents.
+func cleanExport(r io.Reader, w io.Writer) error {
+	tr := tar.NewReader(bufio.NewReaderSize(r, 1<<20))
+	bw := bufio.NewWriterSize(w, 1<<20)
+	tw := tar.NewWriter(bw)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
+		top, rest, _ := strings.Cut(name, "/")
+		switch {
+		case name == ".dockerenv" || top == stage2Dir:
+			continue
+		case (top == "dev" || top == "proc" || top == "sys") && rest != "":
+			continue
+		}
+		if data, ok := runtimeFiles[name]; ok {
+			h.Typeflag, h.Linkname, h.Size, h.Mode = tar.TypeReg, "", int64(len(data)), 0o644
+			if err := tw.WriteHeader(h); err != nil {
+				return err
+			}
+			if _, err := tw.Write(data); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// writeFileAtomic writes file through fn under a temporary name and
+// renames it into place only when fn succeeds.
+func writeFileAtomic(file string, fn func(w io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.part")
+	if err != nil {
+		return err
+	}
+	err = fn(tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), file)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// readLock reads a committed Debian lock from a recipe.
+func readLock(fsys fs.FS, name string) (*debian.Lock, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("recipe: %w", err)
+	}
+	defer f.Close()
+	l, err := debian.ReadLock(f)
+	if err != nil {
+		return nil, fmt.Errorf("recipe %s: %w", name, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,322 @@
+package nodeimage
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/moby/moby/client"
+)
+
+type tarEntry struct {
+	name, link string
+	typ        byte
+	data       string
+}
+
+func writeTestTar(t *testing.T, entries []tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.link, Mode: 0o755, Size: int64(len(e.data))}
+		if e.typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if e.typ == tar.TypeReg {
+			if _, err := tw.Write([]byte(e.data)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func readTestTar(t *testing.T, r io.Reader) (names []string, files map[string]string) {
+	t.Helper()
+	files = map[string]string{}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names, files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
+		if h.Typeflag == tar.TypeReg {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[h.Name] = string(data)
+		}
+	}
+}
+
+// A container's export holds Docker's own files; the root must not.
+func TestCleanExport(t *testing.T) {
+	in := writeTestTar(t, []tarEntry{
+		{name: ".dockerenv", typ: tar.TypeReg},
+		{name: "bin", typ: tar.TypeSymlink, link: "usr/bin"},
+		{name: "dev/", typ: tar.TypeDir},
+		{name: "dev/console", typ: tar.TypeReg},
+		{name: "dev/pts/", typ: tar.TypeDir},
+		{name: "etc/", typ: tar.TypeDir},
+		{name: "etc/hostname", typ: tar.TypeReg},
+		{name: "etc/hosts", typ: tar.TypeReg, data: "172.17.0.2 3f2a\n"},
+		{name: "etc/resolv.conf", typ: tar.TypeSymlink, link: "/run/x"},
+		{name: "etc/hostname.d", typ: tar.TypeReg, data: "kept"},
+		{name: "hwk/", typ: tar.TypeDir},
+		{name: "hwk/stage2.sh", typ: tar.TypeReg, data: "x"},
+		{name: "hwkx", typ: tar.TypeReg, data: "kept"},
+		{name: "proc/", typ: tar.TypeDir},
+		{name: "proc/1/", typ: tar.TypeDir},
+		{name: "sys/", typ: tar.TypeDir},
+		{name: "sys/fs/", typ: tar.TypeDir},
+		{name: "usr/bin/sh", typ: tar.TypeReg, data: "sh"},
+	})
+	var out bytes.Buffer
+	if err := cleanExport(bytes.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	names, files := readTestTar(t, &out)
+	want := []string{"bin", "dev/", "etc/", "etc/hostname", "etc/hosts", "etc/resolv.conf", "etc/hostname.d", "hwkx", "proc/", "sys/", "usr/bin/sh"}
+	if !slices.Equal(names, want) {
+		t.Errorf("entries\n  %v\nwant\n  %v", names, want)
+	}
+	if files["etc/hostname"] != "node\n" || !strings.HasPrefix(files["etc/hosts"], "127.0.0.1\tlocalhost\n") || files["etc/resolv.conf"] != "" {
+		t.Errorf("runtime files: hostname %q, hosts %q, resolv.conf %q", files["etc/hostname"], files["etc/hosts"], files["etc/resolv.conf"])
+	}
+	if _, ok := files["etc/resolv.conf"]; !ok {
+		t.Error("etc/resolv.conf is not a regular file")
+	}
+	if files["etc/hostname.d"] != "kept" || files["hwkx"] != "kept" {
+		t.Errorf("names that only start like a dropped one were changed: %v", files)
+	}
+}
+
+func TestWriteStage2Tar(t *testing.T) {
+	stage1 := filepath.Join(t.TempDir(), "stage1.tar")
+	if err := os.WriteFile(stage1, writeTestTar(t, []tarEntry{
+		{name: "./", typ: tar.TypeDir},
+		{name: "./usr/bin/sh", typ: tar.TypeReg, data: "sh"},
+	}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := writeStage2Tar(&out, stage1, stage2{script: []byte("echo hi\n"), add: func(tw *tar.Writer) error {
+		return tarFile(tw, "hwk/x", []byte("x"), 0o644)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, files := readTestTar(t, &out)
+	if want := []string{"./", "./usr/bin/sh", "hwk/", "hwk/stage2.sh", "hwk/x"}; !slices.Equal(names, want) {
+		t.Errorf("entries %v, want %v", names, want)
+	}
+	if files["hwk/stage2.sh"] != "echo hi\n" || files["./usr/bin/sh"] != "sh" {
+		t.Errorf("files %v", files)
+	}
+
+	err = writeStage2Tar(io.Discard, stage1, stage2{add: func(*tar.Writer) error { return errors.New("boom") }})
+	if err == nil || err.Error() != "boom" {
+		t.Errorf("a failing add: %v", err)
+	}
+}
+
+func TestWithoutKernel(t *testing.T) {
+	b := testBuilder(t, Release)
+	file := filepath.Join(t.TempDir(), "rootfs.tar")
+	if err := os.WriteFile(file, writeTestTar(t, []tarEntry{
+		{name: "boot/", typ: tar.TypeDir},
+		{name: "boot/vmlinuz-6.1.0-40-cloud-amd64", typ: tar.TypeReg, data: "k"},
+		{name: "bootstrap", typ: tar.TypeReg, data: "kept"},
+		{name: "usr/lib/modules/", typ: tar.TypeDir},
+		{name: "usr/lib/modules/6.1.0-40-cloud-amd64/", typ: tar.TypeDir},
+		{name: "./usr/lib/modules/6.1.0-40-cloud-amd64/modules.dep", typ: tar.TypeReg},
+		{name: "usr/lib/os-release", typ: tar.TypeReg, data: "x"},
+	}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	err := b.withoutKernel(file, func(r io.Reader) error {
+		names, _ = readTestTar(t, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"boot/", "bootstrap", "usr/lib/modules/", "usr/lib/os-release"}; !slices.Equal(names, want) {
+		t.Errorf("entries %v, want %v", names, want)
+	}
+	// A reader that stops early is an error for the caller, not a hang.
+	err = b.withoutKernel(file, func(io.Reader) error { return errors.New("stop") })
+	if err == nil || err.Error() != "stop" {
+		t.Errorf("early stop: %v", err)
+	}
+}
+
+func TestTarDirs(t *testing.T) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	d := tarDirs{tw: tw, seen: map[string]bool{}}
+	for _, n := range []string{"hwk/root/etc/a", "hwk/root/etc/b/c", "hwk/root/usr/local/bin/x", "hwk/preload/x"} {
+		if err := d.parents(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tw.Close()
+	names, _ := readTestTar(t, &buf)
+	want := []string{"hwk/", "hwk/root/", "hwk/root/etc/", "hwk/root/etc/b/", "hwk/root/usr/", "hwk/root/usr/local/", "hwk/root/usr/local/bin/", "hwk/preload/"}
+	if !slices.Equal(names, want) {
+		t.Errorf("dirs %v, want %v", names, want)
+	}
+}
+
+func TestJSONStreamError(t *testing.T) {
+	if err := jsonStreamError(strings.NewReader(`{"status":"sha256:abc"}` + "\n")); err != nil {
+		t.Errorf("a good stream: %v", err)
+	}
+	err := jsonStreamError(strings.NewReader(`{"status":"x"}{"errorDetail":{"message":"no space left on device"},"error":"no space"}`))
+	if err == nil || err.Error() != "no space left on device" {
+		t.Errorf("a failed stream: %v", err)
+	}
+}
+
+// configureInDocker against the real engine, with a busybox root: the
+// script runs offline as root, its failure names the exit code and the
+// output, the export is cleaned, and nothing is left in the engine.
+func TestConfigureInDocker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a Docker engine")
+	}
+	c, err := client.New(client.FromEnv)
+	if err == nil {
+		_, err = c.Ping(context.Background(), client.PingOptions{})
+	}
+	busybox, berr := exec.LookPath("busybox")
+	if err != nil || berr != nil || !isStatic(busybox) {
+		if os.Getenv("HWK_REQUIRE_DOCKER") == "1" {
+			t.Fatalf("needs a Docker engine (%v) and a static busybox (%v)", err, berr)
+		}
+		t.Skip("needs a Docker engine and a static busybox (Debian: busybox-static)")
+	}
+	bb, err := os.ReadFile(busybox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	stage1 := filepath.Join(dir, "stage1.tar")
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range []*tar.Header{
+		{Name: "./", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "./bin/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "./etc/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "./tmp/", Typeflag: tar.TypeDir, Mode: 0o1777},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tarFile(tw, "./bin/busybox", bb, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []string{"sh", "cat", "rm", "wget", "echo", "id"} {
+		if err := tw.WriteHeader(&tar.Header{Name: "./bin/" + l, Typeflag: tar.TypeSymlink, Linkname: "busybox"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tw.Close()
+	if err := os.WriteFile(stage1, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	b := &builder{opts: Options{CacheDir: dir, Log: &log, Docker: func() (client.APIClient, error) { return c, nil }}}
+	ctx := context.Background()
+
+	script := `set -eu
+id -u >/made-by-stage2
+cat /hwk/input >>/made-by-stage2
+echo stage2-ran
+if wget -q -T 2 -O /dev/null http://deb.debian.org/ 2>/dev/null; then echo online >>/made-by-stage2; fi
+echo not-the-hostname >/etc/hostname
+rm -rf /hwk
+`
+	out := filepath.Join(dir, "out", "root.tar")
+	err = b.configureInDocker(ctx, "test", stage1, stage2{script: []byte(script), add: func(tw *tar.Writer) error {
+		return tarFile(tw, "hwk/input", []byte("input\n"), 0o644)
+	}}, out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "stage2-ran") {
+		t.Errorf("the script's output is not in the log:\n%s", log.String())
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, files := readTestTar(t, f)
+	f.Close()
+	if got := files["made-by-stage2"]; got != "0\ninput\n" {
+		t.Errorf("/made-by-stage2 = %q, want uid 0 and the added file, offline", got)
+	}
+	if files["etc/hostname"] != "node\n" {
+		t.Errorf("etc/hostname = %q", files["etc/hostname"])
+	}
+	for _, n := range names {
+		if n == ".dockerenv" || strings.HasPrefix(n, "hwk/") {
+			t.Errorf("the export holds %s", n)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 1 {
+		t.Errorf("beside the root: %v", ents)
+	}
+
+	// A failing script: its code and output in the error, no file.
+	failed := filepath.Join(dir, "failed.tar")
+	err = b.configureInDocker(ctx, "test", stage1, stage2{script: []byte("echo dpkg-said-this >&2\nexit 3\n")}, failed)
+	if err == nil || !strings.Contains(err.Error(), "exited with 3") || !strings.Contains(err.Error(), "dpkg-said-this") {
+		t.Errorf("a failing stage 2: %v", err)
+	}
+	if _, serr := os.Stat(failed); serr == nil {
+		t.Error("a failed stage 2 left its root")
+	}
+	left, err := c.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", "dev.hwk.build=test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left.Items) > 0 {
+		t.Errorf("%d configure containers left", len(left.Items))
+	}
+	imgs, err := c.ImageList(ctx, client.ImageListOptions{Filters: make(client.Filters).Add("reference", "hwk-build/test")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(imgs.Items) > 0 {
+		t.Errorf("%d build images left", len(imgs.Items))
+	}
+}
+
+// isStatic reports whether an ELF file needs no interpreter.
+func isStatic(p string) bool {
+	data, err := os.ReadFile(p)
+	return err == nil && !bytes.Contains(data, []byte("/lib64/ld-linux"))
+}
