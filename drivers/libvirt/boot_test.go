@@ -318,8 +318,9 @@ echo "$(lsblk -b -n -d -o SIZE "/dev/$(lsblk -n -o PKNAME "$root")") $(lsblk -b 
 	if dev != disk {
 		t.Errorf("the guest's disk is %d bytes, want %d", dev, disk)
 	}
-	// The ESP takes 256 MiB and the backup GPT 1 MiB (disk.sh); ext4's
-	// journal, inode tables and reserved blocks take a few per cent.
+	// The ESP takes 256 MiB and the backup GPT 1 MiB (diskimage's
+	// layout); ext4's journal, inode tables and reserved blocks take a
+	// few per cent.
 	if part < disk-300<<20 {
 		t.Errorf("the root partition is %d bytes of a %d-byte disk: it was not grown to the disk's end", part, disk)
 	}

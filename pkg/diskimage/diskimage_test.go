@@ -1,16 +1,17 @@
 package diskimage
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -28,13 +29,6 @@ const (
 var tools = map[string]string{
 	"qemu-img":           "qemu-utils",
 	"qemu-system-x86_64": "qemu-system-x86",
-	"mkfs.ext4":          "e2fsprogs",
-	"debugfs":            "e2fsprogs",
-	"dumpe2fs":           "e2fsprogs",
-	"mkfs.fat":           "dosfstools",
-	"mcopy":              "mtools",
-	"mtype":              "mtools",
-	"sgdisk":             "gdisk",
 }
 
 // requireTools skips the test when a tool is missing, unless
@@ -42,15 +36,10 @@ var tools = map[string]string{
 func requireTools(t *testing.T, names ...string) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
-		t.Skip("the disk recipe runs on Linux only")
+		t.Skip("these tests run QEMU on Linux only")
 	}
 	for _, name := range names {
 		if _, err := exec.LookPath(name); err != nil {
-			// mkfs.* and sgdisk are in sbin, off a normal user's PATH;
-			// disk.sh adds it.
-			if _, serr := os.Stat(filepath.Join("/usr/sbin", name)); serr == nil {
-				continue
-			}
 			if os.Getenv("HWK_REQUIRE_QEMU") == "1" {
 				t.Fatalf("HWK_REQUIRE_QEMU=1 but %s is missing (Debian: %s)", name, tools[name])
 			}
@@ -59,119 +48,7 @@ func requireTools(t *testing.T, names ...string) {
 	}
 }
 
-func diskScript(t *testing.T) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "node-images", "linux", "disk.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// onlySh makes sh the only command on PATH.
-func onlySh(t *testing.T) {
-	t.Helper()
-	sh, err := exec.LookPath("sh")
-	if err != nil {
-		t.Skip("no sh")
-	}
-	dir := t.TempDir()
-	if err := os.Symlink(sh, filepath.Join(dir, "sh")); err != nil {
-		t.Skip(err)
-	}
-	t.Setenv("PATH", dir)
-}
-
-func TestBuildUnknownFormat(t *testing.T) {
-	_, err := Build(context.Background(), nil, t.TempDir(), t.TempDir(), gib, []string{"qcow2", "vmdk"}, nil)
-	if err == nil || !strings.Contains(err.Error(), `"vmdk"`) {
-		t.Fatalf("err = %v, want one naming vmdk", err)
-	}
-}
-
-func TestBuildNoFormats(t *testing.T) {
-	if _, err := Build(context.Background(), nil, t.TempDir(), t.TempDir(), gib, nil, nil); err == nil {
-		t.Fatal("Build with no formats succeeded")
-	}
-}
-
-func TestBuildWithoutQemuImg(t *testing.T) {
-	onlySh(t)
-	_, err := Build(context.Background(), []byte("exit 0\n"), t.TempDir(), t.TempDir(), gib, []string{"qcow2"}, nil)
-	if err == nil || !strings.Contains(err.Error(), "qemu-utils") {
-		t.Fatalf("err = %v, want one naming qemu-utils", err)
-	}
-}
-
-func TestBuildMissingTool(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("no sh")
-	}
-	onlySh(t)
-	out := t.TempDir()
-	var log bytes.Buffer
-	_, err := Build(context.Background(), diskScript(t), t.TempDir(), out, gib, []string{Raw}, &log)
-	if err == nil {
-		t.Fatal("Build succeeded with no tools on PATH")
-	}
-	// disk.sh adds sbin to PATH, so which of mkfs.ext4 and sgdisk are
-	// found depends on the host; mtools lives in /usr/bin.
-	for _, want := range []string{"missing tools", "mcopy (Debian/Ubuntu: apt-get install mtools)"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("err = %v\nwant it to contain %q", err, want)
-		}
-	}
-	if !strings.Contains(log.String(), "missing tools") {
-		t.Errorf("log = %q, want the script's output", log.String())
-	}
-	if entries, _ := os.ReadDir(out); len(entries) != 0 {
-		t.Errorf("a failed build left %v in its output directory", entries)
-	}
-}
-
-func TestBuildBadSize(t *testing.T) {
-	requireTools(t, "mkfs.ext4", "mkfs.fat", "mcopy", "sgdisk")
-	rootfs := fakeRootfs(t, true)
-	_, err := Build(context.Background(), diskScript(t), rootfs, t.TempDir(), 100*mib, []string{Raw}, nil)
-	if err == nil || !strings.Contains(err.Error(), "no room for the root file system") {
-		t.Fatalf("err = %v, want one about the size", err)
-	}
-}
-
-// fakeRootfs is a rootfs with two made-up kernels, oldKernel and
-// newKernel: enough for disk.sh, which never runs what it copies. With
-// link, /vmlinuz and /initrd.img name the older, as Debian's would after a
-// downgrade.
-func fakeRootfs(t *testing.T, link bool) string {
-	t.Helper()
-	root := t.TempDir()
-	write := func(name string, data []byte) {
-		t.Helper()
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, v := range []string{oldKernel, newKernel} {
-		write("boot/vmlinuz-"+v, randBytes(2*mib))
-		write("boot/initrd.img-"+v, randBytes(3*mib))
-	}
-	write("usr/lib/systemd/boot/efi/systemd-bootx64.efi", randBytes(100<<10))
-	write("etc/hostname", []byte("fake\n"))
-	if link {
-		for _, l := range [][2]string{{"vmlinuz", "boot/vmlinuz-" + oldKernel}, {"initrd.img", "boot/initrd.img-" + oldKernel}} {
-			if err := os.Symlink(l[1], filepath.Join(root, l[0])); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	return root
-}
-
-// The newer kernel sorts first by name: disk.sh must compare versions.
+// The newer kernel sorts first by name: the writer must compare versions.
 const (
 	oldKernel = "6.1.0-9-cloud-amd64"
 	newKernel = "6.1.0-10-cloud-amd64"
@@ -181,144 +58,6 @@ func randBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return b
-}
-
-// snapshot lists a tree's names, modes, sizes and times, to show it was
-// left alone.
-func snapshot(t *testing.T, root string) string {
-	t.Helper()
-	var sb strings.Builder
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(&sb, p, fi.Mode(), fi.ModTime(), fi.Size())
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sb.String()
-}
-
-// TestBuildFakeRootfs builds every format from a made-up rootfs and checks
-// the disk's layout: the GPT, the boot entry, the ESP's files and the root
-// file system's contents.
-func TestBuildFakeRootfs(t *testing.T) {
-	requireTools(t, "qemu-img", "mkfs.ext4", "debugfs", "dumpe2fs", "mkfs.fat", "mcopy", "mtype", "sgdisk")
-	for _, tc := range []struct {
-		name, kver string
-		link       bool
-	}{
-		{"symlinks", oldKernel, true},
-		{"newest", newKernel, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			rootfs := fakeRootfs(t, tc.link)
-			before := snapshot(t, rootfs)
-			out := t.TempDir()
-			size := int64(512*mib + 1000) // rounded down to whole MiB
-			var log bytes.Buffer
-			got, err := Build(context.Background(), diskScript(t), rootfs, out, size, []string{"vdi", Raw, "qcow2", "vhdx", "qcow2"}, &log)
-			if err != nil {
-				t.Fatalf("Build: %v\n%s", err, log.String())
-			}
-			if after := snapshot(t, rootfs); after != before {
-				t.Errorf("Build changed the rootfs:\nbefore:\n%safter:\n%s", before, after)
-			}
-			for _, f := range []string{"qcow2", "vhdx", "vdi", Raw} {
-				want := filepath.Join(out, "disk."+f)
-				if got[f] != want {
-					t.Errorf("Build()[%q] = %q, want %q", f, got[f], want)
-				}
-				format, vsize, err := Info(context.Background(), want)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if format != f || vsize != 512*mib {
-					t.Errorf("Info(%s) = %s, %d; want %s, %d", want, format, vsize, f, 512*mib)
-				}
-			}
-			if len(got) != 4 {
-				t.Errorf("Build returned %v, want 4 formats", got)
-			}
-			if entries, _ := os.ReadDir(out); len(entries) != 4 {
-				t.Errorf("output directory holds %v, want the 4 disks only", entries)
-			}
-
-			raw := got[Raw]
-			esp := raw + "@@1M" // mtools: the FAT file system at offset 1 MiB
-			entry := run1(t, "mtype", "-i", esp, "::/loader/entries/hwk.conf")
-			for _, want := range []string{
-				"linux /vmlinuz-" + tc.kver + "\n",
-				"initrd /initrd.img-" + tc.kver + "\n",
-				" rw console=tty0 console=ttyS0,115200\n",
-			} {
-				if !strings.Contains(entry, want) {
-					t.Errorf("hwk.conf = %q, want it to contain %q", entry, want)
-				}
-			}
-			m := regexp.MustCompile(`root=PARTUUID=([0-9a-f-]+) `).FindStringSubmatch(entry)
-			if m == nil {
-				t.Fatalf("hwk.conf = %q, want root=PARTUUID=", entry)
-			}
-			part := run1(t, "sgdisk", "-i", "2", raw)
-			for _, want := range []string{
-				"Partition unique GUID: " + strings.ToUpper(m[1]) + "\n",
-				"Partition GUID code: 4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709", // x86-64 root
-				"First sector: 526336 ",                                     // after 1 MiB and the 256 MiB ESP
-			} {
-				if !strings.Contains(part, want) {
-					t.Errorf("sgdisk -i 2:\n%s\nwant it to contain %q", part, want)
-				}
-			}
-			if esp := run1(t, "sgdisk", "-i", "1", raw); !strings.Contains(esp, "C12A7328-F81F-11D2-BA4B-00A0C93EC93B") {
-				t.Errorf("partition 1 is not an ESP:\n%s", esp)
-			}
-			if v := run1(t, "sgdisk", "--verify", raw); !strings.Contains(v, "No problems found") {
-				t.Errorf("sgdisk --verify:\n%s", v)
-			}
-			for src, dst := range map[string]string{
-				"usr/lib/systemd/boot/efi/systemd-bootx64.efi": "::/EFI/BOOT/BOOTX64.EFI",
-				"boot/vmlinuz-" + tc.kver:                      "::/vmlinuz-" + tc.kver,
-				"boot/initrd.img-" + tc.kver:                   "::/initrd.img-" + tc.kver,
-			} {
-				want, err := os.ReadFile(filepath.Join(rootfs, src))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := run1(t, "mtype", "-i", esp, dst); got != string(want) {
-					t.Errorf("%s in the ESP differs from the rootfs's %s", dst, src)
-				}
-			}
-
-			// e2fsprogs opens a file system inside a file with ?offset=.
-			ext4 := raw + "?offset=" + strconv.Itoa(257*mib)
-			if got := run1(t, "debugfs", "-R", "cat /etc/hostname", ext4); got != "fake\n" {
-				t.Errorf("/etc/hostname in the root file system = %q", got)
-			}
-			sb := run1(t, "dumpe2fs", "-h", ext4)
-			if !strings.Contains(sb, "Filesystem volume name:   hwk-root\n") {
-				t.Errorf("dumpe2fs -h: want label hwk-root:\n%s", sb)
-			}
-			count := regexp.MustCompile(`Block count:\s+(\d+)\n`).FindStringSubmatch(sb)
-			bsize := regexp.MustCompile(`Block size:\s+(\d+)\n`).FindStringSubmatch(sb)
-			if count == nil || bsize == nil {
-				t.Fatalf("dumpe2fs -h: no block count or size:\n%s", sb)
-			}
-			n, _ := strconv.Atoi(count[1])
-			b, _ := strconv.Atoi(bsize[1])
-			// The partition: the disk less the first MiB, the ESP and the
-			// last MiB.
-			if n*b != (512-1-256-1)*mib {
-				t.Errorf("the root file system has %d blocks of %d bytes, want it to fill its %d MiB partition", n, b, 512-1-256-1)
-			}
-		})
-	}
 }
 
 // run1 runs a command and returns its standard output, failing the test
@@ -506,13 +245,17 @@ func TestBootCheckTimeout(t *testing.T) {
 	}
 }
 
-// TestBootDebianRootfs builds every format from a real node rootfs and
-// boots the qcow2 to systemd's multi-user target. HWK_TEST_ROOTFS names
-// the rootfs, such as one made with
+// TestBootDebianRootfs makes every format from a real node rootfs, as the
+// node image build does (a tar stream of the rootfs into WriteRawDisk,
+// then WriteQCOW2, WriteVHDX and WriteVDI), and boots the qcow2 to
+// systemd's multi-user target. HWK_TEST_ROOTFS names the rootfs directory,
+// such as one made with
 //
 //	debootstrap --variant=minbase --include=systemd,systemd-sysv,udev,dbus,kmod,linux-image-cloud-amd64,systemd-boot-efi,e2fsprogs,iproute2 bookworm ROOTFS http://deb.debian.org/debian
 //
-// Without it the test skips, unless HWK_REQUIRE_QEMU=1.
+// and the test must be able to read every file in it (root, for a
+// debootstrapped one). Without it the test skips, unless
+// HWK_REQUIRE_QEMU=1.
 func TestBootDebianRootfs(t *testing.T) {
 	rootfs := os.Getenv("HWK_TEST_ROOTFS")
 	if rootfs == "" {
@@ -524,32 +267,60 @@ func TestBootDebianRootfs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test; -short skips it")
 	}
-	requireTools(t, "qemu-img", "qemu-system-x86_64", "mkfs.ext4", "mkfs.fat", "mcopy", "sgdisk")
+	requireTools(t, "qemu-img", "qemu-system-x86_64")
 	ctx := context.Background()
 	out := t.TempDir()
 	const size = 20 * gib
+
+	raw := filepath.Join(out, "disk.raw")
+	pr, pw := io.Pipe()
+	tarDone := make(chan struct{})
+	go func() {
+		defer close(tarDone)
+		pw.CloseWithError(tarTree(rootfs, pw))
+	}()
 	start := time.Now()
-	disks, err := Build(ctx, diskScript(t), rootfs, out, size, Formats, t.Output())
+	res, err := WriteRawDisk(ctx, pr, raw, RawDiskOptions{Size: size})
+	// Unblocks the tar's writer if WriteRawDisk stopped reading early.
+	pr.CloseWithError(errors.New("WriteRawDisk stopped reading"))
+	<-tarDone
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("Build took %s", time.Since(start).Round(time.Millisecond))
-	for _, f := range Formats {
-		format, vsize, err := Info(ctx, disks[f])
-		if err != nil {
-			t.Fatal(err)
-		}
-		fi, err := os.Stat(disks[f])
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: %d bytes", disks[f], fi.Size())
-		if format != f || vsize != size {
-			t.Errorf("Info(%s) = %s, %d; want %s, %d", disks[f], format, vsize, f, int64(size))
-		}
+	t.Logf("WriteRawDisk took %s: kernel %s, initrd %s, %d directories, %d files, %d symlinks, %d hard link copies, %d devices skipped, extended attributes dropped %q",
+		time.Since(start).Round(time.Millisecond), res.Kernel, res.Initrd, res.Dirs, res.Files, res.Symlinks, res.HardLinkCopies, res.SkippedDevices, res.DroppedXattrs)
+	if res.Size != size {
+		t.Errorf("WriteRawDisk made a disk of %d bytes, want %d", res.Size, int64(size))
 	}
-	if _, err := os.Stat(filepath.Join(out, "disk.raw")); err == nil {
-		t.Error("Build left disk.raw behind")
+
+	disks := map[string]string{}
+	for _, w := range []struct {
+		format string
+		write  func(ctx context.Context, raw, out string) error
+	}{
+		{"qcow2", WriteQCOW2},
+		{"vhdx", WriteVHDX},
+		{"vdi", WriteVDI},
+	} {
+		p := filepath.Join(out, "disk."+w.format)
+		start := time.Now()
+		if err := w.write(ctx, raw, p); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		format, vsize, err := Info(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d bytes in %s", p, fi.Size(), took.Round(time.Millisecond))
+		if format != w.format || vsize != size {
+			t.Errorf("Info(%s) = %s, %d; want %s, %d", p, format, vsize, w.format, int64(size))
+		}
+		disks[w.format] = p
 	}
 
 	var console io.Writer = io.Discard
@@ -563,4 +334,86 @@ func TestBootDebianRootfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("reached multi-user.target in %s (TCG)", time.Since(start).Round(time.Second))
+}
+
+// tarTree writes the directory tree at root to w as a tar stream, as
+// "tar -C root -c ." would: names ./…, each directory before what it
+// holds, modes, times and numeric owners as the host has them, and each
+// further name of a hard-linked file as a link to the first. Sockets are
+// left out, as tar does; extended attributes are not read.
+func tarTree(root string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	links := map[[2]uint64]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSocket != 0 {
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		name := "./"
+		if rel != "." {
+			name += filepath.ToSlash(rel)
+			if fi.IsDir() {
+				name += "/"
+			}
+		}
+		var target string
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if target, err = os.Readlink(p); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(fi, target)
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		h.Name = name
+		// The host's names for the ids, which need not be the rootfs's.
+		h.Uname, h.Gname = "", ""
+		if st, ok := statOf(fi); ok {
+			h.Uid, h.Gid = st.uid, st.gid
+			if h.Typeflag == tar.TypeReg && st.nlink > 1 {
+				id := [2]uint64{st.dev, st.ino}
+				if first, ok := links[id]; ok {
+					h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
+				} else {
+					links[id] = name
+				}
+			}
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if _, err := io.Copy(tw, f); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// fileStat is what tarTree needs of a file's stat beyond fs.FileInfo.
+type fileStat struct {
+	uid, gid        int
+	dev, ino, nlink uint64
 }

@@ -21,10 +21,10 @@ type bootFiles struct {
 	kernel, initrd, sdboot, kver string
 }
 
-// findBoot picks the kernel and initramfs as disk.sh does: what the
-// rootfs's /vmlinuz and /initrd.img symlinks name (Debian keeps them
-// pointing at the newest kernel), else the newest /boot/vmlinuz-* in
-// version order, with the initrd.img of the same version.
+// findBoot picks the kernel and initramfs: what the rootfs's /vmlinuz and
+// /initrd.img symlinks name (Debian keeps them pointing at the newest
+// kernel), else the newest /boot/vmlinuz-* in version order, with the
+// initrd.img of the same version.
 func (idx *rootIndex) findBoot() (bootFiles, error) {
 	var b bootFiles
 	for _, p := range []string{"vmlinuz", "boot/vmlinuz"} {

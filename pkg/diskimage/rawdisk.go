@@ -12,18 +12,17 @@ import (
 	"github.com/google/uuid"
 )
 
-// DefaultESPMiB is the EFI system partition's size unless asked otherwise,
-// as disk.sh's HWK_ESP_MIB: room for a few kernel and initramfs pairs.
+// DefaultESPMiB is the EFI system partition's size unless asked otherwise:
+// room for a few kernel and initramfs pairs.
 const DefaultESPMiB = 256
 
 // minESPMiB: FAT32 needs 65525 clusters, 33 MiB at 512-byte clusters.
 const minESPMiB = 34
 
-// minRootMiB is the smallest root partition WriteRawDisk makes, as
-// disk.sh's check.
+// minRootMiB is the smallest root partition WriteRawDisk makes.
 const minRootMiB = 64
 
-// The partitions' names and types, as disk.sh asks sgdisk for them.
+// The partitions' GPT names and file system labels.
 const (
 	espName  = "EFI system partition"
 	rootName = "hwk-root"
@@ -70,10 +69,10 @@ type RawDisk struct {
 	DroppedXattrs []string
 }
 
-// layout is the disk's partitioning in MiB, as disk.sh: the primary GPT in
-// the first MiB, the ESP, the root partition, and a last MiB left for the
-// backup GPT (33 sectors) so the root partition stays whole MiB and every
-// partition starts 1 MiB-aligned.
+// layout is the disk's partitioning in MiB: the primary GPT in the first
+// MiB, the ESP, the root partition, and a last MiB left for the backup GPT
+// (33 sectors) so the root partition stays whole MiB and every partition
+// starts 1 MiB-aligned.
 type layout struct {
 	diskMiB, espStart, espMiB, rootStart, rootMiB int64
 }
@@ -119,13 +118,14 @@ func (l layout) table(rootPartUUID string) *gpt.Table {
 }
 
 // WriteRawDisk writes out, a bootable GPT/UEFI raw disk (sparse), from
-// rootfs, a tar stream of a node's root file system, the same disk disk.sh makes
-// from a directory: partition 1 an EFI system partition (FAT32, label
-// HWK-ESP) with systemd-boot as \EFI\BOOT\BOOTX64.EFI, a loader entry and
-// the rootfs's kernel and initramfs; partition 2 the ext4 root (label
-// hwk-root, with a journal) holding the tar's files, with a PARTUUID chosen
-// here. It runs as any user on any OS: owners and modes come from the tar
-// headers, nothing is mounted, no tool runs.
+// rootfs, a tar stream of a node's root file system. Partition 1 is an EFI
+// system partition (FAT32, label HWK-ESP) with systemd-boot as
+// \EFI\BOOT\BOOTX64.EFI, a loader entry and the rootfs's kernel and
+// initramfs; partition 2, which runs to the disk's last MiB, is the ext4
+// root (GPT type x86-64 root, label hwk-root, with a journal) holding the
+// tar's files, with a PARTUUID chosen here (see layout). It runs as any
+// user on any OS: owners and modes come from the tar headers, nothing is
+// mounted, no tool runs.
 //
 // The tar is read once, front to back, and never unpacked on the host, so
 // rootfs can be a pipe (docker export, a gzip reader). The kernel,

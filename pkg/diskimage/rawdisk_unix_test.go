@@ -14,3 +14,12 @@ func diskUsage(fi fs.FileInfo) int64 {
 	}
 	return fi.Size()
 }
+
+// statOf is fi's owner, inode and link count.
+func statOf(fi fs.FileInfo) (fileStat, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileStat{}, false
+	}
+	return fileStat{uid: int(st.Uid), gid: int(st.Gid), dev: uint64(st.Dev), ino: uint64(st.Ino), nlink: uint64(st.Nlink)}, true
+}
