@@ -233,7 +233,7 @@ func TestNodeImageDistribution(t *testing.T) {
 		t.Fatal("up with the registry stopped succeeded")
 	}
 	for _, want := range []string{"✗ Checking the host", "cannot be reached", "hwk node-image load -i FILE",
-		"sudo hwk node-image build linux --formats docker", "hwk up --image REGISTRY/REPO:TAG"} {
+		"hwk node-image build linux --formats docker", "hwk up --image REGISTRY/REPO:TAG"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("the failed up does not say %q:\n%s", want, stderr)
 		}

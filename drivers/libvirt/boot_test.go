@@ -39,7 +39,7 @@ func bootImage(t *testing.T) string {
 			return filepath.Join(m.Dir, a.Path)
 		}
 	}
-	t.Fatalf("no cached Linux node image in qcow2 format; build it with `sudo hwk node-image build linux --source source --formats qcow2` (make test-libvirt does)")
+	t.Fatalf("no cached Linux node image in qcow2 format; build it with `hwk node-image build linux --source source --formats qcow2` (make test-libvirt does)")
 	return ""
 }
 

@@ -48,7 +48,7 @@ func rootfsTar(t *testing.T) string {
 			return filepath.Join(m.Dir, a.Path)
 		}
 	}
-	t.Fatal("no cached Linux node image in tar format; build it with `sudo hwk node-image build linux --source source --formats tar` (make test-wsl2 does)")
+	t.Fatal("no cached Linux node image in tar format; build it with `hwk node-image build linux --source source --formats tar` (make test-wsl2 does)")
 	return ""
 }
 

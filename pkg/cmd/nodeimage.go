@@ -59,8 +59,9 @@ cluster needs (Kubernetes, etcd, CoreDNS, pause, Calico) preloaded, so that
 published checksums) and pulls images from their registries. --source source
 builds everything from the Go module proxy instead, for machines with no
 registry access. Results are cached by their inputs: building again with
-nothing changed takes seconds. Building needs root (debootstrap, chroot).`,
-		Example: `  sudo hwk node-image build linux --source source --formats docker,qcow2`,
+nothing changed takes seconds. Building needs a Docker engine, where the
+Debian root is configured (no root, no debootstrap).`,
+		Example: `  hwk node-image build linux --source source --formats docker,qcow2`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Source = nodeimage.Source(source)
@@ -161,7 +162,7 @@ func newNodeImageListCommand(s Streams) *cobra.Command {
 			}
 			return out.print(s.Out, public, func() {
 				if len(list) == 0 {
-					fmt.Fprintln(s.Out, "No node images yet; build one with: sudo hwk node-image build linux")
+					fmt.Fprintln(s.Out, "No node images yet; build one with: hwk node-image build linux")
 					return
 				}
 				tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)

@@ -45,7 +45,7 @@ func TestNodeImageBadInput(t *testing.T) {
 func TestNodeImageListEmpty(t *testing.T) {
 	t.Setenv("HWK_HOME", t.TempDir())
 	code, stdout, _ := run(t, "node-image", "list")
-	if code != 0 || !strings.Contains(stdout, "No node images yet; build one with: sudo hwk node-image build linux") {
+	if code != 0 || !strings.Contains(stdout, "No node images yet; build one with: hwk node-image build linux") {
 		t.Errorf("list: exit %d, %q", code, stdout)
 	}
 	code, stdout, _ = run(t, "node-image", "list", "-o", "json")

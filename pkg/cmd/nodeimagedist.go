@@ -184,7 +184,7 @@ func rebuildHint(m *nodeimage.Manifest, f nodeimage.Format) string {
 	if m.OS == string(config.Windows) {
 		return "hwk node-image build windows --iso PATH"
 	}
-	cmd := "sudo hwk node-image build linux --source " + string(m.Source) + " --kubernetes-version " + m.KubernetesVersion
+	cmd := "hwk node-image build linux --source " + string(m.Source) + " --kubernetes-version " + m.KubernetesVersion
 	if f != "" {
 		cmd += " --formats " + string(f)
 	}
@@ -288,7 +288,7 @@ func pinnedRef(arg, reg string) (string, error) {
 	ref, err := pins.Ref(arg, reg)
 	var np *imagedist.NotPublishedError
 	if errors.As(err, &np) {
-		return "", fmt.Errorf("%w\n  fix: pull a reference instead (`hwk node-image pull REGISTRY/REPO:TAG`), load an archive (`hwk node-image load -i FILE`), or build it (`sudo hwk node-image build linux --kubernetes-version %s`)", err, arg)
+		return "", fmt.Errorf("%w\n  fix: pull a reference instead (`hwk node-image pull REGISTRY/REPO:TAG`), load an archive (`hwk node-image load -i FILE`), or build it (`hwk node-image build linux --kubernetes-version %s`)", err, arg)
 	}
 	return ref, err
 }

@@ -300,7 +300,7 @@ func images(in Input) Check {
 		case in.NoLinuxPull != nil:
 			c.Status = Fail
 			parts = append(parts, "no Linux node image is cached, and "+in.NoLinuxPull.Error())
-			fixes = append(fixes, "for the Linux image: build it (`sudo hwk node-image build linux`), load one made elsewhere (`hwk node-image load -i FILE`), or name one to pull (`hwk up --image REGISTRY/REPO:TAG`)")
+			fixes = append(fixes, "for the Linux image: build it (`hwk node-image build linux`), load one made elsewhere (`hwk node-image load -i FILE`), or name one to pull (`hwk up --image REGISTRY/REPO:TAG`)")
 		default:
 			parts = append(parts, "no Linux node image is cached: up pulls the one this hwk build pins")
 		}
