@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -319,4 +320,58 @@ rm -rf /hwk
 func isStatic(p string) bool {
 	data, err := os.ReadFile(p)
 	return err == nil && !bytes.Contains(data, []byte("/lib64/ld-linux"))
+}
+
+// The node's stage-2 tar: each path once (the engine refuses a tar that
+// names one twice), hwk's files templated, every binary and image there.
+func TestNodeStage2Tar(t *testing.T) {
+	b := testBuilder(t, FromSource)
+	dir := t.TempDir()
+	for _, c := range b.recipe.Components {
+		for bin := range c.Install {
+			p := filepath.Join(dir, c.Name+"-"+bin)
+			if err := os.WriteFile(p, []byte(c.Name+"/"+bin), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			b.bins[c.Name+"/"+bin] = p
+		}
+	}
+	for i, ref := range []string{"registry.k8s.io/pause:3.10.1", "quay.io/calico/node:v3.31.0"} {
+		p := filepath.Join(dir, fmt.Sprintf("image%d.tar", i))
+		if err := os.WriteFile(p, []byte(ref), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		b.images = append(b.images, builtImage{Image: Image{Ref: ref}, Path: p})
+	}
+	s, err := b.nodeStage2()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stage1 := filepath.Join(dir, "stage1.tar")
+	if err := os.WriteFile(stage1, writeTestTar(t, []tarEntry{{name: "./usr/bin/sh", typ: tar.TypeReg}}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := writeStage2Tar(&out, stage1, s); err != nil {
+		t.Fatal(err)
+	}
+	names, files := readTestTar(t, &out)
+	seen := map[string]bool{}
+	for _, n := range names {
+		if seen[n] {
+			t.Errorf("%s is in the tar twice", n)
+		}
+		seen[n] = true
+	}
+	for _, want := range []string{"hwk/stage2.sh", "hwk/configure.sh", "hwk/root/usr/local/bin/kubeadm", "hwk/root/usr/local/sbin/hwk-seed", "hwk/root/etc/systemd/system/kubelet.service", "hwk/preload/00.tar", "hwk/preload/01.tar"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("no %s in the tar", want)
+		}
+	}
+	if got := files["hwk/root/usr/local/bin/kubeadm"]; got != "kubernetes/kubeadm" {
+		t.Errorf("kubeadm holds %q", got)
+	}
+	if !strings.Contains(files["hwk/root/etc/containerd/config.toml"], "registry.k8s.io/pause:3.10.1") {
+		t.Error("containerd's config does not name the pause image")
+	}
 }

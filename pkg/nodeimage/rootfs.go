@@ -49,19 +49,31 @@ func (b *builder) makeRootfs(ctx context.Context, file string) error {
 	if err != nil {
 		return err
 	}
-	script, err := fs.ReadFile(linux.Recipe, "stage2.sh")
+	s, err := b.nodeStage2()
 	if err != nil {
 		return err
 	}
+	return b.configuredRoot(ctx, "node", lock, s, file)
+}
+
+// nodeStage2 is the node's stage 2: stage2.sh, with configure.sh, hwk's
+// files and the binaries under /hwk/root, and the images under
+// /hwk/preload.
+func (b *builder) nodeStage2() (stage2, error) {
+	script, err := fs.ReadFile(linux.Recipe, "stage2.sh")
+	if err != nil {
+		return stage2{}, err
+	}
 	configure, err := fs.ReadFile(linux.Recipe, "configure.sh")
 	if err != nil {
-		return err
+		return stage2{}, err
 	}
 	add := func(tw *tar.Writer) error {
 		if err := tarFile(tw, stage2Dir+"/configure.sh", configure, 0o755); err != nil {
 			return err
 		}
-		dirs := tarDirs{tw: tw, seen: map[string]bool{}}
+		// writeStage2Tar has written /hwk itself.
+		dirs := tarDirs{tw: tw, seen: map[string]bool{stage2Dir: true}}
 		if err := b.layFiles(tw, &dirs, stage2Dir+"/root"); err != nil {
 			return err
 		}
@@ -87,7 +99,7 @@ func (b *builder) makeRootfs(ctx context.Context, file string) error {
 		}
 		return nil
 	}
-	return b.configuredRoot(ctx, "node", lock, stage2{script: script, add: add}, file)
+	return stage2{script: script, add: add}, nil
 }
 
 // tarDirs writes each directory entry a tar needs once, parents first
