@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -66,26 +67,10 @@ Debian root is configured (no root, no debootstrap).`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Source = nodeimage.Source(source)
 			opts.Formats = splitFormats(formats)
-			opts.CacheDir = state.DefaultDirs().Cache
-			// Bad flags are reported before anything is written.
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			status := ui.NewStatus(s.ErrOut, g.quiet)
-			opts.Step = status.Step
-			log, closeLog, err := buildLog(opts.CacheDir)
+			m, err := g.buildLinux(c.Context(), s, opts)
 			if err != nil {
 				return err
 			}
-			defer closeLog()
-			opts.Log = g.buildOutput(log, status, s)
-			opts.Docker = func() (client.APIClient, error) { return client.New(client.FromEnv) }
-			start := time.Now()
-			m, err := nodeimage.Build(c.Context(), opts)
-			if err != nil {
-				return fmt.Errorf("%w\n(full build log: %s)", err, log.Name())
-			}
-			fmt.Fprintf(s.Out, "Node image %s ready in %s\n", m.Name, ui.FormatDuration(time.Since(start)))
 			printArtifacts(s.Out, m)
 			return nil
 		},
@@ -95,6 +80,32 @@ Debian root is configured (no root, no debootstrap).`,
 	f.StringVar(&source, "source", string(nodeimage.Release), "where binaries and images come from: release (official downloads) or source (built from the Go module proxy)")
 	f.StringVar(&formats, "formats", "docker,tar,qcow2,vhdx,vdi", "comma-separated formats to make: docker, tar, qcow2, vhdx, vdi")
 	return cmd
+}
+
+// buildLinux builds the Linux node image opts describe into hwk's cache,
+// showing each step, with every command's output in a build log.
+func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Options) (*nodeimage.Manifest, error) {
+	opts.CacheDir = state.DefaultDirs().Cache
+	// Bad flags are reported before anything is written.
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	status := ui.NewStatus(s.ErrOut, g.quiet)
+	opts.Step = status.Step
+	log, closeLog, err := buildLog(opts.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	defer closeLog()
+	opts.Log = g.buildOutput(log, status, s)
+	opts.Docker = func() (client.APIClient, error) { return client.New(client.FromEnv) }
+	start := time.Now()
+	m, err := g.build(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n(full build log: %s)", err, log.Name())
+	}
+	fmt.Fprintf(s.Out, "Node image %s ready in %s\n", m.Name, ui.FormatDuration(time.Since(start)))
+	return m, nil
 }
 
 func splitFormats(s string) []nodeimage.Format {

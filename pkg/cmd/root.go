@@ -21,6 +21,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster"
 	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
 	"github.com/hwk-dev/hwk/pkg/state"
 	"github.com/hwk-dev/hwk/pkg/ui"
 )
@@ -50,6 +51,13 @@ type globals struct {
 	// checked is what availability found, kept for the rest of the
 	// command: preflights can take seconds (Hyper-V starts PowerShell).
 	checked []drivers.Availability
+	// build makes a node image (nodeimage.Build); tests replace it.
+	build func(context.Context, nodeimage.Options) (*nodeimage.Manifest, error)
+	// terminal reports whether up may ask its user; tests replace it.
+	terminal func(Streams) bool
+	// releases says whether Kubernetes' release downloads answer
+	// (releasesReachable); tests replace it.
+	releases func(ctx context.Context, version string) error
 }
 
 // availability is every driver's standing here, checked once per command.
@@ -65,8 +73,14 @@ func NewRootCommand(s Streams) *cobra.Command {
 	return newRootCommand(s, nil)
 }
 
-func newRootCommand(s Streams, registry func() *drivers.Registry) *cobra.Command {
-	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), registry: registry}
+// newRootCommand builds the command tree with the driver registry and
+// the hooks tests give (nil and none: the real ones).
+func newRootCommand(s Streams, registry func() *drivers.Registry, hooks ...func(*globals)) *cobra.Command {
+	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), registry: registry,
+		build: nodeimage.Build, terminal: interactive, releases: releasesReachable}
+	for _, h := range hooks {
+		h(g)
+	}
 	if registry == nil {
 		g.registry = func() *drivers.Registry {
 			return all.Registry(all.Options{Warn: func(m string) { g.logger.Warn(m) }, Force: g.force})

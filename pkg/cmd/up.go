@@ -14,13 +14,14 @@ import (
 
 func newUpCommand(g *globals, s Streams) *cobra.Command {
 	var (
-		flags     clusterFlags
-		kubecfg   string
-		noSwitch  bool
-		nodesWait time.Duration
-		pull      string
-		recreate  bool
-		autostart bool
+		flags      clusterFlags
+		kubecfg    string
+		noSwitch   bool
+		nodesWait  time.Duration
+		pull       string
+		recreate   bool
+		autostart  bool
+		buildImage bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up [--config FILE] [flags]",
@@ -40,7 +41,9 @@ A Linux node image the cache lacks is pulled: the one this hwk build pins
 for the Kubernetes version, by digest (from images.registry when the config
 sets a mirror), or the reference --image names; only the formats the
 nodes' drivers boot from. With no network, up stops before making anything
-and names the other ways to get the image.`,
+and names the other ways to get the image. --build-image then builds it
+here (with the Docker engine: from release downloads when they answer, else
+from source) and goes on; on a terminal, up offers that build and its time.`,
 		Example: `  hwk up --windows-workers 0          # Linux-only: one control-plane node
   hwk up --config cluster.yaml
   hwk up --name ci --linux-workers 1 --windows-workers 0 --driver docker
@@ -57,13 +60,27 @@ and names the other ways to get the image.`,
 			if autostart {
 				cfg.Autostart = true
 			}
-			p := g.provider(s, kubecfg)
-			res, err := p.Up(c.Context(), cfg, cluster.UpOptions{
-				SetCurrentContext: !noSwitch,
-				Timeouts:          cluster.Timeouts{NodesReady: nodesWait},
-				Pull:              cluster.PullPolicy(pull),
-				Recreate:          recreate,
-			})
+			up := func() (*cluster.UpResult, error) {
+				return g.provider(s, kubecfg).Up(c.Context(), cfg, cluster.UpOptions{
+					SetCurrentContext: !noSwitch,
+					Timeouts:          cluster.Timeouts{NodesReady: nodesWait},
+					Pull:              cluster.PullPolicy(pull),
+					Recreate:          recreate,
+				})
+			}
+			res, err := up()
+			// Nodes on drivers of different formats may each lack one.
+			builds := map[string]bool{}
+			for range 3 {
+				built, berr := g.offerBuild(c.Context(), s, err, buildImage, builds)
+				if berr != nil {
+					return berr
+				}
+				if !built {
+					break
+				}
+				res, err = up()
+			}
 			var step *cluster.StepError
 			if errors.As(err, &step) && !g.quiet {
 				return &shownError{err: err, summary: fmt.Sprintf("hwk up stopped at %q (details above)", step.Step)}
@@ -92,6 +109,7 @@ and names the other ways to get the image.`,
 	cmd.Flags().StringVar(&pull, "pull", string(cluster.PullMissing), "when to pull node images: missing (when the cache has none), always (ask the registry every time), never (use the cache only)")
 	_ = cmd.RegisterFlagCompletionFunc("pull", cobra.FixedCompletions([]string{"missing", "always", "never"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().BoolVar(&autostart, "autostart", false, "start the cluster's VMs with the host (as autostart: true in the config); container nodes always come back with their engine")
+	cmd.Flags().BoolVar(&buildImage, "build-image", false, "when no Linux node image is cached or can be pulled, build it (minutes from release downloads, tens of minutes from source) and go on")
 	cmd.Flags().BoolVar(&recreate, "recreate", false, "delete the cluster first if anything of it exists (a half-made one after a failed or killed up, or a working one), then make it")
 	cmd.Flags().DurationVar(&nodesWait, "wait", 0, "how long to wait for every node to be Ready (default "+cluster.DefaultTimeouts.NodesReady.String()+")")
 	return cmd

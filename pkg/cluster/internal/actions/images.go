@@ -262,7 +262,7 @@ func waysForward(n config.Node, version string, format nodeimage.Format) string 
 	if n.OS == config.Windows {
 		return fmt.Sprintf("  - build it (Windows images are never downloaded: Windows Server may not be redistributed): `%s`\n  - load one your team saved: `hwk node-image load -i FILE`\n  - pull it from your team's registry: set nodes[].image to its reference", build)
 	}
-	return fmt.Sprintf("  - load an archive made with `hwk node-image save` where the image is: `hwk node-image load -i FILE`\n  - build it (on Linux, as root; about 20 minutes): `%s`\n  - pull it from another registry: `hwk up --image REGISTRY/REPO:TAG` (or set images.registry to a mirror)", build)
+	return fmt.Sprintf("  - load an archive made with `hwk node-image save` where the image is: `hwk node-image load -i FILE`\n  - build it here and go on: `hwk up --build-image` (or on its own: `%s`); it needs a Docker engine and takes minutes from release downloads, tens of minutes from source the first time\n  - pull it from another registry: `hwk up --image REGISTRY/REPO:TAG` (or set images.registry to a mirror)", build)
 }
 
 func (c *Context) imageRegistry() *imagedist.Registry {
