@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 	"github.com/hwk-dev/hwk/pkg/state"
@@ -99,6 +102,7 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	defer closeLog()
 	opts.Log = g.buildOutput(log, status, s)
 	opts.Docker = func() (client.APIClient, error) { return client.New(client.FromEnv) }
+	opts.Kernel = stageKernel(ctx, opts.CacheDir)
 	start := time.Now()
 	m, err := g.build(ctx, opts)
 	if err != nil {
@@ -106,6 +110,23 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	}
 	fmt.Fprintf(s.Out, "Node image %s ready in %s\n", m.Name, ui.FormatDuration(time.Since(start)))
 	return m, nil
+}
+
+// stageKernel is where the Debian roots' second stage runs: the Docker
+// engine when it answers (nil), else, on Windows, WSL 2. With neither, the
+// Docker kernel's error says what to start.
+func stageKernel(ctx context.Context, cacheDir string) nodeimage.Kernel {
+	if runtime.GOOS != "windows" {
+		return nil
+	}
+	if c, err := client.New(client.FromEnv); err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if _, err := c.Ping(ctx, client.PingOptions{}); err == nil {
+			return nil
+		}
+	}
+	return wsl2.Kernel{Runner: wsl2.CLI{}, Dir: filepath.Join(cacheDir, "build", "wsl")}
 }
 
 func splitFormats(s string) []nodeimage.Format {

@@ -66,8 +66,12 @@ type Options struct {
 	Step func(name string, fn func() error) error
 	// Log receives the output of every command the build runs.
 	Log io.Writer
-	// Docker connects to the engine for the docker format.
+	// Docker connects to the engine for the docker format, and for
+	// stage 2 when Kernel is nil.
 	Docker func() (client.APIClient, error)
+	// Kernel is where the Debian roots' second stage runs; nil is the
+	// Docker engine.
+	Kernel Kernel
 	HTTP   *http.Client
 }
 

@@ -4,8 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,9 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/client"
-
 	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/download"
 )
@@ -30,10 +25,10 @@ import (
 //  1. In Go, on any OS: the lock's .debs are fetched (cached by SHA-256)
 //     and unpacked into one tar as dpkg --unpack would leave them
 //     (pkg/debian.Assemble).
-//  2. Once, in a Linux kernel: that tar is imported into the Docker engine
-//     with the recipe's stage-2 script and its files under /hwk, and a
-//     container with no network runs the script (dpkg --configure -a, then
-//     the recipe's steps). Its file system, exported, is the root.
+//  2. Once, in a Linux kernel (a Kernel: the Docker engine, or WSL 2):
+//     that tar, with the recipe's stage-2 script and its files under /hwk,
+//     becomes a throwaway system that runs the script (dpkg --configure
+//     -a, then the recipe's steps). Its file system, exported, is the root.
 
 // stage2Dir is where the stage-2 script and its inputs sit in the root
 // while it runs; the script removes it and the export leaves it out.
@@ -72,9 +67,57 @@ func (b *builder) configuredRoot(ctx context.Context, kind string, lock *debian.
 	if err := b.phase(kind+"-assemble", fmt.Sprintf("Unpack the %s's packages (stage 1, in Go)", kind), func() error { return assemble(ctx, stage1, debs) }); err != nil {
 		return fmt.Errorf("unpack the %s's Debian packages: %w", kind, err)
 	}
-	return b.phase(kind+"-configure", fmt.Sprintf("Configure the %s's root in Docker (stage 2)", kind), func() error {
-		return b.configureInDocker(ctx, kind, stage1, s, file)
+	k := b.kernel()
+	return b.phase(kind+"-configure", fmt.Sprintf("Configure the %s's root in %s (stage 2)", kind, k.Name()), func() error {
+		return b.configure(ctx, k, kind, stage1, s, file)
 	})
+}
+
+// configure runs stage 2 of the stage-1 root in k and writes the root it
+// leaves, cleaned, to file; on failure there is no file.
+func (b *builder) configure(ctx context.Context, k Kernel, kind, stage1 string, s stage2, file string) error {
+	start := time.Now()
+	err := writeFileAtomic(file, func(w io.Writer) error { return configureIn(ctx, k, kind, stage1, s, b.opts.Log, w) })
+	if err != nil {
+		return fmt.Errorf("configure the %s's root in %s: %w", kind, k.Name(), err)
+	}
+	fmt.Fprintf(b.opts.Log, "%s: configured in %s and exported in %s\n", kind, k.Name(), time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// kernel is where stage 2 runs: Options.Kernel, else the Docker engine.
+func (b *builder) kernel() Kernel {
+	if b.opts.Kernel != nil {
+		return b.opts.Kernel
+	}
+	return DockerKernel{Client: b.opts.Docker}
+}
+
+// configureIn runs stage 2 of the stage-1 root in k and writes the root
+// it leaves, cleaned, to w.
+func configureIn(ctx context.Context, k Kernel, kind, stage1 string, s stage2, log, w io.Writer) error {
+	in, inW := io.Pipe()
+	go func() { inW.CloseWithError(writeStage2Tar(inW, stage1, s)) }()
+	defer in.Close()
+	out, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := cleanExport(out, w)
+		if err == nil {
+			// What follows the tar's end (a tool's closing message) is
+			// read and dropped, so that the kernel's copy ends well.
+			_, err = io.Copy(io.Discard, out)
+		}
+		// A kernel still writing learns that nothing reads any more.
+		out.CloseWithError(err)
+		done <- err
+	}()
+	err := k.Configure(ctx, kind, in, log, outW)
+	outW.CloseWithError(err)
+	if cerr := <-done; err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // phase runs fn as a reported step, timed as a stage of the manifest.
@@ -113,112 +156,6 @@ func assemble(ctx context.Context, file string, debs []debian.Deb) error {
 		err = bw.Flush()
 	}
 	return errors.Join(err, f.Close())
-}
-
-// configureInDocker runs stage 2 in the Docker engine and exports the
-// result to file.
-func (b *builder) configureInDocker(ctx context.Context, kind, stage1 string, s stage2, file string) (err error) {
-	if b.opts.Docker == nil {
-		return errors.New("configuring a Debian root needs a Linux kernel: start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again")
-	}
-	c, err := b.opts.Docker()
-	if err != nil {
-		return fmt.Errorf("configuring a Debian root runs in the Docker engine, which did not answer: %w; start Docker and build again", err)
-	}
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	ref := "hwk-build/" + kind + ":" + hex.EncodeToString(suffix)
-	cleanup := context.WithoutCancel(ctx)
-
-	start := time.Now()
-	id, err := b.importStage2(ctx, c, stage1, s, ref)
-	if err != nil {
-		return fmt.Errorf("import the %s's stage-1 root into Docker: %w", kind, err)
-	}
-	defer func() {
-		if _, rerr := c.ImageRemove(cleanup, id, client.ImageRemoveOptions{Force: true, PruneChildren: true}); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove the build image %s: %w", ref, rerr))
-		}
-	}()
-	fmt.Fprintf(b.opts.Log, "%s: stage-1 root imported as %s in %s\n", kind, ref, time.Since(start).Round(time.Millisecond))
-
-	start = time.Now()
-	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config: &container.Config{
-			Image:  id,
-			Cmd:    []string{"/bin/sh", "/" + stage2Dir + "/stage2.sh"},
-			Tty:    true, // one raw stream for the log
-			Labels: map[string]string{"dev.hwk.build": kind},
-		},
-		// Unprivileged and offline: configuring needs nothing from the
-		// network, and a user's Docker Desktop allows no more.
-		HostConfig: &container.HostConfig{NetworkMode: "none"},
-	})
-	if err != nil {
-		return fmt.Errorf("create the %s's configure container: %w", kind, err)
-	}
-	defer func() {
-		if _, rerr := c.ContainerRemove(cleanup, res.ID, client.ContainerRemoveOptions{Force: true}); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove the configure container: %w", rerr))
-		}
-	}()
-	wait := c.ContainerWait(ctx, res.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	if _, err := c.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
-		return fmt.Errorf("start the %s's configure container: %w", kind, err)
-	}
-	var code int64
-	select {
-	case r := <-wait.Result:
-		code = r.StatusCode
-	case err := <-wait.Error:
-		return fmt.Errorf("wait for the %s's configure container: %w", kind, err)
-	}
-	tail := &tailWriter{max: 30}
-	if logs, lerr := c.ContainerLogs(cleanup, res.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}); lerr == nil {
-		_, _ = io.Copy(io.MultiWriter(b.opts.Log, tail), logs)
-		logs.Close()
-	}
-	if code != 0 {
-		return fmt.Errorf("configure the %s's root in Docker: stage2.sh exited with %d:\n%s", kind, code, tail)
-	}
-	fmt.Fprintf(b.opts.Log, "%s: configured in %s\n", kind, time.Since(start).Round(time.Millisecond))
-
-	start = time.Now()
-	exp, err := c.ContainerExport(ctx, res.ID, client.ContainerExportOptions{})
-	if err != nil {
-		return fmt.Errorf("export the %s's configured root: %w", kind, err)
-	}
-	defer exp.Close()
-	if err := writeFileAtomic(file, func(w io.Writer) error { return cleanExport(exp, w) }); err != nil {
-		return fmt.Errorf("export the %s's configured root: %w", kind, err)
-	}
-	fmt.Fprintf(b.opts.Log, "%s: exported in %s\n", kind, time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// importStage2 imports the stage-1 tar with /hwk (the script and its
-// files) as a one-layer image named ref, and returns the image's ID.
-func (b *builder) importStage2(ctx context.Context, c client.APIClient, stage1 string, s stage2, ref string) (string, error) {
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(writeStage2Tar(pw, stage1, s)) }()
-	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: pr, SourceName: "-"}, ref,
-		client.ImageImportOptions{Changes: []string{
-			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			"ENV DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true LC_ALL=C",
-		}})
-	if err != nil {
-		pr.CloseWithError(err)
-		return "", err
-	}
-	defer rc.Close()
-	if err := jsonStreamError(rc); err != nil {
-		return "", err
-	}
-	img, err := c.ImageInspect(ctx, ref)
-	if err != nil {
-		return "", err
-	}
-	return img.ID, nil
 }
 
 // jsonStreamError reads an engine's progress stream to its end and
@@ -321,14 +258,19 @@ var runtimeFiles = map[string][]byte{
 	"etc/resolv.conf": nil, // hwk-seed, or the container runtime, writes it
 }
 
-// cleanExport copies a container's export to w, leaving out the stage-2
-// directory, Docker's marker and what the kernel provides at run time
-// (/dev, /proc and /sys keep only their directories), and giving the
-// engine's bind-mounted files a node's contents.
+// cleanExport copies a kernel's export of a root to w, leaving out the
+// stage-2 directory, Docker's marker and what the kernel provides at run
+// time (/dev, /proc and /sys keep only their directories; WSL's mount
+// points under /mnt and /usr/lib/wsl), and giving the files the kernel
+// writes for itself (Docker's bind mounts, WSL's generated hosts and
+// resolv.conf) a node's contents. A tar reader stops at the archive's end
+// marker, so anything a tool prints after the tar is not read as part of
+// it.
 func cleanExport(r io.Reader, w io.Writer) error {
 	tr := tar.NewReader(bufio.NewReaderSize(r, 1<<20))
 	bw := bufio.NewWriterSize(w, 1<<20)
 	tw := tar.NewWriter(bw)
+	n := 0
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -337,12 +279,15 @@ func cleanExport(r io.Reader, w io.Writer) error {
 		if err != nil {
 			return err
 		}
+		n++
 		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
 		top, rest, _ := strings.Cut(name, "/")
 		switch {
 		case name == ".dockerenv" || top == stage2Dir:
 			continue
-		case (top == "dev" || top == "proc" || top == "sys") && rest != "":
+		case (top == "dev" || top == "proc" || top == "sys" || top == "mnt") && rest != "":
+			continue
+		case name == "usr/lib/wsl" || strings.HasPrefix(name, "usr/lib/wsl/"):
 			continue
 		}
 		if data, ok := runtimeFiles[name]; ok {
@@ -361,6 +306,9 @@ func cleanExport(r io.Reader, w io.Writer) error {
 		if _, err := io.Copy(tw, tr); err != nil {
 			return err
 		}
+	}
+	if n == 0 {
+		return errors.New("the export holds no files")
 	}
 	if err := tw.Close(); err != nil {
 		return err

@@ -87,6 +87,13 @@ func (p *program) call(args []string) int {
 		return p.refuse(args, fmt.Sprintf("%s: an error record (!) answers only a session", e.Where))
 	}
 	os.Stderr.Write(rep.Encode(e.Stderr))
+	if e.StdoutFile != "" {
+		data, err := os.ReadFile(Expand(e.StdoutFile, p.cfg.Vars))
+		if err != nil {
+			return p.refuse(args, fmt.Sprintf("%s: %v", e.Where, err))
+		}
+		os.Stdout.Write(data)
+	}
 	out := rep.Encode(rep.Stdout)
 	if e.Crash {
 		// The program dies in the middle of its answer.

@@ -46,6 +46,10 @@ type Exchange struct {
 	// process in the middle of the answer, as a program that dies does.
 	Stderr string `json:"stderr,omitempty"`
 	Crash  bool   `json:"crash,omitempty"`
+	// StdoutFile names a file whose bytes are written to stdout as they
+	// are, before the reply: a program's binary output (wsl.exe --export
+	// NAME - writes a tar). ${VAR}s in it are the test's.
+	StdoutFile string `json:"stdoutFile,omitempty"`
 }
 
 // Transcript is the exchanges a fake answers from.
@@ -95,6 +99,8 @@ func ParseFile(path string) (*Transcript, error) {
 // "times N", and "crash" (the program dies in the middle of its answer),
 // ";" between clauses. "<" names the reply, with parameters its text uses
 // as {key}; no "<" is a request that gets no output and exit status 0.
+// "1<" names a file whose bytes the program writes to stdout as they are
+// (binary output), before the reply.
 // "!" is the error record a session answers instead, "2>" the Go-quoted
 // text the program writes to stderr before it answers (a "# Source:"
 // comment should say where that text comes from). Among the exchanges
@@ -180,6 +186,12 @@ func Parse(name string, data []byte) (*Transcript, error) {
 					return nil, bad("unknown clause %q", words[0])
 				}
 			}
+		case strings.HasPrefix(line, "1<"):
+			words, err := Split(strings.TrimSpace(line[2:]))
+			if err != nil || len(words) != 1 {
+				return nil, bad("bad stdout file line")
+			}
+			e.StdoutFile = words[0]
 		case strings.HasPrefix(line, "<"):
 			words, err := Split(strings.TrimSpace(line[1:]))
 			if err != nil || len(words) == 0 {
@@ -206,7 +218,7 @@ func Parse(name string, data []byte) (*Transcript, error) {
 			}
 			e.Stderr = s
 		default:
-			return nil, bad("a line must start with $, $*, $?, %%, %%*, %%?, @, <, !, 2> or #: %q", line)
+			return nil, bad("a line must start with $, $*, $?, %%, %%*, %%?, @, <, 1<, !, 2> or #: %q", line)
 		}
 	}
 	return t, sc.Err()

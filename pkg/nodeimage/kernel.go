@@ -1,0 +1,141 @@
+package nodeimage
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+)
+
+// Kernel is a Linux kernel a root's second stage runs in, once: the
+// Docker engine (DockerKernel), or WSL 2 on a Windows host without one
+// (drivers/wsl2.Kernel, which the command line hands in).
+type Kernel interface {
+	// Name says where stage 2 runs, for messages.
+	Name() string
+	// Configure makes a throwaway Linux system of root (a tar stream:
+	// the stage-1 root with /hwk), runs /bin/sh /hwk/stage2.sh in it as
+	// root, with its output to log, and writes the file system the script
+	// leaves, as a tar, to out. What it made is gone when it returns,
+	// whether it failed or not. kind names the root in messages and
+	// names.
+	Configure(ctx context.Context, kind string, root io.Reader, log, out io.Writer) error
+}
+
+// stage2Command is what a kernel runs in the root.
+var stage2Command = []string{"/bin/sh", "/" + stage2Dir + "/stage2.sh"}
+
+// DockerKernel runs stage 2 in a container of the Docker engine:
+// unprivileged and with no network, what a user's Docker Desktop allows
+// and proof that configuring needs nothing from the network.
+type DockerKernel struct {
+	Client func() (client.APIClient, error)
+}
+
+// Name implements Kernel.
+func (DockerKernel) Name() string { return "Docker" }
+
+// Configure implements Kernel: the root is imported as a one-layer image,
+// a container of it runs the script, and the container is exported.
+func (k DockerKernel) Configure(ctx context.Context, kind string, root io.Reader, log, out io.Writer) (err error) {
+	if k.Client == nil {
+		return errors.New("configuring a Debian root needs a Linux kernel: start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again")
+	}
+	c, err := k.Client()
+	if err == nil {
+		_, err = c.Ping(ctx, client.PingOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("the Docker engine did not answer (%w): start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again", err)
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	ref := "hwk-build/" + kind + ":" + hex.EncodeToString(suffix)
+	cleanup := context.WithoutCancel(ctx)
+
+	start := time.Now()
+	id, err := importImage(ctx, c, root, ref)
+	if err != nil {
+		return fmt.Errorf("import the stage-1 root: %w", err)
+	}
+	defer func() {
+		if _, rerr := c.ImageRemove(cleanup, id, client.ImageRemoveOptions{Force: true, PruneChildren: true}); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the build image %s: %w", ref, rerr))
+		}
+	}()
+	fmt.Fprintf(log, "%s: stage-1 root imported as %s in %s\n", kind, ref, time.Since(start).Round(time.Millisecond))
+
+	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image:  id,
+			Cmd:    stage2Command,
+			Tty:    true, // one raw stream for the log
+			Labels: map[string]string{"dev.hwk.build": kind},
+		},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		return fmt.Errorf("create the configure container: %w", err)
+	}
+	defer func() {
+		if _, rerr := c.ContainerRemove(cleanup, res.ID, client.ContainerRemoveOptions{Force: true}); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the configure container: %w", rerr))
+		}
+	}()
+	wait := c.ContainerWait(ctx, res.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	if _, err := c.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return fmt.Errorf("start the configure container: %w", err)
+	}
+	var code int64
+	select {
+	case r := <-wait.Result:
+		code = r.StatusCode
+	case err := <-wait.Error:
+		return fmt.Errorf("wait for the configure container: %w", err)
+	}
+	tail := &tailWriter{max: 30}
+	if logs, lerr := c.ContainerLogs(cleanup, res.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}); lerr == nil {
+		_, _ = io.Copy(io.MultiWriter(log, tail), logs)
+		logs.Close()
+	}
+	if code != 0 {
+		return fmt.Errorf("stage2.sh exited with %d:\n%s", code, tail)
+	}
+	exp, err := c.ContainerExport(ctx, res.ID, client.ContainerExportOptions{})
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer exp.Close()
+	if _, err := io.Copy(out, exp); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	return nil
+}
+
+// importImage imports a root tar as a one-layer image named ref and
+// returns the image's ID.
+func importImage(ctx context.Context, c client.APIClient, root io.Reader, ref string) (string, error) {
+	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: root, SourceName: "-"}, ref,
+		client.ImageImportOptions{Changes: []string{
+			"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			"ENV DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true LC_ALL=C",
+		}})
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	if err := jsonStreamError(rc); err != nil {
+		return "", err
+	}
+	img, err := c.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	return img.ID, nil
+}
