@@ -3,6 +3,7 @@ package nodeimage
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -255,7 +256,7 @@ func tarFileFrom(tw *tar.Writer, name, src string, mode int64) error {
 var runtimeFiles = map[string][]byte{
 	"etc/hostname":    []byte("node\n"),
 	"etc/hosts":       []byte("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"),
-	"etc/resolv.conf": nil, // hwk-seed, or the container runtime, writes it
+	"etc/resolv.conf": {}, // hwk-seed, or the container runtime, writes it
 }
 
 // cleanExport copies a kernel's export of a root to w, leaving out the
@@ -267,53 +268,61 @@ var runtimeFiles = map[string][]byte{
 // marker, so anything a tool prints after the tar is not read as part of
 // it.
 func cleanExport(r io.Reader, w io.Writer) error {
+	n, err := copyTar(r, w, func(name string) (bool, []byte) {
+		top, rest, _ := strings.Cut(name, "/")
+		switch {
+		case name == ".dockerenv" || top == stage2Dir:
+			return false, nil
+		case (top == "dev" || top == "proc" || top == "sys" || top == "mnt") && rest != "":
+			return false, nil
+		case name == "usr/lib/wsl" || strings.HasPrefix(name, "usr/lib/wsl/"):
+			return false, nil
+		}
+		return true, runtimeFiles[name]
+	})
+	if err == nil && n == 0 {
+		err = errors.New("the export holds no files")
+	}
+	return err
+}
+
+// copyTar copies a tar's entries to w as edit says: it is given an
+// entry's cleaned name (no leading "./" or "/") and says whether to keep
+// it and, when not nil, the contents it gets instead (a regular file,
+// 0644). It returns how many entries the input held.
+func copyTar(r io.Reader, w io.Writer, edit func(name string) (keep bool, contents []byte)) (int, error) {
 	tr := tar.NewReader(bufio.NewReaderSize(r, 1<<20))
 	bw := bufio.NewWriterSize(w, 1<<20)
 	tw := tar.NewWriter(bw)
 	n := 0
-	for {
+	for ; ; n++ {
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return err
+			return n, err
 		}
-		n++
-		name := strings.TrimPrefix(path.Clean("/"+h.Name), "/")
-		top, rest, _ := strings.Cut(name, "/")
-		switch {
-		case name == ".dockerenv" || top == stage2Dir:
-			continue
-		case (top == "dev" || top == "proc" || top == "sys" || top == "mnt") && rest != "":
-			continue
-		case name == "usr/lib/wsl" || strings.HasPrefix(name, "usr/lib/wsl/"):
+		keep, contents := edit(strings.TrimPrefix(path.Clean("/"+h.Name), "/"))
+		if !keep {
 			continue
 		}
-		if data, ok := runtimeFiles[name]; ok {
-			h.Typeflag, h.Linkname, h.Size, h.Mode = tar.TypeReg, "", int64(len(data)), 0o644
-			if err := tw.WriteHeader(h); err != nil {
-				return err
-			}
-			if _, err := tw.Write(data); err != nil {
-				return err
-			}
-			continue
+		var from io.Reader = tr
+		if contents != nil {
+			h.Typeflag, h.Linkname, h.Size, h.Mode = tar.TypeReg, "", int64(len(contents)), 0o644
+			from = bytes.NewReader(contents)
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			return err
+			return n, err
 		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return err
+		if _, err := io.Copy(tw, from); err != nil {
+			return n, err
 		}
-	}
-	if n == 0 {
-		return errors.New("the export holds no files")
 	}
 	if err := tw.Close(); err != nil {
-		return err
+		return n, err
 	}
-	return bw.Flush()
+	return n, bw.Flush()
 }
 
 // writeFileAtomic writes file through fn under a temporary name and

@@ -1,14 +1,12 @@
 package nodeimage
 
 import (
-	"archive/tar"
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -110,48 +108,19 @@ func (b *builder) withoutKernel(file string, fn func(r io.Reader) error) error {
 	defer f.Close()
 	pr, pw := io.Pipe()
 	go func() {
-		pw.CloseWithError(filterTar(bufio.NewReaderSize(f, 1<<20), pw, func(name string) bool {
+		_, err := copyTar(f, pw, func(name string) (bool, []byte) {
 			for _, p := range b.recipe.Debian.KernelPaths {
 				if strings.HasPrefix(name, p+"/") {
-					return false
+					return false, nil
 				}
 			}
-			return true
-		}))
+			return true, nil
+		})
+		pw.CloseWithError(err)
 	}()
 	err = fn(pr)
 	pr.CloseWithError(errors.New("stopped reading the rootfs"))
 	return err
-}
-
-// filterTar copies the entries of a tar whose cleaned names (no leading
-// "./" or "/") keep accepts.
-func filterTar(r io.Reader, w io.Writer, keep func(name string) bool) error {
-	tr := tar.NewReader(r)
-	bw := bufio.NewWriterSize(w, 1<<20)
-	tw := tar.NewWriter(bw)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if !keep(strings.TrimPrefix(path.Clean("/"+h.Name), "/")) {
-			continue
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return bw.Flush()
 }
 
 // tarFormat packs the rootfs without its kernel as rootfs.tar.gz, for
