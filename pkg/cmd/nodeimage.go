@@ -64,7 +64,8 @@ published checksums) and pulls images from their registries. --source source
 builds everything from the Go module proxy instead, for machines with no
 registry access. Results are cached by their inputs: building again with
 nothing changed takes seconds. Building needs a Docker engine, where the
-Debian root is configured (no root, no debootstrap).`,
+Debian root is configured (no root, no debootstrap); on Windows without
+one, WSL 2 configures it instead.`,
 		Example: `  hwk node-image build linux --source source --formats docker,qcow2`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
