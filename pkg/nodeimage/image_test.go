@@ -1,9 +1,12 @@
 package nodeimage_test
 
 import (
+	"archive/tar"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -18,6 +21,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/docker"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/diskimage"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 	"github.com/hwk-dev/hwk/pkg/state"
@@ -257,4 +261,85 @@ func ensureNetwork(ctx context.Context, t *testing.T, d *docker.Driver, cluster 
 		return
 	}
 	t.Fatal("no free /24 in 172.30.100.0-249.0 for the test network")
+}
+
+// TestRootIsTheLock: the built root holds exactly the packages of the
+// committed Debian lock, each at its locked version and configured
+// ("install ok installed"), so any two builds from one lock have the same
+// package set.
+func TestRootIsTheLock(t *testing.T) {
+	m := buildImage(t)
+	lf, err := os.Open(filepath.Join("..", "..", "node-images", "linux", "debian.lock.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := debian.ReadLock(lf)
+	lf.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(m.Dir, m.Artifacts[nodeimage.FormatTar].Path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := readFromTar(t, zr, "var/lib/dpkg/status")
+	installed := map[string]string{}
+	for _, para := range strings.Split(status, "\n\n") {
+		var name, version, state string
+		for _, line := range strings.Split(para, "\n") {
+			k, v, _ := strings.Cut(line, ": ")
+			switch k {
+			case "Package":
+				name = v
+			case "Version":
+				version = v
+			case "Status":
+				state = v
+			}
+		}
+		if name == "" {
+			continue
+		}
+		if state != "install ok installed" {
+			t.Errorf("%s is %q", name, state)
+		}
+		installed[name] = version
+	}
+	for _, p := range lock.Packages {
+		if v, ok := installed[p.Name]; !ok {
+			t.Errorf("locked %s %s is not in the root", p.Name, p.Version)
+		} else if v != p.Version {
+			t.Errorf("%s is %s in the root, %s in the lock", p.Name, v, p.Version)
+		}
+		delete(installed, p.Name)
+	}
+	for n, v := range installed {
+		t.Errorf("%s %s is in the root but not in the lock", n, v)
+	}
+	t.Logf("the root has the lock's %d packages (InRelease of %s), each configured", len(lock.Packages), lock.InRelease.Date)
+}
+
+// readFromTar returns the contents of the tar's file name (with or
+// without a leading "./").
+func readFromTar(t *testing.T, r io.Reader, name string) string {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("no %s in the tar: %v", name, err)
+		}
+		if strings.TrimPrefix(h.Name, "./") == name {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(data)
+		}
+	}
 }
