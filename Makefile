@@ -105,8 +105,8 @@ node-image: build
 	$(BIN)/hwk node-image build linux --source source
 
 # Builds the node image (or finds it cached), checks a second build is a
-# cache hit and that the root holds exactly the Debian lock's packages, boots the docker format in the docker driver and the qcow2
-# under QEMU. Then the Windows image's build with everything real but
+# cache hit and that the root holds exactly the Debian lock's packages,
+# boots the docker format in the docker driver and the qcow2 under QEMU. Then the Windows image's build with everything real but
 # Windows: binaries from source for windows/amd64, the ISO read through
 # UDF, a libvirt VM that boots it and powers off as Setup would (needs a
 # running libvirt, see hack/libvirt.sh). CI runs it after make test.
