@@ -98,8 +98,12 @@ func (b *builder) kernel() Kernel {
 // it leaves, cleaned, to w.
 func configureIn(ctx context.Context, k Kernel, kind, stage1 string, s stage2, log, w io.Writer) error {
 	in, inW := io.Pipe()
-	go func() { inW.CloseWithError(writeStage2Tar(inW, stage1, s)) }()
-	defer in.Close()
+	wrote := make(chan error, 1)
+	go func() {
+		err := writeStage2Tar(inW, stage1, s)
+		inW.CloseWithError(err)
+		wrote <- err
+	}()
 	out, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -115,7 +119,15 @@ func configureIn(ctx context.Context, k Kernel, kind, stage1 string, s stage2, l
 	}()
 	err := k.Configure(ctx, kind, in, log, outW)
 	outW.CloseWithError(err)
-	if cerr := <-done; err == nil {
+	cerr := <-done
+	// A kernel that stopped reading its input ends the writer; one that
+	// failed because the input could not be written learns only of a
+	// broken stream, so the writer's own error is the cause to report.
+	in.Close()
+	if werr := <-wrote; werr != nil && !errors.Is(werr, io.ErrClosedPipe) {
+		return fmt.Errorf("write the stage-2 root: %w", werr)
+	}
+	if err == nil {
 		err = cerr
 	}
 	return err

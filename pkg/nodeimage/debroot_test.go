@@ -497,3 +497,27 @@ func (kernelFunc) Name() string { return "a test kernel" }
 func (f kernelFunc) Configure(_ context.Context, _ string, root io.Reader, _, out io.Writer) error {
 	return f(root, out)
 }
+
+// A stage-2 input that cannot be written (a binary gone from the cache)
+// is the error, not the broken stream the kernel saw.
+func TestConfigureReportsTheInputsError(t *testing.T) {
+	dir := t.TempDir()
+	stage1 := filepath.Join(dir, "stage1.tar")
+	if err := os.WriteFile(stage1, writeTestTar(t, []tarEntry{{name: "./usr/bin/sh", typ: tar.TypeReg, data: "sh"}}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := &builder{opts: Options{CacheDir: dir, Log: io.Discard}}
+	k := kernelFunc(func(root io.Reader, out io.Writer) error {
+		if _, err := io.Copy(io.Discard, root); err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		return nil
+	})
+	s := stage2{script: []byte("true\n"), add: func(tw *tar.Writer) error {
+		return tarFileFrom(tw, "hwk/root/usr/local/bin/kubeadm", filepath.Join(dir, "gone"), 0o755)
+	}}
+	err := b.configure(context.Background(), k, "test", stage1, s, filepath.Join(dir, "root.tar"))
+	if err == nil || !strings.Contains(err.Error(), "write the stage-2 root: open "+filepath.Join(dir, "gone")) {
+		t.Errorf("got %v", err)
+	}
+}
