@@ -7,6 +7,11 @@
 # calico-node (also runit to supervise felix, iproute2).
 set -eu
 cd /
+# The same environment in every kernel (WSL gives its own LANG, TERM and
+# PATH): no questions from debconf, no locale warnings from perl.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true LC_ALL=C
+unset LANG TERM
 dpkg --configure -a
 apt-get clean
 rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/*.log \

@@ -1,6 +1,7 @@
 package wsl2
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -30,6 +31,44 @@ type Kernel struct {
 // Name implements pkg/nodeimage.Kernel.
 func (Kernel) Name() string { return "WSL 2" }
 
+// Files implements pkg/nodeimage's kernelFiles: what WSL's init reads at
+// the distribution's first start, so that it leaves the root alone (no
+// host timezone, GPU library path, generated hosts or resolv.conf, no
+// Windows PATH or interop, no drives mounted, no systemd) and Windows
+// gets no Start menu shortcut or Terminal profile for it. Keys and
+// defaults: learn.microsoft.com/windows/wsl/wsl-config (wsl.conf) and
+// microsoft/WSL src/shared/inc/WslDistributionConfig.h; the shortcut and
+// profile: /etc/wsl-distribution.conf (learn.microsoft.com/windows/wsl/
+// build-custom-distro). pkg/nodeimage drops both files from the export.
+func (Kernel) Files() map[string]string {
+	return map[string]string{
+		"etc/wsl.conf": `[boot]
+systemd=false
+[automount]
+enabled=false
+mountFsTab=false
+ldconfig=false
+[network]
+generateHosts=false
+generateResolvConf=false
+[interop]
+enabled=false
+appendWindowsPath=false
+[time]
+useWindowsTimezone=false
+[gpu]
+enabled=false
+[general]
+guiApplications=false
+`,
+		"etc/wsl-distribution.conf": `[shortcut]
+enabled=false
+[windowsterminal]
+enabled=false
+`,
+	}
+}
+
 // Configure implements pkg/nodeimage.Kernel.
 func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log, out io.Writer) (err error) {
 	suffix := make([]byte, 6)
@@ -52,9 +91,14 @@ func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log,
 	if err := k.run(ctx, root, io.Discard, "--import", name, dir, "-", "--version", "2"); err != nil {
 		return fmt.Errorf("import the stage-1 root as WSL distribution %s: %w", name, err)
 	}
+	// One writer for both streams: os/exec then copies them in one
+	// goroutine, so the tail and the log are never written at once.
 	tail := &tailBuffer{max: 4096}
-	args := []string{"-d", name, "-u", "root", "-e", "/bin/sh", "/hwk/stage2.sh"}
-	exit, err := k.Runner.Run(ctx, nil, io.MultiWriter(log, tail), io.MultiWriter(log, tail), args...)
+	w := io.MultiWriter(log, tail)
+	// In a network namespace of its own: the distribution shares the VM's
+	// network, and stage 2 must need none (as in Docker, NetworkMode none).
+	args := []string{"-d", name, "-u", "root", "-e", "/usr/bin/unshare", "--net", "/bin/sh", "/hwk/stage2.sh"}
+	exit, err := k.Runner.Run(ctx, nil, w, w, args...)
 	switch {
 	case err != nil:
 		return fmt.Errorf("wsl.exe -d %s: %w", name, err)
@@ -62,6 +106,11 @@ func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log,
 		return parseError(args[:2], decode(tail.Bytes()), exit)
 	case exit != 0:
 		return fmt.Errorf("stage2.sh exited with %d:\n%s", exit, decode(tail.Bytes()))
+	}
+	// Stopped first: an export does not stop the distribution, and
+	// nothing a maintainer script started may write while it runs.
+	if _, err := manage(ctx, k.Runner, "--terminate", name); err != nil {
+		return fmt.Errorf("stop WSL distribution %s: %w", name, err)
 	}
 	if err := k.run(ctx, nil, out, "--export", name, "-"); err != nil {
 		return fmt.Errorf("export WSL distribution %s: %w", name, err)
@@ -82,7 +131,33 @@ func (k Kernel) run(ctx context.Context, stdin io.Reader, stdout io.Writer, args
 		return err
 	}
 	if exit != 0 {
-		return parseError(args, decode(tail.Bytes())+"\n"+decode(stderr.Bytes()), exit)
+		return parseError(args, decode(afterBinary(tail.Bytes()))+"\n"+decode(stderr.Bytes()), exit)
 	}
 	return nil
+}
+
+// afterBinary is what follows the last NUL byte of b: a failed --export -
+// writes its message to stdout after the part of the tar it wrote, and
+// the tar's NULs would make the whole read as UTF-16. A message in UTF-16
+// (NULs between ASCII letters) is kept whole when b holds nothing else.
+func afterBinary(b []byte) []byte {
+	i := bytes.LastIndexByte(b, 0)
+	if i < 0 || utf16Message(b) {
+		return b
+	}
+	return b[i+1:]
+}
+
+// utf16Message reports whether b is all UTF-16LE text of ASCII: every odd
+// byte NUL, every even byte not.
+func utf16Message(b []byte) bool {
+	if len(b) < 2 || len(b)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(b); i += 2 {
+		if b[i] == 0 || b[i+1] != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -90,3 +90,20 @@ func TestManageThroughFake(t *testing.T) {
 	}
 	fake.Check(t)
 }
+
+// A failed export's message follows the part of the tar it wrote; a
+// message alone, UTF-16 or not, is kept whole.
+func TestAfterBinary(t *testing.T) {
+	msg := "Error code: Wsl/Service/E_FAIL\r\n"
+	tarPart := append([]byte("etc/hostname\x00\x00\x000000644\x00"), make([]byte, 40)...)
+	if got := string(afterBinary(append(tarPart, msg...))); got != msg {
+		t.Errorf("after a tar: %q", got)
+	}
+	if got := string(afterBinary([]byte(msg))); got != msg {
+		t.Errorf("UTF-8 alone: %q", got)
+	}
+	utf16 := []byte{'E', 0, 'r', 0, 'r', 0}
+	if got := afterBinary(utf16); !bytes.Equal(got, utf16) {
+		t.Errorf("UTF-16 alone: %q", got)
+	}
+}

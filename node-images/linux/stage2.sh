@@ -9,6 +9,11 @@
 # configure.sh and preloads the images, then removes /hwk.
 set -eu
 cd /
+# The same environment in every kernel (WSL gives its own LANG, TERM and
+# PATH): no questions from debconf, no locale warnings from perl.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true LC_ALL=C
+unset LANG TERM
 
 # The packages' maintainer scripts: system users, alternatives
 # (iptables, awk), the CA bundle, the kernel's initramfs.

@@ -114,16 +114,19 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 }
 
 // stageKernel is where the Debian roots' second stage runs: the Docker
-// engine when it answers (nil), else, on Windows, WSL 2. With neither, the
-// Docker kernel's error says what to start.
+// engine when it answers with Linux containers (nil), else, on an amd64
+// Windows, WSL 2. With neither, the Docker kernel's error says what to
+// start.
 func stageKernel(ctx context.Context, cacheDir string) nodeimage.Kernel {
-	if runtime.GOOS != "windows" {
+	// The root is amd64: WSL on an arm64 Windows runs an arm64 kernel.
+	if runtime.GOOS != "windows" || runtime.GOARCH != "amd64" {
 		return nil
 	}
 	if c, err := client.New(client.FromEnv); err == nil {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if _, err := c.Ping(ctx, client.PingOptions{}); err == nil {
+		// Docker Desktop switched to Windows containers answers too.
+		if p, err := c.Ping(ctx, client.PingOptions{}); err == nil && p.OSType == "linux" {
 			return nil
 		}
 	}

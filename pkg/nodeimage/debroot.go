@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,8 +101,12 @@ func (b *builder) kernel() Kernel {
 func configureIn(ctx context.Context, k Kernel, kind, stage1 string, s stage2, log, w io.Writer) error {
 	in, inW := io.Pipe()
 	wrote := make(chan error, 1)
+	var files map[string]string
+	if kf, ok := k.(kernelFiles); ok {
+		files = kf.Files()
+	}
 	go func() {
-		err := writeStage2Tar(inW, stage1, s)
+		err := writeStage2Tar(inW, stage1, s, files)
 		inW.CloseWithError(err)
 		wrote <- err
 	}()
@@ -196,9 +202,9 @@ func jsonStreamError(r io.Reader) error {
 	}
 }
 
-// writeStage2Tar writes the stage-1 tar's entries, then /hwk/stage2.sh and
-// s's files, as one tar.
-func writeStage2Tar(w io.Writer, stage1 string, s stage2) error {
+// writeStage2Tar writes the stage-1 tar's entries, the kernel's files,
+// then /hwk/stage2.sh and s's files, as one tar.
+func writeStage2Tar(w io.Writer, stage1 string, s stage2, kernelFiles map[string]string) error {
 	f, err := os.Open(stage1)
 	if err != nil {
 		return err
@@ -218,6 +224,11 @@ func writeStage2Tar(w io.Writer, stage1 string, s stage2) error {
 			return err
 		}
 		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(kernelFiles)) {
+		if err := tarFile(tw, name, []byte(kernelFiles[name]), 0o644); err != nil {
 			return err
 		}
 	}
@@ -271,23 +282,49 @@ var runtimeFiles = map[string][]byte{
 	"etc/resolv.conf": {}, // hwk-seed, or the container runtime, writes it
 }
 
+// kernelOnly are files a kernel leaves in a root that no node may have:
+// Docker's marker; WSL's configuration (hwk's, from kernelFiles), the
+// placeholder its /init is bound over, the links its init makes to it,
+// and the library path it adds for the host's GPU libraries
+// (microsoft/WSL src/linux/init: main.cpp MountInit, config.cpp).
+var kernelOnly = map[string]bool{
+	".dockerenv": true, "init": true, "etc/wsl.conf": true, "etc/wsl-distribution.conf": true,
+	"bin/wslpath": true, "bin/wslinfo": true, "sbin/mount.drvfs": true,
+	"usr/bin/wslpath": true, "usr/bin/wslinfo": true, "usr/sbin/mount.drvfs": true,
+	"etc/ld.so.conf.d/ld.wsl.conf": true,
+}
+
+// isWSLModules reports whether name is in the module directory of WSL's
+// own kernel, which its init makes (empty) to mount the modules over.
+func isWSLModules(name string) bool {
+	rest, ok := strings.CutPrefix(name, "usr/lib/modules/")
+	release, _, _ := strings.Cut(rest, "/")
+	return ok && strings.HasSuffix(release, "-microsoft-standard-WSL2")
+}
+
+// under reports whether name is dir or below it.
+func under(name, dir string) bool { return name == dir || strings.HasPrefix(name, dir+"/") }
+
 // cleanExport copies a kernel's export of a root to w, leaving out the
-// stage-2 directory, Docker's marker and what the kernel provides at run
-// time (/dev, /proc and /sys keep only their directories; WSL's mount
-// points under /mnt and /usr/lib/wsl), and giving the files the kernel
-// writes for itself (Docker's bind mounts, WSL's generated hosts and
-// resolv.conf) a node's contents. A tar reader stops at the archive's end
+// stage-2 directory, what the kernel leaves of its own (kernelOnly; WSL's
+// X11 socket directory and the empty module directory of its kernel) and
+// what it provides at run time (/dev, /proc and /sys keep only their
+// directories; WSL's mount points under /mnt and /usr/lib/wsl), and
+// giving the files the kernel writes for itself (Docker's bind mounts,
+// WSL's generated hosts and resolv.conf) a node's contents. A tar reader stops at the archive's end
 // marker, so anything a tool prints after the tar is not read as part of
 // it.
 func cleanExport(r io.Reader, w io.Writer) error {
 	n, err := copyTar(r, w, func(name string) (bool, []byte) {
 		top, rest, _ := strings.Cut(name, "/")
 		switch {
-		case name == ".dockerenv" || top == stage2Dir:
+		case top == stage2Dir:
 			return false, nil
 		case (top == "dev" || top == "proc" || top == "sys" || top == "mnt") && rest != "":
 			return false, nil
-		case name == "usr/lib/wsl" || strings.HasPrefix(name, "usr/lib/wsl/"):
+		case kernelOnly[name] || under(name, "usr/lib/wsl") || under(name, "tmp/.X11-unix"):
+			return false, nil
+		case isWSLModules(name):
 			return false, nil
 		}
 		return true, runtimeFiles[name]

@@ -28,6 +28,13 @@ type Kernel interface {
 	Configure(ctx context.Context, kind string, root io.Reader, log, out io.Writer) error
 }
 
+// kernelFiles is a Kernel that puts files of its own into the root for
+// stage 2 (WSL's configuration, which its init reads at the first start):
+// paths relative to the root, and their contents. cleanExport drops them.
+type kernelFiles interface {
+	Files() map[string]string
+}
+
 // stage2Command is what a kernel runs in the root.
 var stage2Command = []string{"/bin/sh", "/" + stage2Dir + "/stage2.sh"}
 
@@ -48,11 +55,15 @@ func (k DockerKernel) Configure(ctx context.Context, kind string, root io.Reader
 		return errors.New("configuring a Debian root needs a Linux kernel: start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again")
 	}
 	c, err := k.Client()
+	var p client.PingResult
 	if err == nil {
-		_, err = c.Ping(ctx, client.PingOptions{})
+		p, err = c.Ping(ctx, client.PingOptions{})
 	}
 	if err != nil {
 		return fmt.Errorf("the Docker engine did not answer (%w): start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again", err)
+	}
+	if p.OSType != "" && p.OSType != "linux" {
+		return fmt.Errorf("the Docker engine runs %s containers: switch Docker Desktop to Linux containers and build again", p.OSType)
 	}
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
