@@ -20,8 +20,8 @@ import (
 // <FileName> ... The filename can be - for standard input", and for
 // --export "The filename can be - for standard output".
 //
-// Unlike a Docker container, a WSL distribution shares the VM's network,
-// so stage 2 is offline only because it asks for nothing.
+// A WSL distribution shares the VM's network, so the script runs in a
+// network namespace of its own (unshare --net), offline as in Docker.
 type Kernel struct {
 	Runner Runner
 	// Dir holds the distributions' disks while they exist (hwk's cache).
