@@ -19,15 +19,16 @@ import (
 )
 
 // sourceBuildTime is what a first build from source took, measured on a
-// two-core machine with the Go module proxy near (11 minutes); a release
-// build downloads the binaries instead.
-const sourceBuildTime = "about 15 minutes the first time on two cores"
+// two-core machine with the Go module proxy near (11m8s); a release build
+// downloads the binaries instead.
+const sourceBuildTime = "about 11 minutes the first time on two cores, more on a slow network"
 
-// offerBuild builds the Linux node image an up stopped for, when --build-image
-// asked for that or the user says yes when asked, and reports whether it
-// built one. built holds what it built before for this up: an image that
-// is still missing after its build is an error, not another build. An up that stops for a missing image has made nothing yet, so
-// it can run again at once.
+// offerBuild builds the Linux node image an up stopped for, when
+// --build-image asked for that or the user says yes when asked, and
+// reports whether it built one. built holds what it built before for this
+// up: an image that is still missing after its build is an error, not
+// another build. An up that stops for a missing image has made nothing
+// yet, so it can run again at once.
 func (g *globals) offerBuild(ctx context.Context, s Streams, upErr error, asked bool, built map[string]bool) (bool, error) {
 	var missing *cluster.NoImageError
 	if !errors.As(upErr, &missing) || missing.Node.OS != config.Linux {
@@ -36,6 +37,10 @@ func (g *globals) offerBuild(ctx context.Context, s Streams, upErr error, asked 
 	what := missing.Version + "/" + string(missing.Format)
 	if built[what] {
 		return false, fmt.Errorf("built the Linux node image for Kubernetes %s (%s format), but up still finds none: %w", missing.Version, missing.Format, upErr)
+	}
+	// Nothing to offer: no flag, and no one to ask (CI, a pipe, -q).
+	if !asked && (g.quiet || !g.terminal(s)) {
+		return false, nil
 	}
 	_, goErr := exec.LookPath("go")
 	relErr := g.releases(ctx, missing.Version)
@@ -50,9 +55,6 @@ func (g *globals) offerBuild(ctx context.Context, s Streams, upErr error, asked 
 		source, from, takes = nodeimage.FromSource, "source through the Go module proxy", sourceBuildTime
 	}
 	if !asked {
-		if g.quiet || !g.terminal(s) {
-			return false, nil
-		}
 		fmt.Fprintf(s.ErrOut, "\nBuild the Linux node image for Kubernetes %s here and go on? It is built from %s with the Docker engine (%s) and then cached. [y/N] ", missing.Version, from, takes)
 		answer, _ := bufio.NewReader(s.In).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {

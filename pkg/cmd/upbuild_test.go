@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,7 +29,12 @@ func upWithBuild(t *testing.T, in string, terminal bool, build func(nodeimage.Op
 	s := Streams{In: strings.NewReader(in), Out: &out, ErrOut: &errOut}
 	root := newRootCommand(s, reg, func(g *globals) {
 		g.terminal = func(Streams) bool { return terminal }
-		g.releases = func(context.Context, string) error { return errors.New("no network here") }
+		g.releases = func(context.Context, string) error {
+			if !terminal && !slices.Contains(args, "--build-image") {
+				t.Error("up asked dl.k8s.io with no build to offer (no flag, no terminal)")
+			}
+			return errors.New("no network here")
+		}
 		g.build = func(_ context.Context, o nodeimage.Options) (*nodeimage.Manifest, error) {
 			calls = append(calls, o)
 			if err := build(o); err != nil {
