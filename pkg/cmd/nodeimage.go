@@ -104,6 +104,10 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	opts.Log = g.buildOutput(log, status, s)
 	opts.Docker = func() (client.APIClient, error) { return client.New(client.FromEnv) }
 	opts.Kernel = stageKernel(ctx, opts.CacheDir)
+	opts.Transfers = func() (func(string, int64, int64), func()) {
+		t := ui.NewTransfers(status, s.ErrOut)
+		return t.Update, t.Stop
+	}
 	start := time.Now()
 	m, err := g.build(ctx, opts)
 	if err != nil {

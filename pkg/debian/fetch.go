@@ -17,7 +17,9 @@ type FetchOptions struct {
 	// hide a mirror's latency without hammering it.
 	Parallel int
 	// Progress, if set, is told how each package's download goes (from
-	// several goroutines at once); done == total when it is complete.
+	// several goroutines at once); done == total when it is complete,
+	// which it is told once more at the end, also for a package the cache
+	// already had.
 	Progress func(p LockedPackage, done, total int64)
 }
 
@@ -85,6 +87,10 @@ func fetchOne(ctx context.Context, c download.Client, mirror string, p LockedPac
 	var status *download.StatusError
 	switch {
 	case err == nil:
+		// Also for a package the cache had, which moved no bytes.
+		if progress != nil {
+			progress(p, p.Size, p.Size)
+		}
 		return path, nil
 	case errors.As(err, &mismatch):
 		return "", fmt.Errorf("package %s %s from %s: SHA-256 is %s, the lock says %s: the mirror serves other bytes under the locked name (a broken or tampered mirror, or a proxy rewriting it); use another mirror, or relock if the archive really changed it", p.Name, p.Version, u, mismatch.Got.Hex, strings.ToLower(p.SHA256))

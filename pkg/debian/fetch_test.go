@@ -72,7 +72,15 @@ func TestFetchThenCacheHit(t *testing.T) {
 		t.Errorf("%d .deb requests for %d packages", before, len(rootDebs))
 	}
 
-	again, err := debian.Fetch(context.Background(), &download.Client{HTTP: m.Server.Client(), CacheDir: cache}, l, debian.FetchOptions{Parallel: 1})
+	// From the cache, each package is still reported done, so that a
+	// sum of the progress reaches the lock's size.
+	var cachedBytes int64
+	again, err := debian.Fetch(context.Background(), &download.Client{HTTP: m.Server.Client(), CacheDir: cache}, l, debian.FetchOptions{Parallel: 1,
+		Progress: func(p debian.LockedPackage, done, total int64) {
+			if done == total {
+				cachedBytes += done
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +91,13 @@ func TestFetchThenCacheHit(t *testing.T) {
 		if again[i] != paths[i] {
 			t.Errorf("path %d moved: %s then %s", i, paths[i], again[i])
 		}
+	}
+	var size int64
+	for _, p := range l.Packages {
+		size += p.Size
+	}
+	if cachedBytes != size {
+		t.Errorf("the cache hits reported %d bytes done, the lock holds %d", cachedBytes, size)
 	}
 }
 

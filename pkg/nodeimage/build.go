@@ -72,7 +72,11 @@ type Options struct {
 	// Kernel is where the Debian roots' second stage runs; nil is the
 	// Docker engine.
 	Kernel Kernel
-	HTTP   *http.Client
+	// Transfers, if set, is called inside a step that moves bytes (the
+	// Debian packages' download) for a way to show them: update reports
+	// a transfer's bytes (ui.Transfers.Update), stop ends the display.
+	Transfers func() (update func(name string, done, total int64), stop func())
+	HTTP      *http.Client
 }
 
 var kubernetesVersion = regexp.MustCompile(`^v1\.(\d+)\.\d+$`)

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hwk-dev/hwk/pkg/debian"
@@ -149,7 +150,13 @@ func (b *builder) phase(stage, step string, fn func() error) error {
 func (b *builder) fetchDebs(ctx context.Context, kind string, lock *debian.Lock, size int64) ([]debian.Deb, error) {
 	start := time.Now()
 	dl := &download.Client{HTTP: b.opts.HTTP, CacheDir: filepath.Join(b.opts.CacheDir, "debian")}
-	paths, err := debian.Fetch(ctx, dl, lock, debian.FetchOptions{})
+	var o debian.FetchOptions
+	if b.opts.Transfers != nil {
+		update, stop := b.opts.Transfers()
+		defer stop()
+		o.Progress = packagesProgress(kind+"'s Debian packages", size, update)
+	}
+	paths, err := debian.Fetch(ctx, dl, lock, o)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +168,22 @@ func (b *builder) fetchDebs(ctx context.Context, kind string, lock *debian.Lock,
 		debs[i] = debian.Deb{Package: p, Path: paths[i]}
 	}
 	return debs, nil
+}
+
+// packagesProgress sums Fetch's per-package progress (from several
+// downloads at once) into one transfer of total bytes: a package already
+// in the cache reports itself done at once.
+func packagesProgress(name string, total int64, update func(name string, done, total int64)) func(debian.LockedPackage, int64, int64) {
+	var mu sync.Mutex
+	each := map[string]int64{}
+	var sum int64
+	return func(p debian.LockedPackage, done, _ int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		sum += done - each[p.Filename]
+		each[p.Filename] = done
+		update(name, sum, total)
+	}
 }
 
 // assemble writes the stage-1 tar of debs to file.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
+	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/moby/moby/client"
 )
 
@@ -548,5 +549,31 @@ func TestConfigureReportsTheInputsError(t *testing.T) {
 	err := b.configure(context.Background(), k, "test", stage1, s, filepath.Join(dir, "root.tar"))
 	if err == nil || !strings.Contains(err.Error(), "write the stage-2 root: open "+filepath.Join(dir, "gone")) {
 		t.Errorf("got %v", err)
+	}
+}
+
+// The packages' progress is one transfer: the sum over packages, each
+// counted once however often it reports.
+func TestPackagesProgress(t *testing.T) {
+	var got [][2]int64
+	update := packagesProgress("node's Debian packages", 300, func(name string, done, total int64) {
+		if name != "node's Debian packages" || total != 300 {
+			t.Errorf("update(%q, %d, %d)", name, done, total)
+		}
+		got = append(got, [2]int64{done, total})
+	})
+	a := debian.LockedPackage{Name: "a", Filename: "pool/a.deb", Size: 100}
+	b := debian.LockedPackage{Name: "b", Filename: "pool/b.deb", Size: 200}
+	update(a, 50, 100)
+	update(b, 150, 200)
+	update(a, 100, 100)
+	update(a, 100, 100) // Fetch's own "done" after the download's last report
+	update(b, 200, 200)
+	var dones []int64
+	for _, g := range got {
+		dones = append(dones, g[0])
+	}
+	if want := []int64{50, 200, 250, 250, 300}; !slices.Equal(dones, want) {
+		t.Errorf("sums %v, want %v", dones, want)
 	}
 }
