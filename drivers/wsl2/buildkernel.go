@@ -89,7 +89,9 @@ func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log,
 	}()
 
 	if err := k.run(ctx, root, io.Discard, "--import", name, dir, "-", "--version", "2"); err != nil {
-		return fmt.Errorf("import the stage-1 root as WSL distribution %s: %w", name, err)
+		// WSL is the kernel only because Docker did not answer: the user
+		// can fix either.
+		return fmt.Errorf("import the stage-1 root as WSL distribution %s: %w\n  fix: enable WSL 2 (`wsl.exe --install`, then restart), or start Docker Desktop with Linux containers, and build again", name, err)
 	}
 	// One writer for both streams: os/exec then copies them in one
 	// goroutine, so the tail and the log are never written at once.

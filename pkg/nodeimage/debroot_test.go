@@ -481,6 +481,18 @@ func TestWSLKernel(t *testing.T) {
 	if _, err := os.Stat(failed); err == nil {
 		t.Error("a failed stage 2 left a root")
 	}
+
+	// No VM for WSL: its own message and code, and both ways out.
+	fake = wsltest.New(t, "buildkernel-no-vm.txt", map[string]string{"DIR": k.Dir})
+	err = b.configure(ctx, k, "test", stage1, s, failed)
+	fake.Check(t)
+	if err == nil || !strings.Contains(err.Error(), "HCS_E_HYPERV_NOT_INSTALLED") || !strings.Contains(err.Error(), "wsl.exe --install") ||
+		!strings.Contains(err.Error(), "start Docker Desktop") {
+		t.Errorf("no VM for WSL: %v", err)
+	}
+	if ents, _ := os.ReadDir(k.Dir); len(ents) != 0 {
+		t.Errorf("a failed import left %v", ents)
+	}
 }
 
 // A kernel that ends well without exporting anything, or fails after
