@@ -69,13 +69,9 @@ func (b *builder) makeFormats(ctx context.Context, m *Manifest, missing []Format
 		var err error
 		switch f {
 		case FormatDocker:
-			err = b.stage("docker", func() error {
-				return b.step("Import into the Docker engine as "+b.dockerRef(), func() error { return b.dockerFormat(ctx, root, m) })
-			})
+			err = b.phase("docker", "Import into the Docker engine as "+b.dockerRef(), func() error { return b.dockerFormat(ctx, root, m) })
 		case FormatTar:
-			err = b.stage("tar", func() error {
-				return b.step("Pack the rootfs tarball", func() error { return b.tarFormat(root, m) })
-			})
+			err = b.phase("tar", "Pack the rootfs tarball", func() error { return b.tarFormat(root, m) })
 		default:
 			disks = append(disks, f)
 		}
@@ -88,9 +84,7 @@ func (b *builder) makeFormats(ctx context.Context, m *Manifest, missing []Format
 		for _, f := range disks {
 			names = append(names, string(f))
 		}
-		err := b.stage("disk", func() error {
-			return b.step("Make the bootable disk ("+strings.Join(names, ", ")+")", func() error { return b.diskFormats(ctx, root, disks, m) })
-		})
+		err := b.phase("disk", "Make the bootable disk ("+strings.Join(names, ", ")+")", func() error { return b.diskFormats(ctx, root, disks, m) })
 		if err != nil {
 			return err
 		}
