@@ -203,3 +203,8 @@ func (b *builder) stage(name string, fn func() error) error {
 func (b *builder) step(name string, fn func() error) error {
 	return b.opts.Step(name, fn)
 }
+
+// phase runs fn as a reported step, timed as a stage of the manifest.
+func (b *builder) phase(stage, step string, fn func() error) error {
+	return b.stage(stage, func() error { return b.step(step, fn) })
+}

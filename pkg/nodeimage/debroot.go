@@ -140,11 +140,6 @@ func configureIn(ctx context.Context, k Kernel, kind, stage1 string, s stage2, l
 	return err
 }
 
-// phase runs fn as a reported step, timed as a stage of the manifest.
-func (b *builder) phase(stage, step string, fn func() error) error {
-	return b.stage(stage, func() error { return b.step(step, fn) })
-}
-
 // fetchDebs downloads the lock's packages into the cache (each checked
 // against its SHA-256) and returns them in unpack order.
 func (b *builder) fetchDebs(ctx context.Context, kind string, lock *debian.Lock, size int64) ([]debian.Deb, error) {
