@@ -102,8 +102,9 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	}
 	defer closeLog()
 	opts.Log = g.buildOutput(log, status, s)
-	opts.Docker = func() (client.APIClient, error) { return client.New(client.FromEnv) }
-	opts.Kernel = stageKernel(ctx, opts.CacheDir)
+	// One client for the whole build: the docker format and stage 2.
+	opts.Docker = dockerClient()
+	opts.Kernel = stageKernel(ctx, opts.Docker, opts.CacheDir)
 	opts.Transfers = func() (func(string, int64, int64), func()) {
 		t := ui.NewTransfers(status, s.ErrOut)
 		return t.Update, t.Stop
@@ -121,12 +122,12 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 // engine when it answers with Linux containers (nil), else, on an amd64
 // Windows, WSL 2. With neither, the Docker kernel's error says what to
 // start.
-func stageKernel(ctx context.Context, cacheDir string) nodeimage.Kernel {
+func stageKernel(ctx context.Context, docker func() (client.APIClient, error), cacheDir string) nodeimage.Kernel {
 	// The root is amd64: WSL on an arm64 Windows runs an arm64 kernel.
 	if runtime.GOOS != "windows" || runtime.GOARCH != "amd64" {
 		return nil
 	}
-	if c, err := client.New(client.FromEnv); err == nil {
+	if c, err := docker(); err == nil {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		// Docker Desktop switched to Windows containers answers too.

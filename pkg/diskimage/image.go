@@ -7,7 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // sectorSize is the unit of a disk's size. QEMU keeps disk sizes in
@@ -67,7 +68,9 @@ func writeImage(ctx context.Context, raw, out string, bs int, newWriter func(siz
 	if err != nil {
 		return err
 	}
-	return writeAtomic(out, func(f *os.File) error {
+	// A disk is as readable as the other build outputs (a hypervisor's
+	// user may need to read it).
+	return state.WriteOutput(out, 0o644, func(f *os.File) error {
 		// Everything but the head goes out in order, so through one
 		// buffer.
 		w := bufio.NewWriterSize(f, 1<<20)
@@ -87,32 +90,4 @@ func writeImage(ctx context.Context, raw, out string, bs int, newWriter func(siz
 		}
 		return iw.head(f)
 	})
-}
-
-// writeAtomic has write fill a new file beside out, which then becomes
-// out: a failed or interrupted write leaves neither a truncated out nor
-// the temporary file.
-func writeAtomic(out string, write func(f *os.File) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.part")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := write(tmp); err != nil {
-		return err
-	}
-	// CreateTemp made it 0600; a disk is as readable as the other build
-	// outputs (a hypervisor's user may need to read it).
-	if err := tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), out)
 }

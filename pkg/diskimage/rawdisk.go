@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/google/uuid"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // DefaultESPMiB is the EFI system partition's size unless asked otherwise:
@@ -147,46 +147,30 @@ func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDis
 	}
 	rootPartUUID := uuid.NewString()
 
-	tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".*.part")
-	if err != nil {
-		return nil, fmt.Errorf("write disk %s: %w", out, err)
-	}
-	done := false
-	defer func() {
-		if !done {
-			tmp.Close()
-			os.Remove(tmp.Name())
+	var res *RawDisk
+	// A disk is as readable as the other build outputs (a hypervisor's
+	// user may need to read it).
+	err = state.WriteOutput(out, 0o644, func(f *os.File) error {
+		disk, err := newSparseFile(f, l.diskMiB*mibBytes)
+		if err != nil {
+			return err
 		}
-	}()
-	disk, err := newSparseFile(tmp, l.diskMiB*mibBytes)
+		if err := l.table(rootPartUUID).Write(disk, disk.size); err != nil {
+			return fmt.Errorf("partition table: %w", err)
+		}
+		res = &RawDisk{Path: out, Size: disk.size, RootPartUUID: rootPartUUID}
+		idx, err := writeRoot(ctx, disk, l.rootStart*mibBytes, l.rootMiB*mibBytes, rootfs, res)
+		if err != nil {
+			return fmt.Errorf("root file system: %w", err)
+		}
+		if err := writeESP(disk, l.espStart*mibBytes, l.espMiB*mibBytes, idx, bootEntry{partUUID: rootPartUUID, extra: opts.CmdlineExtra}, res); err != nil {
+			return fmt.Errorf("EFI system partition: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("write disk %s: %w", out, err)
 	}
-	if err := l.table(rootPartUUID).Write(disk, disk.size); err != nil {
-		return nil, fmt.Errorf("write disk %s: partition table: %w", out, err)
-	}
-	res := &RawDisk{Path: out, Size: disk.size, RootPartUUID: rootPartUUID}
-	idx, err := writeRoot(ctx, disk, l.rootStart*mibBytes, l.rootMiB*mibBytes, rootfs, res)
-	if err != nil {
-		return nil, fmt.Errorf("write disk %s: root file system: %w", out, err)
-	}
-	if err := writeESP(disk, l.espStart*mibBytes, l.espMiB*mibBytes, idx, bootEntry{partUUID: rootPartUUID, extra: opts.CmdlineExtra}, res); err != nil {
-		return nil, fmt.Errorf("write disk %s: EFI system partition: %w", out, err)
-	}
-	// CreateTemp made it 0600; a disk is as readable as the other build
-	// outputs (a hypervisor's user may need to read it).
-	if err := tmp.Chmod(0o644); err != nil {
-		return nil, fmt.Errorf("write disk %s: %w", out, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, fmt.Errorf("write disk %s: %w", out, err)
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
-		os.Remove(tmp.Name())
-		done = true
-		return nil, fmt.Errorf("write disk %s: %w", out, err)
-	}
-	done = true
 	return res, nil
 }
 

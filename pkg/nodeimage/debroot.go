@@ -21,6 +21,8 @@ import (
 
 	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/download"
+	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/moby/moby/api/types/jsonstream"
 )
 
 // A Debian root is made in two stages, with no root on the host and no
@@ -81,7 +83,10 @@ func (b *builder) configuredRoot(ctx context.Context, kind string, lock *debian.
 // leaves, cleaned, to file; on failure there is no file.
 func (b *builder) configure(ctx context.Context, k Kernel, kind, stage1 string, s stage2, file string) error {
 	start := time.Now()
-	err := writeFileAtomic(file, func(w io.Writer) error { return configureIn(ctx, k, kind, stage1, s, b.opts.Log, w) })
+	err := os.MkdirAll(filepath.Dir(file), 0o755)
+	if err == nil {
+		err = state.WriteOutput(file, 0o644, func(f *os.File) error { return configureIn(ctx, k, kind, stage1, s, b.opts.Log, f) })
+	}
 	if err != nil {
 		return fmt.Errorf("configure the %s's root in %s: %w", kind, k.Name(), err)
 	}
@@ -200,22 +205,14 @@ func assemble(ctx context.Context, file string, debs []debian.Deb) error {
 func jsonStreamError(r io.Reader) error {
 	dec := json.NewDecoder(r)
 	for {
-		var m struct {
-			Error       string `json:"error"`
-			ErrorDetail struct {
-				Message string `json:"message"`
-			} `json:"errorDetail"`
-		}
+		var m jsonstream.Message
 		if err := dec.Decode(&m); err == io.EOF {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		if m.ErrorDetail.Message != "" {
-			return errors.New(m.ErrorDetail.Message)
-		}
-		if m.Error != "" {
-			return errors.New(m.Error)
+		if m.Error != nil {
+			return errors.New(m.Error.Message)
 		}
 	}
 }
@@ -229,21 +226,8 @@ func writeStage2Tar(w io.Writer, stage1 string, s stage2, kernelFiles map[string
 	}
 	defer f.Close()
 	tw := tar.NewWriter(w)
-	tr := tar.NewReader(bufio.NewReaderSize(f, 1<<20))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", stage1, err)
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return err
-		}
+	if _, err := copyEntries(tar.NewReader(bufio.NewReaderSize(f, 1<<20)), tw, func(string) (bool, []byte) { return true, nil }); err != nil {
+		return fmt.Errorf("copy %s: %w", stage1, err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(kernelFiles)) {
 		if err := tarFile(tw, name, []byte(kernelFiles[name]), 0o644); err != nil {
@@ -266,11 +250,7 @@ func writeStage2Tar(w io.Writer, stage1 string, s stage2, kernelFiles map[string
 
 // tarFile writes one regular file owned by root.
 func tarFile(tw *tar.Writer, name string, data []byte, mode int64) error {
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data)), ModTime: epoch}); err != nil {
-		return err
-	}
-	_, err := tw.Write(data)
-	return err
+	return tarFrom(tw, name, bytes.NewReader(data), int64(len(data)), mode)
 }
 
 // tarFileFrom writes the file at src into tw as name.
@@ -284,10 +264,15 @@ func tarFileFrom(tw *tar.Writer, name, src string, mode int64) error {
 	if err != nil {
 		return err
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: fi.Size(), ModTime: epoch}); err != nil {
+	return tarFrom(tw, name, f, fi.Size(), mode)
+}
+
+// tarFrom writes size bytes of r into tw as the regular file name.
+func tarFrom(tw *tar.Writer, name string, r io.Reader, size, mode int64) error {
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: size, ModTime: epoch}); err != nil {
 		return err
 	}
-	_, err = io.Copy(tw, f)
+	_, err := io.Copy(tw, r)
 	return err
 }
 
@@ -358,14 +343,25 @@ func cleanExport(r io.Reader, w io.Writer) error {
 // it and, when not nil, the contents it gets instead (a regular file,
 // 0644). It returns how many entries the input held.
 func copyTar(r io.Reader, w io.Writer, edit func(name string) (keep bool, contents []byte)) (int, error) {
-	tr := tar.NewReader(bufio.NewReaderSize(r, 1<<20))
 	bw := bufio.NewWriterSize(w, 1<<20)
 	tw := tar.NewWriter(bw)
+	n, err := copyEntries(tar.NewReader(bufio.NewReaderSize(r, 1<<20)), tw, edit)
+	if err != nil {
+		return n, err
+	}
+	if err := tw.Close(); err != nil {
+		return n, err
+	}
+	return n, bw.Flush()
+}
+
+// copyEntries is copyTar's loop, into a tar that goes on after it.
+func copyEntries(tr *tar.Reader, tw *tar.Writer, edit func(name string) (keep bool, contents []byte)) (int, error) {
 	n := 0
 	for ; ; n++ {
 		h, err := tr.Next()
 		if err == io.EOF {
-			break
+			return n, nil
 		}
 		if err != nil {
 			return n, err
@@ -386,33 +382,6 @@ func copyTar(r io.Reader, w io.Writer, edit func(name string) (keep bool, conten
 			return n, err
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return n, err
-	}
-	return n, bw.Flush()
-}
-
-// writeFileAtomic writes file through fn under a temporary name and
-// renames it into place only when fn succeeds.
-func writeFileAtomic(file string, fn func(w io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*.part")
-	if err != nil {
-		return err
-	}
-	err = fn(tmp)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // readLock reads a committed Debian lock from a recipe.

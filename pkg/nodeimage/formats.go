@@ -16,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hwk-dev/hwk/pkg/diskimage"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // DockerRepository is where the docker format's images are tagged, one tag
@@ -121,7 +122,7 @@ func (b *builder) withoutKernel(file string, fn func(r io.Reader) error) error {
 // wsl --import.
 func (b *builder) tarFormat(root string, m *Manifest) error {
 	file := filepath.Join(b.dir, "rootfs.tar.gz")
-	err := writeFileAtomic(file, func(w io.Writer) error {
+	err := state.WriteOutput(file, 0o644, func(w *os.File) error {
 		return b.withoutKernel(root, func(r io.Reader) error {
 			zw, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 			if err != nil {

@@ -60,7 +60,7 @@ func (k DockerKernel) Configure(ctx context.Context, kind string, root io.Reader
 		p, err = c.Ping(ctx, client.PingOptions{})
 	}
 	if err != nil {
-		return fmt.Errorf("the Docker engine did not answer (%w): start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again", err)
+		return fmt.Errorf("%w; start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux) and build again", err)
 	}
 	if p.OSType != "" && p.OSType != "linux" {
 		return fmt.Errorf("the Docker engine runs %s containers: switch Docker Desktop to Linux containers and build again", p.OSType)

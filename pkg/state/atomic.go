@@ -45,3 +45,33 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	done = true
 	return syncDir(dir)
 }
+
+// WriteOutput makes path by having write fill a new file beside it, which
+// then becomes path with perm: a failed or interrupted write leaves
+// neither a part of path nor the temporary file. Unlike WriteFileAtomic it
+// does not sync: it is for large outputs that can be made again (disks,
+// root file systems), where a crash may lose the file but never leaves a
+// truncated one under its name.
+func WriteOutput(path string, perm os.FileMode, write func(f *os.File) error) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.part")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err := write(tmp); err != nil {
+		return err
+	}
+	// CreateTemp made it 0600.
+	if err := tmp.Chmod(perm); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
