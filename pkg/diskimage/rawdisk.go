@@ -42,6 +42,10 @@ type RawDiskOptions struct {
 	// CmdlineExtra is appended to the kernel command line hwk's boot
 	// entry gives (root=PARTUUID=… rw console=tty0 console=ttyS0,115200).
 	CmdlineExtra string
+	// NoBoot leaves the ESP unformatted and the root without a boot
+	// loader, kernel or initramfs requirement: for a hypervisor that
+	// starts a kernel of its own directly (root=PARTUUID=RootPartUUID).
+	NoBoot bool
 }
 
 // RawDisk describes a disk WriteRawDisk made.
@@ -162,6 +166,9 @@ func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDis
 		idx, err := writeRoot(ctx, disk, l.rootStart*mibBytes, l.rootMiB*mibBytes, rootfs, res)
 		if err != nil {
 			return fmt.Errorf("root file system: %w", err)
+		}
+		if opts.NoBoot {
+			return nil
 		}
 		if err := writeESP(disk, l.espStart*mibBytes, l.espMiB*mibBytes, idx, bootEntry{partUUID: rootPartUUID, extra: opts.CmdlineExtra}, res); err != nil {
 			return fmt.Errorf("EFI system partition: %w", err)

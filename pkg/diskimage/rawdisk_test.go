@@ -778,3 +778,35 @@ func TestResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteRawDiskNoBoot: a root with no kernel, initramfs or boot loader
+// (a stage-1 root) makes a disk for a hypervisor that boots a kernel of
+// its own: the root file system is whole, the ESP holds nothing.
+func TestWriteRawDiskNoBoot(t *testing.T) {
+	requireOracles(t, "e2fsck")
+	root := makeTar(t, []tarEntry{dirEntry("./", 0o755), dirEntry("./etc/", 0o755), fileEntry("./etc/motd", 0o644, []byte("hi\n"))})
+	out := filepath.Join(t.TempDir(), "disk.raw")
+	if _, err := WriteRawDisk(context.Background(), bytes.NewReader(root), out, RawDiskOptions{Size: 400 * mib}); err == nil || !strings.Contains(err.Error(), "no kernel") {
+		t.Fatalf("without NoBoot: err = %v, want no kernel", err)
+	}
+	d, err := WriteRawDisk(context.Background(), bytes.NewReader(root), out, RawDiskOptions{Size: 400 * mib, ESPMiB: minESPMiB, NoBoot: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Kernel != "" || d.Initrd != "" || d.Files != 1 {
+		t.Errorf("disk = %+v, want no kernel or initrd and one file", d)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	esp := make([]byte, mib)
+	if _, err := f.ReadAt(esp, 1*mib); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(esp, make([]byte, mib)) {
+		t.Error("the ESP was written")
+	}
+	e2fsck(t, out+"?offset="+strconv.Itoa((1+minESPMiB)*mib))
+}
