@@ -280,3 +280,42 @@ func TestSubnetReservations(t *testing.T) {
 		t.Errorf("the last release left %s (%v)", s.subnetsDir(), err)
 	}
 }
+
+// A leftover whose command still runs (its lock held) is kept; one whose
+// command died (lock free) is removed, and so is its lock file.
+func TestSweepLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	live, err := HoldLeftover(dir, "hwk-build-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Remove()
+	dead, err := HoldLeftover(dir, "hwk-build-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Release(); err != nil { // as when its process dies
+		t.Fatal(err)
+	}
+	var removed []string
+	if err := SweepLeftovers(dir, func(name string) error { removed = append(removed, name); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != "hwk-build-dead" {
+		t.Errorf("removed %v, want only the dead build's", removed)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "hwk-build-dead.lock")); !os.IsNotExist(err) {
+		t.Errorf("the dead build's lock file: %v", err)
+	}
+	// A removal that fails leaves the lock for the next sweep.
+	if err := live.Release(); err != nil {
+		t.Fatal(err)
+	}
+	err = SweepLeftovers(dir, func(string) error { return errors.New("libvirt is down") })
+	if err == nil || !strings.Contains(err.Error(), "remove hwk-build-live, left by a build that stopped: libvirt is down") {
+		t.Errorf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "hwk-build-live.lock")); err != nil {
+		t.Errorf("after a failed removal the lock is gone: %v", err)
+	}
+}

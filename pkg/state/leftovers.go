@@ -1,0 +1,48 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// HoldLeftover takes the lock dir/NAME.lock for a throwaway thing named
+// name that lives outside hwk's directories while a command runs (a build
+// VM, a WSL distribution). The command calls Remove on the lock once the
+// thing is gone; if it dies first, the lock is free and the next
+// SweepLeftovers of dir removes the thing.
+func HoldLeftover(dir, name string) (*Lock, error) {
+	return AcquireLock(filepath.Join(dir, name+".lock"), name)
+}
+
+// SweepLeftovers calls remove for each name in dir whose lock nobody
+// holds (its command died before removing it), then deletes that lock.
+// Things another running command holds are left alone.
+func SweepLeftovers(dir string, remove func(name string) error) error {
+	locks, err := filepath.Glob(filepath.Join(dir, "*.lock"))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range locks {
+		name := strings.TrimSuffix(filepath.Base(p), ".lock")
+		l, err := AcquireLock(p, name)
+		var held *LockedError
+		if errors.As(err, &held) || errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := remove(name); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s, left by a build that stopped: %w", name, err))
+			_ = l.Release()
+			continue
+		}
+		errs = append(errs, l.Remove())
+	}
+	return errors.Join(errs...)
+}
