@@ -114,7 +114,7 @@ func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) error {
 		}
 		go pressKeys(ctx, l, dom, window)
 	}
-	if err := waitPoweroff(ctx, l, dom, spec); err != nil {
+	if err := waitPoweroff(ctx, l, dom, "install "+spec.Name, spec.ConsoleLog); err != nil {
 		return err
 	}
 	return download(l, vol, spec.Disk)
@@ -137,25 +137,26 @@ func pressKeys(ctx context.Context, l *golibvirt.Libvirt, dom golibvirt.Domain, 
 }
 
 // waitPoweroff waits for the guest to power off by itself: the end of an
-// unattended install. Any other way of stopping is a failure.
-func waitPoweroff(ctx context.Context, l *golibvirt.Libvirt, dom golibvirt.Domain, spec drivers.InstallSpec) error {
+// unattended install or a build VM. Any other way of stopping is a
+// failure; what names the VM's job in messages.
+func waitPoweroff(ctx context.Context, l *golibvirt.Libvirt, dom golibvirt.Domain, what, console string) error {
 	for {
 		st, reason, err := l.DomainGetState(dom, 0)
 		if err != nil {
-			return fmt.Errorf("install %s: the VM: %w", spec.Name, err)
+			return fmt.Errorf("%s: the VM: %w", what, err)
 		}
 		if golibvirt.DomainState(st) == golibvirt.DomainShutoff {
 			if golibvirt.DomainShutoffReason(reason) == golibvirt.DomainShutoffShutdown {
 				return nil
 			}
-			return fmt.Errorf("install %s: the VM stopped without the guest powering it off (%s); its console is in %s", spec.Name, shutoffReason(reason), spec.ConsoleLog)
+			return fmt.Errorf("%s: the VM stopped without the guest powering it off (%s); its console is in %s", what, shutoffReason(reason), console)
 		}
 		if golibvirt.DomainState(st) == golibvirt.DomainCrashed {
-			return fmt.Errorf("install %s: the VM crashed; its console is in %s", spec.Name, spec.ConsoleLog)
+			return fmt.Errorf("%s: the VM crashed; its console is in %s", what, console)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("install %s: %w", spec.Name, ctx.Err())
+			return fmt.Errorf("%s: %w", what, ctx.Err())
 		case <-time.After(installPoll):
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hwk-dev/hwk/drivers"
 	"github.com/moby/moby/client"
 )
 
@@ -72,6 +73,9 @@ type Options struct {
 	// Kernel is where the Debian roots' second stage runs; nil is the
 	// Docker engine.
 	Kernel Kernel
+	// VM, when set, is the hypervisor stage 2 runs in instead: a VM
+	// that boots the node lock's kernel directly.
+	VM drivers.KernelBooter
 	// Transfers, if set, is called inside a step that moves bytes (the
 	// Debian packages' download) for a way to show them: update reports
 	// a transfer's bytes (ui.Transfers.Update), stop ends the display.
@@ -133,7 +137,10 @@ type builder struct {
 	keys   map[string]string
 	bins   map[string]string // "component/binary" → path
 	images []builtImage
-	stages []Stage
+	// hostRunsNode, when set, says whether this host runs the node's
+	// binaries instead of runtime's GOOS and GOARCH (tests).
+	hostRunsNode *bool
+	stages       []Stage
 }
 
 // targetOS is the GOOS of the build's binaries.

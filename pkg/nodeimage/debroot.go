@@ -31,7 +31,8 @@ import (
 //  1. In Go, on any OS: the lock's .debs are fetched (cached by SHA-256)
 //     and unpacked into one tar as dpkg --unpack would leave them
 //     (pkg/debian.Assemble).
-//  2. Once, in a Linux kernel (a Kernel: the Docker engine, or WSL 2):
+//  2. Once, in a Linux kernel (a Kernel: the Docker engine, WSL 2, or a
+//     VM of a driver that boots kernels, vmKernel):
 //     that tar, with the recipe's stage-2 script and its files under /hwk,
 //     becomes a throwaway system that runs the script (dpkg --configure
 //     -a, then the recipe's steps). Its file system, exported, is the root.
@@ -94,8 +95,12 @@ func (b *builder) configure(ctx context.Context, k Kernel, kind, stage1 string, 
 	return nil
 }
 
-// kernel is where stage 2 runs: Options.Kernel, else the Docker engine.
+// kernel is where stage 2 runs: a VM of Options.VM, else Options.Kernel,
+// else the Docker engine.
 func (b *builder) kernel() Kernel {
+	if b.opts.VM != nil {
+		return vmKernel{vm: b.opts.VM, kernel: b.vmLinuz, dir: filepath.Join(b.opts.CacheDir, "build", "vm"), diskBytes: b.opts.DiskSize}
+	}
 	if b.opts.Kernel != nil {
 		return b.opts.Kernel
 	}

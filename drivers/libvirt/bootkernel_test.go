@@ -1,0 +1,91 @@
+package libvirt
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/hwk-dev/hwk/drivers"
+)
+
+// The build VM's domain: the kernel booted directly with its command line,
+// no firmware, network or graphics, every stop but a power-off ending it,
+// and the two disks as QEMU NVMe devices with the serials the guest looks
+// for, in slots libvirt does not hand out.
+func TestBootKernelXML(t *testing.T) {
+	spec := drivers.KernelBootSpec{Name: "hwk-build-node-x", Cmdline: "root=PARTUUID=p rw init=/bin/sh -- /hwk-vminit.sh", CPUs: 2, MemoryBytes: 2 << 30, ConsoleLog: "/c.log"}
+	x, err := bootKernelXML(spec, false, "/pool/k", "/pool/root,1.qcow2", "/pool/out.raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d libvirtxml.Domain
+	if err := d.Unmarshal(x); err != nil {
+		t.Fatal(err)
+	}
+	if d.Type != "qemu" || d.OS.Kernel != "/pool/k" || d.OS.Cmdline != spec.Cmdline || d.OS.Firmware != "" || d.OS.Loader != nil {
+		t.Errorf("os = %+v, type %s", d.OS, d.Type)
+	}
+	if d.OnPoweroff != "destroy" || d.OnReboot != "destroy" || d.OnCrash != "destroy" {
+		t.Errorf("lifecycle = %s %s %s", d.OnPoweroff, d.OnReboot, d.OnCrash)
+	}
+	if len(d.Devices.Disks)+len(d.Devices.Interfaces)+len(d.Devices.Graphics) != 0 {
+		t.Errorf("devices: %d disks, %d NICs, %d graphics", len(d.Devices.Disks), len(d.Devices.Interfaces), len(d.Devices.Graphics))
+	}
+	var args []string
+	for _, a := range d.QEMUCommandline.Args {
+		args = append(args, a.Value)
+	}
+	want := "-drive file=/pool/root,,1.qcow2,format=qcow2,if=none,id=hwkroot,cache=unsafe -device nvme,drive=hwkroot,serial=hwk-root,bus=pcie.0,addr=0x18 " +
+		"-drive file=/pool/out.raw,format=raw,if=none,id=hwkout -device nvme,drive=hwkout,serial=hwk-out,bus=pcie.0,addr=0x19"
+	if got := strings.Join(args, " "); got != want {
+		t.Errorf("qemu args\n got %s\nwant %s", got, want)
+	}
+}
+
+// The output disk read back through libvirt's stream (a file this
+// process cannot open) and from the file: the same bytes, range after
+// range, many times over (go-libvirt's stream end is racy; a hang here is
+// the bug outputDisk keeps its downloads few to avoid).
+func TestOutputDisk(t *testing.T) {
+	l := daemon(t, SystemURI)
+	pool, err := ensurePool(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 3<<20+123)
+	_, _ = rand.Read(data)
+	src := filepath.Join(t.TempDir(), "disk")
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const name = "hwk-test-output-disk.raw"
+	path, err := uploadOwned(l, pool, name, "raw", src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = deleteVolume(l, pool, name) })
+	vol, err := l.StorageVolLookupByName(pool, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []outputDisk{{l: l, vol: vol, path: "/nonexistent/" + name}, {l: l, vol: vol, path: path}} {
+		for i := range 20 {
+			off, n := int64(i*1000), int64(len(data)-i*1000)
+			if i%2 == 1 {
+				n = 256
+			}
+			var b bytes.Buffer
+			if err := o.CopyRange(&b, off, n); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b.Bytes(), data[off:off+n]) {
+				t.Fatalf("%s: range %d+%d differs", o.path, off, n)
+			}
+		}
+	}
+}
