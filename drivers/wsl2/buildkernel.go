@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // Kernel runs a node image's second stage (pkg/nodeimage.Kernel) in a
@@ -71,22 +73,35 @@ enabled=false
 
 // Configure implements pkg/nodeimage.Kernel.
 func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log, out io.Writer) (err error) {
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	name := "hwk-build-" + kind + "-" + hex.EncodeToString(suffix)
-	dir := filepath.Join(k.Dir, name)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(k.Dir, 0o700); err != nil {
 		return err
 	}
 	cleanup := context.WithoutCancel(ctx)
+	// Distributions of builds that were killed go first; failing to
+	// remove one does not stop this build.
+	if err := state.SweepLeftovers(k.Dir, func(name string) error { return k.remove(cleanup, name) }); err != nil {
+		fmt.Fprintf(log, "warning: %v\n", err)
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	name := "hwk-build-" + kind + "-" + hex.EncodeToString(suffix)
+	held, err := state.HoldLeftover(k.Dir, name)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(k.Dir, name)
 	defer func() {
-		// Unregistering deletes the distribution's disk; the directory
-		// goes with it either way.
-		if _, uerr := manage(cleanup, k.Runner, "--unregister", name); uerr != nil && !isCode(uerr, "WSL_E_DISTRO_NOT_FOUND") {
-			err = errors.Join(err, fmt.Errorf("unregister the build distribution %s: %w", name, uerr))
+		if rerr := k.remove(cleanup, name); rerr != nil {
+			// The next build's sweep tries again.
+			_ = held.Release()
+			err = errors.Join(err, rerr)
+			return
 		}
-		err = errors.Join(err, os.RemoveAll(dir))
+		_ = held.Remove()
 	}()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 
 	if err := k.run(ctx, root, io.Discard, "--import", name, dir, "-", "--version", "2"); err != nil {
 		// WSL is the kernel only because Docker did not answer: the user
@@ -118,6 +133,15 @@ func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log,
 		return fmt.Errorf("export WSL distribution %s: %w", name, err)
 	}
 	return nil
+}
+
+// remove unregisters build distribution name, which deletes its disk, and
+// removes its directory; a distribution that is not there is no error.
+func (k Kernel) remove(ctx context.Context, name string) error {
+	if _, err := manage(ctx, k.Runner, "--unregister", name); err != nil && !isCode(err, "WSL_E_DISTRO_NOT_FOUND") {
+		return fmt.Errorf("unregister the build distribution %s: %w", name, err)
+	}
+	return os.RemoveAll(filepath.Join(k.Dir, name))
 }
 
 // run runs a wsl.exe command of its own with stdin and its standard

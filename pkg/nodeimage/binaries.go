@@ -33,11 +33,15 @@ func (b *builder) binaries(ctx context.Context) error {
 			continue
 		}
 		dir := filepath.Join(b.opts.CacheDir, "build", fmt.Sprintf("%s-%s-%s", c.Name, b.version(c), b.keys["component/"+c.Name][:12]))
+		src := b.sourceOf(c)
 		verb := "Build"
-		if b.opts.Source == Release {
+		if src == Release {
 			verb = "Download"
 		}
 		name := fmt.Sprintf("%s %s %s", verb, c.Name, b.version(c))
+		if src != b.opts.Source {
+			name += " (its release: it needs cgo, which only a linux/amd64 host builds)"
+		}
 		if done(dir) {
 			name += " (cached)"
 		}
@@ -50,7 +54,7 @@ func (b *builder) binaries(ctx context.Context) error {
 					return err
 				}
 				var err error
-				if b.opts.Source == FromSource {
+				if src == FromSource {
 					err = b.buildComponent(ctx, c, dir)
 				} else {
 					err = b.downloadComponent(ctx, c, need, dir)
@@ -82,7 +86,7 @@ func (b *builder) binaries(ctx context.Context) error {
 // them (images are made from them too); from releases, only those
 // installed on the node, since images are pulled whole.
 func (b *builder) needed(c *component) []string {
-	if b.opts.Source == FromSource {
+	if b.sourceOf(c) == FromSource {
 		return c.binaries()
 	}
 	var out []string
@@ -91,6 +95,17 @@ func (b *builder) needed(c *component) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// sourceOf is where c's binaries come from: the build's source, but for
+// a source build on a host that cannot build a Linux component with cgo
+// (runc: libcontainer/nsenter is C), which takes the component's release
+// (checked against its published SHA-256) instead.
+func (b *builder) sourceOf(c *component) Source {
+	if b.opts.Source == FromSource && c.Source.CGO && b.goos != "windows" && !b.runsLinuxAMD64() && len(c.Release) > 0 {
+		return Release
+	}
+	return b.opts.Source
 }
 
 // done reports whether dir holds a finished step's output: the marker is
@@ -152,14 +167,11 @@ func (b *builder) wrapperVersions(c *component) []string {
 	return out
 }
 
-// buildComponent builds c's binaries into dir with the Go toolchain (or,
-// for a C source, the host's C compiler).
+// buildComponent builds c's binaries into dir with the Go toolchain, for
+// linux/amd64 (the Windows image's for windows/amd64) on any host.
 func (b *builder) buildComponent(ctx context.Context, c *component, dir string) error {
 	v := vars{Name: c.Name, Version: b.version(c)}
-	if c.Source.C != "" {
-		return b.buildC(ctx, c, v, dir)
-	}
-	mod, sum, err := b.moduleFiles(c)
+	mod, sum, packages, err := b.componentModule(c)
 	if err != nil {
 		return err
 	}
@@ -174,6 +186,15 @@ func (b *builder) buildComponent(ctx context.Context, c *component, dir string) 
 	}
 	if err := os.WriteFile(filepath.Join(src, "go.sum"), []byte(sum), 0o644); err != nil {
 		return err
+	}
+	if c.Source.Main != "" {
+		main, err := fs.ReadFile(images.Recipe, c.Source.Main)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(src, path.Base(c.Source.Main)), main, 0o644); err != nil {
+			return err
+		}
 	}
 	ldflags := []string{"-s", "-w"}
 	for _, f := range c.Source.LDFlags {
@@ -193,7 +214,7 @@ func (b *builder) buildComponent(ctx context.Context, c *component, dir string) 
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	args = append(args, "-o", dir+string(filepath.Separator))
-	args = append(args, c.Source.Packages...)
+	args = append(args, packages...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = src
 	cgo := "0"
@@ -215,23 +236,15 @@ func (b *builder) buildComponent(ctx context.Context, c *component, dir string) 
 	return nil
 }
 
-func (b *builder) buildC(ctx context.Context, c *component, v vars, dir string) error {
-	src, err := fs.ReadFile(images.Recipe, c.Source.C)
-	if err != nil {
-		return err
+// componentModule is the module c is built in and the packages built: a
+// wrapper module from the recipe, or for a one-file program (Main) a
+// module of its own holding it.
+func (b *builder) componentModule(c *component) (mod, sum string, packages []string, err error) {
+	if c.Source.Main != "" {
+		return "module hwk.dev/nodeimage/" + c.Name + "\n\ngo 1.24\n", "", []string{"."}, nil
 	}
-	tmp := filepath.Join(dir, path.Base(c.Source.C))
-	if err := os.WriteFile(tmp, src, 0o644); err != nil {
-		return err
-	}
-	defer os.Remove(tmp)
-	out := filepath.Join(dir, c.binaries()[0])
-	cmd := exec.CommandContext(ctx, "cc", "-Os", "-s", "-static", "-Wall",
-		fmt.Sprintf(`-D%s_VERSION="%s"`, strings.ToUpper(c.Name), v.Version), "-o", out, tmp)
-	if err := b.run(cmd); err != nil {
-		return fmt.Errorf("%w (a C compiler with static libc is needed: Debian gcc, libc6-dev)", err)
-	}
-	return nil
+	mod, sum, err = b.moduleFiles(c)
+	return mod, sum, c.Source.Packages, err
 }
 
 // run runs cmd with its output in the build log; a failure carries the

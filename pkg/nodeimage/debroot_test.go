@@ -17,6 +17,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 	"github.com/hwk-dev/hwk/pkg/debian"
+	"github.com/hwk-dev/hwk/pkg/state"
 	"github.com/moby/moby/client"
 )
 
@@ -372,6 +373,12 @@ func TestNodeStage2Tar(t *testing.T) {
 			t.Errorf("no %s in the tar", want)
 		}
 	}
+	if got := files["hwk/kubeadm-images"]; got != "registry.k8s.io/pause:3.10.1\n" {
+		t.Errorf("hwk/kubeadm-images = %q, want the one kubeadm-tagged image", got)
+	}
+	if got := files["hwk/kubernetes-version"]; got != b.opts.KubernetesVersion+"\n" || got == "\n" {
+		t.Errorf("hwk/kubernetes-version = %q", got)
+	}
 	if got := files["hwk/root/usr/local/bin/kubeadm"]; got != "kubernetes/kubeadm" {
 		t.Errorf("kubeadm holds %q", got)
 	}
@@ -481,6 +488,32 @@ func TestWSLKernel(t *testing.T) {
 	if _, err := os.Stat(failed); err == nil {
 		t.Error("a failed stage 2 left a root")
 	}
+
+	// A distribution a killed build left (its lock free) is unregistered,
+	// and its directory and lock removed, before the next build's import;
+	// one whose build still runs (lock held) is left alone.
+	dead, err := state.HoldLeftover(k.Dir, "hwk-build-node-0123456789ab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(k.Dir, "hwk-build-node-0123456789ab"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.Release()
+	live, err := state.HoldLeftover(k.Dir, "hwk-build-node-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake = wsltest.New(t, "buildkernel-leftover.txt", map[string]string{"DIR": k.Dir})
+	err = b.configure(ctx, k, "test", stage1, s, failed)
+	fake.Check(t)
+	if err == nil || !strings.Contains(err.Error(), "stage2.sh exited with 1") {
+		t.Errorf("after a leftover: %v", err)
+	}
+	if ents, _ := os.ReadDir(k.Dir); len(ents) != 1 || ents[0].Name() != "hwk-build-node-live.lock" {
+		t.Errorf("beside the running build's lock: %v", ents)
+	}
+	_ = live.Remove()
 
 	// No VM for WSL: its own message and code, and both ways out.
 	fake = wsltest.New(t, "buildkernel-no-vm.txt", map[string]string{"DIR": k.Dir})

@@ -74,11 +74,12 @@ func (b *builder) componentKeys() ([]string, error) {
 	}
 	for _, c := range b.recipe.Components {
 		v := b.version(&c)
-		in := map[string]any{"name": c.Name, "version": v, "source": b.opts.Source}
+		src := b.sourceOf(&c)
+		in := map[string]any{"name": c.Name, "version": v, "source": src}
 		if b.goos != "" {
 			in["goos"] = b.goos
 		}
-		if b.opts.Source == FromSource {
+		if src == FromSource {
 			in["build"] = c.Source
 			in["go"] = b.goVer
 			if c.Source.Module != "" {
@@ -88,12 +89,12 @@ func (b *builder) componentKeys() ([]string, error) {
 				}
 				in["mod"], in["sum"] = mod, sum
 			}
-			if c.Source.C != "" {
-				src, err := fs.ReadFile(images.Recipe, c.Source.C)
+			if c.Source.Main != "" {
+				src, err := fs.ReadFile(images.Recipe, c.Source.Main)
 				if err != nil {
 					return nil, fmt.Errorf("recipe: %w", err)
 				}
-				in["c"] = string(src)
+				in["main"] = string(src)
 			}
 		} else {
 			in["release"] = c.Release

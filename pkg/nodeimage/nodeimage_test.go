@@ -14,8 +14,10 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,7 +60,7 @@ func TestRecipeLoads(t *testing.T) {
 		if len(c.Install) > 0 && len(c.Release) == 0 {
 			t.Errorf("component %s is installed on the node but has no release artifacts", c.Name)
 		}
-		if c.Source.Module == "" && c.Source.C == "" {
+		if c.Source.Module == "" && c.Source.Main == "" {
 			t.Errorf("component %s has no source build", c.Name)
 		}
 	}
@@ -144,24 +146,6 @@ func TestUnknownKubernetesWrapper(t *testing.T) {
 	}
 }
 
-func TestVersionMatches(t *testing.T) {
-	for _, tc := range []struct {
-		tag, version string
-		want         bool
-	}{
-		{"3.6.6-0", "v3.6.6", true},
-		{"v1.13.1", "v1.13.1", true},
-		{"3.10.1", "3.10.1", true},
-		{"3.6.7-0", "v3.6.6", false},
-		{"3.6.66-0", "v3.6.6", false},
-		{"v1.35.4", "v1.35.3", false},
-	} {
-		if got := versionMatches(tc.tag, tc.version); got != tc.want {
-			t.Errorf("versionMatches(%q, %q) = %v", tc.tag, tc.version, got)
-		}
-	}
-}
-
 // fakeKubeadm is a script that prints an image list the way kubeadm does.
 func fakeKubeadm(t *testing.T, images ...string) string {
 	t.Helper()
@@ -195,6 +179,16 @@ func TestImageRefs(t *testing.T) {
 	if strings.Join(refs, " ") != strings.Join(want, " ") {
 		t.Errorf("refs\n got %v\nwant %v", refs, want)
 	}
+
+	// A host that cannot run the node's kubeadm (Windows, macOS) takes
+	// the same refs from the recipe alone; stage2.sh checks them.
+	no := false
+	b.hostRunsNode = &no
+	b.bins["kubernetes/kubeadm"] = filepath.Join(t.TempDir(), "no-kubeadm")
+	if other, err := b.imageRefs(context.Background()); err != nil || strings.Join(other, " ") != strings.Join(refs, " ") {
+		t.Errorf("refs on a host that cannot run kubeadm: %v, %v\nwant %v", other, err, refs)
+	}
+	b.hostRunsNode = nil
 
 	for _, tc := range []struct {
 		name  string
@@ -552,5 +546,79 @@ func TestWindowsManifestIsPrivate(t *testing.T) {
 		if c.m.Windows != nil && (back.Windows.AdminPassword != "Secret-Passw0rd#1" || back.Public().Windows.AdminPassword != "" || back.Windows.AdminPassword == "") {
 			t.Error("the password is not kept, or Public does not drop it (or changed the original)")
 		}
+	}
+}
+
+// TestPauseFromSource builds the pause component as a source build does
+// (Go, for linux/amd64, so on any host) and runs it: -v names the pinned
+// version; started, it warns it is not PID 1 and leaves with 0 on SIGTERM.
+func TestPauseFromSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the Go toolchain")
+	}
+	b := testBuilder(t, FromSource)
+	b.opts.Log = io.Discard
+	c := b.recipe.component("pause")
+	dir := t.TempDir()
+	if err := b.buildComponent(context.Background(), c, dir); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "pause")
+	out, err := exec.Command(bin, "-v").Output()
+	if err != nil || string(out) != "pause (hwk) "+c.Version+"\n" {
+		t.Fatalf("pause -v: %q, %v", out, err)
+	}
+	if data, err := os.ReadFile(bin); err != nil || bytes.Contains(data, []byte("/lib64/ld-linux")) {
+		t.Errorf("pause is not static (%v)", err)
+	}
+	cmd := exec.Command(bin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("pause after SIGTERM: %v", err)
+	}
+	if !strings.Contains(stderr.String(), "not PID 1") {
+		t.Errorf("stderr = %q, want the not-PID-1 warning", stderr.String())
+	}
+}
+
+// A source build on a host that cannot build Linux cgo (Windows, macOS)
+// takes runc, and only runc, from its release; on linux/amd64 everything
+// is built.
+func TestSourceOfCGO(t *testing.T) {
+	b := testBuilder(t, FromSource)
+	for i := range b.recipe.Components {
+		if c := &b.recipe.Components[i]; b.sourceOf(c) != FromSource {
+			t.Errorf("on linux/amd64 %s comes from %s", c.Name, b.sourceOf(c))
+		}
+	}
+	built := b.keys["component/runc"]
+	no := false
+	b.hostRunsNode = &no
+	for i := range b.recipe.Components {
+		c := &b.recipe.Components[i]
+		want := FromSource
+		if c.Name == "runc" {
+			want = Release
+		}
+		if got := b.sourceOf(c); got != want {
+			t.Errorf("elsewhere %s comes from %s, want %s", c.Name, got, want)
+		}
+	}
+	if _, err := b.componentKeys(); err != nil {
+		t.Fatal(err)
+	}
+	if b.keys["component/runc"] == built {
+		t.Error("runc's release has the key of its source build")
+	}
+	if got := b.needed(b.recipe.component("runc")); strings.Join(got, " ") != "runc" {
+		t.Errorf("runc's release gives %v", got)
 	}
 }

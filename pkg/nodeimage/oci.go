@@ -12,6 +12,8 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,52 +104,100 @@ func (b *builder) buildImages(ctx context.Context) error {
 }
 
 // imageRefs resolves each recipe image to its reference: Kubernetes'
-// images as this build's kubeadm lists them, the others as pinned. It
-// fails when kubeadm wants an image the recipe does not make, or a
-// version other than the one the recipe pins.
+// images under the tags kubeadm gives them (the image's kubeadmTag, a
+// template of its component's pinned version), the others as pinned.
+// Where this host can run the build's kubeadm (linux/amd64), `kubeadm
+// config images list` must name exactly those, before anything is built;
+// elsewhere stage2.sh makes the same check with the node's kubeadm.
 func (b *builder) imageRefs(ctx context.Context) ([]string, error) {
+	refs := make([]string, len(b.recipe.Images))
+	for i, spec := range b.recipe.Images {
+		tag := spec.Tag
+		if tag == kubeadmTag {
+			tmpl := spec.KubeadmTag
+			if tmpl == "" {
+				tmpl = "{{.Version}}"
+			}
+			var err error
+			if tag, err = expand(tmpl, vars{Version: b.version(b.recipe.component(spec.Component))}); err != nil {
+				return nil, fmt.Errorf("image %s: %w", spec.Name, err)
+			}
+		}
+		refs[i] = spec.Name + ":" + tag
+	}
+	if !b.runsLinuxAMD64() {
+		return refs, nil
+	}
 	out, err := exec.CommandContext(ctx, b.bins["kubernetes/kubeadm"], "config", "images", "list",
 		"--kubernetes-version", b.opts.KubernetesVersion).Output()
 	if err != nil {
 		return nil, fmt.Errorf("kubeadm config images list: %w", err)
 	}
-	wanted := map[string]string{} // repository → tag
-	for _, line := range strings.Fields(string(out)) {
-		repo, tag, ok := strings.Cut(line, ":")
-		if !ok {
-			return nil, fmt.Errorf("kubeadm config images list printed %q, not an image reference", line)
-		}
-		wanted[repo] = tag
-	}
-	refs := make([]string, len(b.recipe.Images))
-	for i, spec := range b.recipe.Images {
-		tag := spec.Tag
-		if tag == "kubeadm" {
-			t, ok := wanted[spec.Name]
-			if !ok {
-				return nil, fmt.Errorf("the recipe preloads %s, but kubeadm %s does not use it", spec.Name, b.opts.KubernetesVersion)
-			}
-			delete(wanted, spec.Name)
-			tag = t
-		}
-		c := b.recipe.component(spec.Component)
-		if !versionMatches(tag, b.version(c)) {
-			return nil, fmt.Errorf("kubeadm %s wants %s:%s, but the recipe pins %s %s; update node-images/linux/components.yaml",
-				b.opts.KubernetesVersion, spec.Name, tag, c.Name, b.version(c))
-		}
-		refs[i] = spec.Name + ":" + tag
-	}
-	for repo, tag := range wanted {
-		return nil, fmt.Errorf("kubeadm %s uses %s:%s, which images/linux.yaml does not preload", b.opts.KubernetesVersion, repo, tag)
+	if err := b.checkKubeadmImages(strings.Fields(string(out)), refs); err != nil {
+		return nil, err
 	}
 	return refs, nil
 }
 
-// versionMatches reports whether an image tag is the component version:
-// "3.6.6-0" (etcd's image revision) is version v3.6.6.
-func versionMatches(tag, version string) bool {
-	t, v := strings.TrimPrefix(tag, "v"), strings.TrimPrefix(version, "v")
-	return t == v || strings.HasPrefix(t, v+"-")
+// kubeadmTag is the tag of a recipe image whose tag kubeadm decides.
+const kubeadmTag = "kubeadm"
+
+// runsLinuxAMD64 reports whether this host runs the binaries built for
+// the node.
+func (b *builder) runsLinuxAMD64() bool {
+	if b.hostRunsNode != nil {
+		return *b.hostRunsNode
+	}
+	return runtime.GOOS == "linux" && runtime.GOARCH == "amd64"
+}
+
+// checkKubeadmImages compares what kubeadm lists with the refs of the
+// recipe's kubeadm-tagged images.
+func (b *builder) checkKubeadmImages(listed, refs []string) error {
+	wanted := map[string]string{} // repository → tag
+	for _, line := range listed {
+		repo, tag, ok := strings.Cut(line, ":")
+		if !ok {
+			return fmt.Errorf("kubeadm config images list printed %q, not an image reference", line)
+		}
+		wanted[repo] = tag
+	}
+	for i, spec := range b.recipe.Images {
+		if spec.Tag != kubeadmTag {
+			continue
+		}
+		t, ok := wanted[spec.Name]
+		if !ok {
+			return fmt.Errorf("the recipe preloads %s, but kubeadm %s does not use it", spec.Name, b.opts.KubernetesVersion)
+		}
+		delete(wanted, spec.Name)
+		if _, tag, _ := strings.Cut(refs[i], ":"); tag != t {
+			c := b.recipe.component(spec.Component)
+			return fmt.Errorf("kubeadm %s wants %s:%s, but the recipe pins %s %s (tag %s); update node-images/linux/components.yaml",
+				b.opts.KubernetesVersion, spec.Name, t, c.Name, b.version(c), tag)
+		}
+	}
+	for repo, tag := range wanted {
+		return fmt.Errorf("kubeadm %s uses %s:%s, which images/linux.yaml does not preload", b.opts.KubernetesVersion, repo, tag)
+	}
+	return nil
+}
+
+// kubeadmImages is what stage2.sh expects `kubeadm config images list`
+// to print: the refs of the images whose tag kubeadm decides, sorted.
+func (b *builder) kubeadmImages() string {
+	byKubeadm := map[string]bool{}
+	for _, spec := range b.recipe.Images {
+		byKubeadm[spec.Name] = spec.Tag == kubeadmTag
+	}
+	var refs []string
+	for _, im := range b.images {
+		if repo, _, _ := strings.Cut(im.Ref, ":"); byKubeadm[repo] {
+			refs = append(refs, im.Ref)
+		}
+	}
+	slices.Sort(refs)
+	return strings.Join(refs, "\n") + "\n"
 }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)

@@ -55,8 +55,9 @@ type sourceBuild struct {
 	// Rename maps a built binary (named by go build after its package) to
 	// the name it has in the image.
 	Rename map[string]string `yaml:"rename"`
-	// C names a C source (in images/) built with the host's cc instead.
-	C string `yaml:"c"`
+	// Main names a one-file Go program in images/ (no dependencies), built
+	// as a module of its own instead of a wrapper module.
+	Main string `yaml:"main"`
 }
 
 type releaseArtifact struct {
@@ -72,8 +73,11 @@ type releaseArtifact struct {
 }
 
 type imageSpec struct {
-	Name       string      `yaml:"name"`
-	Tag        string      `yaml:"tag"`
+	Name string `yaml:"name"`
+	Tag  string `yaml:"tag"`
+	// KubeadmTag is the tag kubeadm gives the image (tag: kubeadm), a
+	// template of its component's version; {{.Version}} unless said.
+	KubeadmTag string      `yaml:"kubeadmTag"`
 	Component  string      `yaml:"component"`
 	Base       string      `yaml:"base"`
 	Files      []imageFile `yaml:"files"`

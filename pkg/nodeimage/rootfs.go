@@ -57,8 +57,8 @@ func (b *builder) makeRootfs(ctx context.Context, file string) error {
 }
 
 // nodeStage2 is the node's stage 2: stage2.sh, with configure.sh, hwk's
-// files and the binaries under /hwk/root, and the images under
-// /hwk/preload.
+// files and the binaries under /hwk/root, the images under /hwk/preload,
+// and what kubeadm must list (the Kubernetes version and kubeadmImages).
 func (b *builder) nodeStage2() (stage2, error) {
 	script, err := fs.ReadFile(linux.Recipe, "stage2.sh")
 	if err != nil {
@@ -70,6 +70,12 @@ func (b *builder) nodeStage2() (stage2, error) {
 	}
 	add := func(tw *tar.Writer) error {
 		if err := tarFile(tw, stage2Dir+"/configure.sh", configure, 0o755); err != nil {
+			return err
+		}
+		if err := tarFile(tw, stage2Dir+"/kubernetes-version", []byte(b.opts.KubernetesVersion+"\n"), 0o644); err != nil {
+			return err
+		}
+		if err := tarFile(tw, stage2Dir+"/kubeadm-images", []byte(b.kubeadmImages()), 0o644); err != nil {
 			return err
 		}
 		// writeStage2Tar has written /hwk itself.
