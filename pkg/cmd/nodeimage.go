@@ -2,11 +2,13 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
@@ -44,7 +47,7 @@ func newNodeImageCommand(g *globals, s Streams) *cobra.Command {
 
 func newNodeImageBuildLinuxCommand(g *globals, s Streams) *cobra.Command {
 	opts := nodeimage.Options{}
-	var source, formats string
+	var source, formats, where string
 	cmd := &cobra.Command{
 		Use:   "linux",
 		Short: "Build the Linux node image into every driver's format",
@@ -64,14 +67,14 @@ published checksums) and pulls images from their registries. --source source
 builds everything from the Go module proxy instead, for machines with no
 registry access. Results are cached by their inputs: building again with
 nothing changed takes seconds. Building needs a Docker engine, where the
-Debian root is configured (no root, no debootstrap); on Windows without
-one, WSL 2 configures it instead.`,
+Debian root is configured (no root, no debootstrap); without one, WSL 2 on
+Windows or a libvirt VM on Linux configures it instead (--configure-in).`,
 		Example: `  hwk node-image build linux --source source --formats docker,qcow2`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Source = nodeimage.Source(source)
 			opts.Formats = splitFormats(formats)
-			m, err := g.buildLinux(c.Context(), s, opts)
+			m, err := g.buildLinux(c.Context(), s, opts, where)
 			if err != nil {
 				return err
 			}
@@ -83,15 +86,21 @@ one, WSL 2 configures it instead.`,
 	f.StringVar(&opts.KubernetesVersion, "kubernetes-version", config.DefaultKubernetesVersion, "Kubernetes version to build the image for")
 	f.StringVar(&source, "source", string(nodeimage.Release), "where binaries and images come from: release (official downloads) or source (built from the Go module proxy)")
 	f.StringVar(&formats, "formats", "docker,tar,qcow2,vhdx,vdi", "comma-separated formats to make: docker, tar, qcow2, vhdx, vdi")
+	f.StringVar(&where, "configure-in", configureAuto, "the Linux kernel the Debian root is configured in: auto (Docker, else WSL 2 on Windows, else a libvirt VM), docker, wsl2 or libvirt")
 	return cmd
 }
 
 // buildLinux builds the Linux node image opts describe into hwk's cache,
 // showing each step, with every command's output in a build log.
-func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Options) (*nodeimage.Manifest, error) {
+func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Options, where string) (*nodeimage.Manifest, error) {
 	opts.CacheDir = state.DefaultDirs().Cache
 	// Bad flags are reported before anything is written.
 	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	// One client for the whole build: the docker format and stage 2.
+	opts.Docker = dockerClient()
+	if err := g.configureIn(ctx, &opts, where); err != nil {
 		return nil, err
 	}
 	status := ui.NewStatus(s.ErrOut, g.quiet)
@@ -102,9 +111,6 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	}
 	defer closeLog()
 	opts.Log = g.buildOutput(log, status, s)
-	// One client for the whole build: the docker format and stage 2.
-	opts.Docker = dockerClient()
-	opts.Kernel = stageKernel(ctx, opts.Docker, opts.CacheDir)
 	opts.Transfers = func() (func(string, int64, int64), func()) {
 		t := ui.NewTransfers(status, s.ErrOut)
 		return t.Update, t.Stop
@@ -118,24 +124,117 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	return m, nil
 }
 
-// stageKernel is where the Debian roots' second stage runs: the Docker
-// engine when it answers with Linux containers (nil), else, on an amd64
-// Windows, WSL 2. With neither, the Docker kernel's error says what to
-// start.
-func stageKernel(ctx context.Context, docker func() (client.APIClient, error), cacheDir string) nodeimage.Kernel {
-	// The root is amd64: WSL on an arm64 Windows runs an arm64 kernel.
-	if runtime.GOOS != "windows" || runtime.GOARCH != "amd64" {
-		return nil
-	}
-	if c, err := docker(); err == nil {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		// Docker Desktop switched to Windows containers answers too.
-		if p, err := c.Ping(ctx, client.PingOptions{}); err == nil && p.OSType == "linux" {
-			return nil
+// The values of --configure-in besides the drivers that boot kernels.
+const (
+	configureAuto   = "auto"
+	configureDocker = "docker"
+	configureWSL    = "wsl2"
+)
+
+// stageKernel sets where the Debian roots' second stage runs, as where
+// says. auto is the Docker engine when it answers with Linux containers,
+// else, on an amd64 Windows, WSL 2, else the first driver that boots
+// kernels (libvirt) and passes its preflight; with none of them, the
+// error names each and what to start.
+func (g *globals) stageKernel(ctx context.Context, opts *nodeimage.Options, where string) error {
+	// The docker format goes into the engine whatever configures the
+	// root: without one, say so before minutes of building.
+	if slices.Contains(opts.Formats, nodeimage.FormatDocker) || where == configureDocker {
+		if err := dockerAnswers(ctx, opts.Docker); err != nil {
+			if where == configureDocker {
+				return fmt.Errorf("--configure-in docker: %w\n  fix: start Docker, or use --configure-in auto", err)
+			}
+			return fmt.Errorf("the docker format goes into a Docker engine: %w\n  fix: start Docker, or leave docker out of --formats (say --formats tar,qcow2)", err)
 		}
 	}
-	return wsl2.Kernel{Runner: wsl2.CLI{}, Dir: filepath.Join(cacheDir, "build", "wsl")}
+	wsl := wsl2.Kernel{Runner: wsl2.CLI{}, Dir: filepath.Join(opts.CacheDir, "build", "wsl")}
+	switch where {
+	case configureDocker:
+		return nil
+	case configureWSL:
+		if runtime.GOOS != "windows" || runtime.GOARCH != "amd64" {
+			return fmt.Errorf("--configure-in wsl2: WSL 2 configures the root only on an amd64 Windows (the root is amd64)")
+		}
+		opts.Kernel = wsl
+		return nil
+	case configureAuto:
+	default:
+		d, err := g.registry().Get(where)
+		if err != nil {
+			return fmt.Errorf("--configure-in: %w", err)
+		}
+		vm, ok := d.(drivers.KernelBooter)
+		if !ok {
+			return fmt.Errorf("--configure-in %s: that driver cannot boot a kernel; use auto, docker, wsl2 or one of: %s", where, strings.Join(kernelBooters(g.registry()), ", "))
+		}
+		opts.VM = vm
+		return nil
+	}
+	dockerErr := dockerAnswers(ctx, opts.Docker)
+	if dockerErr == nil {
+		return nil
+	}
+	// The root is amd64: WSL on an arm64 Windows runs an arm64 kernel.
+	if runtime.GOOS == "windows" && runtime.GOARCH == "amd64" {
+		opts.Kernel = wsl
+		return nil
+	}
+	why := []string{"Docker: " + dockerErr.Error() + "; start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux)"}
+	if runtime.GOOS == "windows" {
+		why = append(why, "WSL 2: only on an amd64 Windows")
+	} else {
+		why = append(why, "WSL 2: only on Windows")
+	}
+	r := g.registry()
+	for _, name := range kernelBooters(r) {
+		d, _ := r.Get(name)
+		if _, err := d.Preflight(ctx); err != nil {
+			msg := strings.Join(strings.Fields(err.Error()), " ")
+			if u, ok := errors.AsType[*drivers.UnavailableError](err); ok {
+				msg = u.Reason
+				if u.Fix != "" {
+					msg += "; " + u.Fix
+				}
+			}
+			why = append(why, name+": "+msg)
+			continue
+		}
+		opts.VM = d.(drivers.KernelBooter)
+		return nil
+	}
+	return fmt.Errorf("no Linux kernel to configure the node's Debian root in; start one of these and build again:\n  %s", strings.Join(why, "\n  "))
+}
+
+// dockerAnswers says why the engine cannot configure a root: it does not
+// answer, or it runs Windows containers (Docker Desktop switched).
+func dockerAnswers(ctx context.Context, docker func() (client.APIClient, error)) error {
+	c, err := docker()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	p, err := c.Ping(ctx, client.PingOptions{})
+	if err != nil {
+		return err
+	}
+	if p.OSType != "" && p.OSType != "linux" {
+		return fmt.Errorf("the engine runs %s containers, switch Docker Desktop to Linux containers", p.OSType)
+	}
+	return nil
+}
+
+// kernelBooters lists the drivers that can boot a kernel for stage 2.
+func kernelBooters(r *drivers.Registry) []string {
+	var out []string
+	for _, n := range r.Names() {
+		if d, err := r.Get(n); err == nil {
+			if _, ok := d.(drivers.KernelBooter); ok {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 func splitFormats(s string) []nodeimage.Format {

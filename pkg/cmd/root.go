@@ -58,6 +58,9 @@ type globals struct {
 	// releases says whether Kubernetes' release downloads answer
 	// (releasesReachable); tests replace it.
 	releases func(ctx context.Context, version string) error
+	// configureIn sets where a Linux build's stage 2 runs
+	// (stageKernel); tests replace it.
+	configureIn func(ctx context.Context, opts *nodeimage.Options, where string) error
 }
 
 // availability is every driver's standing here, checked once per command.
@@ -78,6 +81,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 func newRootCommand(s Streams, registry func() *drivers.Registry, hooks ...func(*globals)) *cobra.Command {
 	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), registry: registry,
 		build: nodeimage.Build, terminal: interactive, releases: releasesReachable}
+	g.configureIn = g.stageKernel
 	for _, h := range hooks {
 		h(g)
 	}

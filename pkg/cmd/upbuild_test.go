@@ -29,6 +29,7 @@ func upWithBuild(t *testing.T, in string, terminal bool, build func(nodeimage.Op
 	s := Streams{In: strings.NewReader(in), Out: &out, ErrOut: &errOut}
 	root := newRootCommand(s, reg, func(g *globals) {
 		g.terminal = func(Streams) bool { return terminal }
+		g.configureIn = func(context.Context, *nodeimage.Options, string) error { return nil }
 		g.releases = func(context.Context, string) error {
 			if !terminal && !slices.Contains(args, "--build-image") {
 				t.Error("up asked dl.k8s.io with no build to offer (no flag, no terminal)")
