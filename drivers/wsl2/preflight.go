@@ -106,12 +106,8 @@ func unavailable(reason, fix string) error {
 // all (which removing nodes needs too). One line describing what it
 // found, or an *UnavailableError with the fix.
 func judgeWSL(f hostFacts) (string, error) {
-	switch {
-	case f.inbox:
-		return "", unavailable("this is the wsl.exe that ships with Windows, which predates WSL 2.0 (it knows no --version)",
-			"run `wsl --update` (or install WSL from the Microsoft Store), then `wsl --shutdown`")
-	case f.major < 2:
-		return "", unavailable(fmt.Sprintf("WSL %s is too old: hwk needs 2.0 or newer", f.version), "run `wsl --update`")
+	if err := judgeVersion(f); err != nil {
+		return "", err
 	}
 	mode := f.config.networkingMode()
 	if mode == "nat" {
@@ -122,6 +118,19 @@ func judgeWSL(f hostFacts) (string, error) {
 		d = fmt.Sprintf("WSL %s on Windows build %d, %s networking", f.version, f.windowsBuild, mode)
 	}
 	return d + " (experimental)", nil
+}
+
+// judgeVersion refuses a WSL older than 2.0: the inbox wsl.exe, or a
+// Store WSL 1.x.
+func judgeVersion(f hostFacts) error {
+	switch {
+	case f.inbox:
+		return unavailable("this is the wsl.exe that ships with Windows, which predates WSL 2.0 (it knows no --version)",
+			"run `wsl --update` (or install WSL from the Microsoft Store), then `wsl --shutdown`")
+	case f.major < 2:
+		return unavailable(fmt.Sprintf("WSL %s is too old: hwk needs 2.0 or newer", f.version), "run `wsl --update`")
+	}
+	return nil
 }
 
 // judgeHost is CheckUp's verdict, judgeWSL's and then what making and

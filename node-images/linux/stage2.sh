@@ -5,7 +5,8 @@
 # --unpack would (stage 1, in Go, on any host) and put under /hwk:
 #   root/      hwk's files and the node's binaries, laid over the root
 #   preload/   the images every node carries, as OCI archives
-#   kubernetes-version, kubeadm-images   what kubeadm must list
+#   kubeadm-images.yaml, kubeadm-images   kubeadm's configuration and
+#              the images it must list for it
 # It configures the packages, lays hwk's files over them, runs
 # configure.sh and preloads the images, then removes /hwk.
 set -eu
@@ -26,13 +27,13 @@ sh /hwk/configure.sh
 # The node's kubeadm must ask for exactly the images preloaded (hwk checks
 # this before building them where the host runs the node's binaries; here
 # it holds on every host).
-if ! listed=$(kubeadm config images list --kubernetes-version "$(cat /hwk/kubernetes-version)"); then
+if ! listed=$(kubeadm config images list --config /hwk/kubeadm-images.yaml); then
 	echo "stage2.sh: kubeadm config images list failed (its error is above)" >&2
 	exit 1
 fi
 listed=$(echo "$listed" | sort)
 if [ "$listed" != "$(sort /hwk/kubeadm-images)" ]; then
-	echo "stage2.sh: kubeadm $(cat /hwk/kubernetes-version) lists these images:" >&2
+	echo "stage2.sh: kubeadm lists these images:" >&2
 	echo "$listed" >&2
 	echo "but the node image preloads these; update the versions in node-images/linux/components.yaml (or kubeadmTag in images/linux.yaml):" >&2
 	sort /hwk/kubeadm-images >&2

@@ -74,7 +74,7 @@ Windows or a libvirt VM on Linux configures it instead (--configure-in).`,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Source = nodeimage.Source(source)
 			opts.Formats = splitFormats(formats)
-			m, err := g.buildLinux(c.Context(), s, opts, where)
+			m, err := g.buildLinux(c.Context(), s, opts, where, !c.Flags().Changed("formats"))
 			if err != nil {
 				return err
 			}
@@ -92,7 +92,9 @@ Windows or a libvirt VM on Linux configures it instead (--configure-in).`,
 
 // buildLinux builds the Linux node image opts describe into hwk's cache,
 // showing each step, with every command's output in a build log.
-func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Options, where string) (*nodeimage.Manifest, error) {
+// defaultFormats says the formats are --formats' default, from which the
+// docker format is left out where no engine answers.
+func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Options, where string, defaultFormats bool) (*nodeimage.Manifest, error) {
 	opts.CacheDir = state.DefaultDirs().Cache
 	// Bad flags are reported before anything is written.
 	if err := opts.Validate(); err != nil {
@@ -100,6 +102,12 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	}
 	// One client for the whole build: the docker format and stage 2.
 	opts.Docker = dockerClient()
+	if defaultFormats && slices.Contains(opts.Formats, nodeimage.FormatDocker) {
+		if err := dockerAnswers(ctx, opts.Docker); err != nil {
+			opts.Formats = slices.DeleteFunc(opts.Formats, func(f nodeimage.Format) bool { return f == nodeimage.FormatDocker })
+			fmt.Fprintf(s.ErrOut, "No Docker engine answers (%v): making %s, without the docker format.\n", err, nodeimage.JoinFormats(opts.Formats))
+		}
+	}
 	if err := g.configureIn(ctx, &opts, where); err != nil {
 		return nil, err
 	}
@@ -152,8 +160,11 @@ func (g *globals) stageKernel(ctx context.Context, opts *nodeimage.Options, wher
 	case configureDocker:
 		return nil
 	case configureWSL:
-		if runtime.GOOS != "windows" || runtime.GOARCH != "amd64" {
+		if runtime.GOOS != "windows" || !nativeAMD64() {
 			return fmt.Errorf("--configure-in wsl2: WSL 2 configures the root only on an amd64 Windows (the root is amd64)")
+		}
+		if err := wsl.Check(ctx); err != nil {
+			return fmt.Errorf("--configure-in wsl2: %w", err)
 		}
 		opts.Kernel = wsl
 		return nil
@@ -174,35 +185,43 @@ func (g *globals) stageKernel(ctx context.Context, opts *nodeimage.Options, wher
 	if dockerErr == nil {
 		return nil
 	}
-	// The root is amd64: WSL on an arm64 Windows runs an arm64 kernel.
-	if runtime.GOOS == "windows" && runtime.GOARCH == "amd64" {
-		opts.Kernel = wsl
-		return nil
-	}
 	why := []string{"Docker: " + dockerErr.Error() + "; start Docker (Docker Desktop on Windows and macOS, or dockerd on Linux)"}
-	if runtime.GOOS == "windows" {
+	switch {
+	// The root is amd64: WSL on an arm64 Windows runs an arm64 kernel.
+	case runtime.GOOS == "windows" && nativeAMD64():
+		err := wsl.Check(ctx)
+		if err == nil {
+			opts.Kernel = wsl
+			return nil
+		}
+		why = append(why, "WSL 2: "+reason(err))
+	case runtime.GOOS == "windows":
 		why = append(why, "WSL 2: only on an amd64 Windows")
-	} else {
+	default:
 		why = append(why, "WSL 2: only on Windows")
 	}
 	r := g.registry()
 	for _, name := range kernelBooters(r) {
 		d, _ := r.Get(name)
 		if _, err := d.Preflight(ctx); err != nil {
-			msg := strings.Join(strings.Fields(err.Error()), " ")
-			if u, ok := errors.AsType[*drivers.UnavailableError](err); ok {
-				msg = u.Reason
-				if u.Fix != "" {
-					msg += "; " + u.Fix
-				}
-			}
-			why = append(why, name+": "+msg)
+			why = append(why, name+": "+reason(err))
 			continue
 		}
 		opts.VM = d.(drivers.KernelBooter)
 		return nil
 	}
 	return fmt.Errorf("no Linux kernel to configure the node's Debian root in; start one of these and build again:\n  %s", strings.Join(why, "\n  "))
+}
+
+// reason is a driver's refusal on one line: its reason and fix.
+func reason(err error) string {
+	if u, ok := errors.AsType[*drivers.UnavailableError](err); ok {
+		if u.Fix != "" {
+			return u.Reason + "; " + u.Fix
+		}
+		return u.Reason
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
 }
 
 // dockerAnswers says why the engine cannot configure a root: it does not

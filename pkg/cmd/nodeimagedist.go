@@ -27,7 +27,11 @@ func dockerClient() func() (client.APIClient, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := c.Ping(context.Background(), client.PingOptions{}); err != nil {
+		// An engine that accepts but does not answer (Docker Desktop
+		// starting) must not hold the command.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := c.Ping(ctx, client.PingOptions{}); err != nil {
 			return nil, fmt.Errorf("cannot reach the Docker engine: %w", err)
 		}
 		return c, nil

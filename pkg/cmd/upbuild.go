@@ -63,11 +63,11 @@ func (g *globals) offerBuild(ctx context.Context, s Streams, upErr error, asked 
 	}
 	fmt.Fprintf(s.ErrOut, "Building the Linux node image for Kubernetes %s (%s format) from %s (%s)\n", missing.Version, missing.Format, from, takes)
 	opts := nodeimage.Options{KubernetesVersion: missing.Version, Source: source, Formats: []nodeimage.Format{missing.Format}}
-	_, err := g.buildLinux(ctx, s, opts, configureAuto)
+	_, err := g.buildLinux(ctx, s, opts, configureAuto, false)
 	if err != nil && source == nodeimage.Release && goErr == nil {
 		fmt.Fprintf(s.ErrOut, "The build from release downloads failed (above); building from source instead (%s)\n", sourceBuildTime)
 		opts.Source = nodeimage.FromSource
-		_, err = g.buildLinux(ctx, s, opts, configureAuto)
+		_, err = g.buildLinux(ctx, s, opts, configureAuto, false)
 	}
 	if err != nil {
 		return false, fmt.Errorf("build the missing Linux node image: %w", err)

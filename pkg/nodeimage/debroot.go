@@ -37,6 +37,12 @@ import (
 //     becomes a throwaway system that runs the script (dpkg --configure
 //     -a, then the recipe's steps). Its file system, exported, is the root.
 
+// rootFormat is part of the keys of every configured root (the node's,
+// the images' userland, and so the images built on it): bump it whenever the code that makes a root
+// from the packages (cleanExport, stage 2's protocol) changes what it
+// writes, so that roots cached by older code are not reused.
+const rootFormat = 2
+
 // stage2Dir is where the stage-2 script and its inputs sit in the root
 // while it runs; the script removes it and the export leaves it out.
 const stage2Dir = "hwk"
@@ -313,17 +319,26 @@ func isWSLModules(name string) bool {
 // under reports whether name is dir or below it.
 func under(name, dir string) bool { return name == dir || strings.HasPrefix(name, dir+"/") }
 
+// runtimeLinks are symlinks a runtime makes in a root, given the target
+// systemd's tmpfiles.d/etc.conf gives them at boot, whether the kernel
+// made them (Docker: /etc/mtab to /proc/mounts) or not (a VM).
+var runtimeLinks = map[string]string{"etc/mtab": "../proc/self/mounts"}
+
 // cleanExport copies a kernel's export of a root to w, leaving out the
 // stage-2 directory, what the kernel leaves of its own (kernelOnly; WSL's
 // X11 socket directory and the empty module directory of its kernel) and
 // what it provides at run time (/dev, /proc and /sys keep only their
 // directories; WSL's mount points under /mnt and /usr/lib/wsl), and
-// giving the files the kernel writes for itself (Docker's bind mounts,
-// WSL's generated hosts and resolv.conf) a node's contents. A tar reader stops at the archive's end
-// marker, so anything a tool prints after the tar is not read as part of
-// it.
+// giving the files a runtime writes for itself (Docker's bind mounts,
+// WSL's generated hosts and resolv.conf) a node's contents, adding them
+// where the kernel had none (a VM), so that every kernel's root is the
+// same. A tar reader stops at the archive's end marker, so anything a
+// tool prints after the tar is not read as part of it.
 func cleanExport(r io.Reader, w io.Writer) error {
-	n, err := copyTar(r, w, func(name string) (bool, []byte) {
+	seen := map[string]bool{}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	tw := tar.NewWriter(bw)
+	n, err := copyEntries(tar.NewReader(bufio.NewReaderSize(r, 1<<20)), tw, func(name string) (bool, []byte) {
 		top, rest, _ := strings.Cut(name, "/")
 		switch {
 		case top == stage2Dir:
@@ -334,13 +349,36 @@ func cleanExport(r io.Reader, w io.Writer) error {
 			return false, nil
 		case isWSLModules(name):
 			return false, nil
+		case runtimeLinks[name] != "":
+			return false, nil
+		}
+		if _, ok := runtimeFiles[name]; ok {
+			seen[name] = true
 		}
 		return true, runtimeFiles[name]
 	})
-	if err == nil && n == 0 {
-		err = errors.New("the export holds no files")
+	if err != nil {
+		return err
 	}
-	return err
+	if n == 0 {
+		return errors.New("the export holds no files")
+	}
+	for _, name := range slices.Sorted(maps.Keys(runtimeFiles)) {
+		if !seen[name] {
+			if err := tarFile(tw, name, runtimeFiles[name], 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(runtimeLinks)) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: runtimeLinks[name], Mode: 0o777, ModTime: epoch}); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // copyTar copies a tar's entries to w as edit says: it is given an

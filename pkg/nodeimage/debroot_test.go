@@ -74,6 +74,25 @@ func readTestTar(t *testing.T, r io.Reader) (names []string, files map[string]st
 	}
 }
 
+// readTestLinks maps a tar's symlinks to their targets.
+func readTestLinks(t *testing.T, data []byte) map[string]string {
+	t.Helper()
+	links := map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(data))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return links
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeSymlink {
+			links[h.Name] = h.Linkname
+		}
+	}
+}
+
 // A container's export holds Docker's own files; the root must not.
 func TestCleanExport(t *testing.T) {
 	in := writeTestTar(t, []tarEntry{
@@ -85,7 +104,7 @@ func TestCleanExport(t *testing.T) {
 		{name: "etc/", typ: tar.TypeDir},
 		{name: "etc/hostname", typ: tar.TypeReg},
 		{name: "etc/hosts", typ: tar.TypeReg, data: "172.17.0.2 3f2a\n"},
-		{name: "etc/resolv.conf", typ: tar.TypeSymlink, link: "/run/x"},
+		{name: "etc/mtab", typ: tar.TypeSymlink, link: "/proc/mounts"},
 		{name: "etc/hostname.d", typ: tar.TypeReg, data: "kept"},
 		{name: "hwk/", typ: tar.TypeDir},
 		{name: "hwk/stage2.sh", typ: tar.TypeReg, data: "x"},
@@ -100,10 +119,15 @@ func TestCleanExport(t *testing.T) {
 	if err := cleanExport(bytes.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
-	names, files := readTestTar(t, &out)
-	want := []string{"bin", "dev/", "etc/", "etc/hostname", "etc/hosts", "etc/resolv.conf", "etc/hostname.d", "hwkx", "proc/", "sys/", "usr/bin/sh"}
+	names, files := readTestTar(t, bytes.NewReader(out.Bytes()))
+	// etc/resolv.conf, which this kernel did not make, is added, and
+	// etc/mtab is systemd's link whatever the kernel made.
+	want := []string{"bin", "dev/", "etc/", "etc/hostname", "etc/hosts", "etc/hostname.d", "hwkx", "proc/", "sys/", "usr/bin/sh", "etc/resolv.conf", "etc/mtab"}
 	if !slices.Equal(names, want) {
 		t.Errorf("entries\n  %v\nwant\n  %v", names, want)
+	}
+	if got := readTestLinks(t, out.Bytes())["etc/mtab"]; got != "../proc/self/mounts" {
+		t.Errorf("etc/mtab -> %q", got)
 	}
 	if files["etc/hostname"] != "node\n" || !strings.HasPrefix(files["etc/hosts"], "127.0.0.1\tlocalhost\n") || files["etc/resolv.conf"] != "" {
 		t.Errorf("runtime files: hostname %q, hosts %q, resolv.conf %q", files["etc/hostname"], files["etc/hosts"], files["etc/resolv.conf"])
@@ -376,8 +400,8 @@ func TestNodeStage2Tar(t *testing.T) {
 	if got := files["hwk/kubeadm-images"]; got != "registry.k8s.io/pause:3.10.1\n" {
 		t.Errorf("hwk/kubeadm-images = %q, want the one kubeadm-tagged image", got)
 	}
-	if got := files["hwk/kubernetes-version"]; got != b.opts.KubernetesVersion+"\n" || got == "\n" {
-		t.Errorf("hwk/kubernetes-version = %q", got)
+	if got := files["hwk/kubeadm-images.yaml"]; !strings.Contains(got, "kubernetesVersion: "+b.opts.KubernetesVersion+"\n") || !strings.Contains(got, "name: node") {
+		t.Errorf("hwk/kubeadm-images.yaml = %q", got)
 	}
 	if got := files["hwk/root/usr/local/bin/kubeadm"]; got != "kubernetes/kubeadm" {
 		t.Errorf("kubeadm holds %q", got)
@@ -463,7 +487,7 @@ func TestWSLKernel(t *testing.T) {
 	names, files := readTestTar(t, f)
 	f.Close()
 	want := []string{"./", "./etc/", "./etc/hostname", "./etc/hosts", "./etc/ld.so.conf.d/", "./etc/resolv.conf", "./mnt/", "./tmp/",
-		"./usr/bin/sh", "./usr/lib/modules/", "./usr/lib/modules/6.1.0-50-cloud-amd64/"}
+		"./usr/bin/sh", "./usr/lib/modules/", "./usr/lib/modules/6.1.0-50-cloud-amd64/", "etc/mtab"}
 	if !slices.Equal(names, want) {
 		t.Errorf("the root holds\n  %v\nwant\n  %v", names, want)
 	}

@@ -60,8 +60,8 @@ func (b *builder) computeKeys() error {
 	if err != nil {
 		return err
 	}
-	b.keys["images"] = hashJSON([]any{imageRecipe, comps, packFormat})
-	b.keys["node"] = hashJSON([]any{nodeRecipe, b.keys["images"], b.opts.Source, b.opts.KubernetesVersion})
+	b.keys["images"] = hashJSON([]any{imageRecipe, comps, packFormat, rootFormat})
+	b.keys["node"] = hashJSON([]any{nodeRecipe, b.keys["images"], b.opts.Source, b.opts.KubernetesVersion, rootFormat})
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +27,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/hwk-dev/hwk/images"
+	linux "github.com/hwk-dev/hwk/node-images/linux"
 )
 
 func testBuilder(t *testing.T, source Source) *builder {
@@ -620,5 +623,29 @@ func TestSourceOfCGO(t *testing.T) {
 	}
 	if got := b.needed(b.recipe.component("runc")); strings.Join(got, " ") != "runc" {
 		t.Errorf("runc's release gives %v", got)
+	}
+}
+
+// No file hwk embeds to run in Linux holds a carriage return (a Windows
+// checkout without .gitattributes' eol=lf would give every one of them
+// CRLF, and dash fails on the first line).
+func TestLinuxRecipesHaveNoCR(t *testing.T) {
+	for name, fsys := range map[string]fs.FS{"node-images/linux": linux.Recipe, "images": images.Recipe} {
+		err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			data, err := fs.ReadFile(fsys, p)
+			if err == nil && bytes.Contains(data, []byte("\r")) {
+				t.Errorf("%s/%s holds a carriage return", name, p)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(vmInit, "\r") {
+		t.Error("vminit.sh holds a carriage return")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -128,10 +129,20 @@ func (b *builder) imageRefs(ctx context.Context) ([]string, error) {
 	if !b.runsLinuxAMD64() {
 		return refs, nil
 	}
-	out, err := exec.CommandContext(ctx, b.bins["kubernetes/kubeadm"], "config", "images", "list",
-		"--kubernetes-version", b.opts.KubernetesVersion).Output()
+	cfg := filepath.Join(b.opts.CacheDir, "build", "kubeadm-images-"+b.opts.KubernetesVersion+".yaml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(cfg, []byte(b.kubeadmConfig()), 0o644); err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, b.bins["kubernetes/kubeadm"], "config", "images", "list", "--config", cfg).Output()
 	if err != nil {
-		return nil, fmt.Errorf("kubeadm config images list: %w", err)
+		var stderr string
+		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+			stderr = strings.TrimSpace(string(ee.Stderr))
+		}
+		return nil, fmt.Errorf("kubeadm config images list: %w\n%s", err, stderr)
 	}
 	if err := b.checkKubeadmImages(strings.Fields(string(out)), refs); err != nil {
 		return nil, err
@@ -181,6 +192,21 @@ func (b *builder) checkKubeadmImages(listed, refs []string) error {
 		return fmt.Errorf("kubeadm %s uses %s:%s, which images/linux.yaml does not preload", b.opts.KubernetesVersion, repo, tag)
 	}
 	return nil
+}
+
+// kubeadmConfig is the configuration kubeadm lists the images for: the
+// build's Kubernetes version, and a node name, since kubeadm validates a
+// whole InitConfiguration and its default, the host name, may be no DNS
+// name (a Windows computer's under WSL, say MY_PC).
+func (b *builder) kubeadmConfig() string {
+	return `apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+nodeRegistration:
+  name: node
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+kubernetesVersion: ` + b.opts.KubernetesVersion + "\n"
 }
 
 // kubeadmImages is what stage2.sh expects `kubeadm config images list`

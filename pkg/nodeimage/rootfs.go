@@ -29,7 +29,7 @@ func (b *builder) userland(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	file := filepath.Join(b.opts.CacheDir, "debian", "userland-"+hashJSON([]any{string(lockData), string(script)})[:12]+".tar")
+	file := filepath.Join(b.opts.CacheDir, "debian", "userland-"+hashJSON([]any{string(lockData), string(script), rootFormat})[:12]+".tar")
 	if _, err := os.Stat(file); err == nil {
 		return file, nil
 	}
@@ -58,7 +58,7 @@ func (b *builder) makeRootfs(ctx context.Context, file string) error {
 
 // nodeStage2 is the node's stage 2: stage2.sh, with configure.sh, hwk's
 // files and the binaries under /hwk/root, the images under /hwk/preload,
-// and what kubeadm must list (the Kubernetes version and kubeadmImages).
+// and what kubeadm must list (kubeadmConfig and kubeadmImages).
 func (b *builder) nodeStage2() (stage2, error) {
 	script, err := fs.ReadFile(linux.Recipe, "stage2.sh")
 	if err != nil {
@@ -72,7 +72,7 @@ func (b *builder) nodeStage2() (stage2, error) {
 		if err := tarFile(tw, stage2Dir+"/configure.sh", configure, 0o755); err != nil {
 			return err
 		}
-		if err := tarFile(tw, stage2Dir+"/kubernetes-version", []byte(b.opts.KubernetesVersion+"\n"), 0o644); err != nil {
+		if err := tarFile(tw, stage2Dir+"/kubeadm-images.yaml", []byte(b.kubeadmConfig()), 0o644); err != nil {
 			return err
 		}
 		if err := tarFile(tw, stage2Dir+"/kubeadm-images", []byte(b.kubeadmImages()), 0o644); err != nil {

@@ -19,6 +19,9 @@ cd /
 # What a container gets from its runtime: /proc, /sys, a /dev with the
 # kernel's devices, /dev/pts and /dev/shm, and a host name (the kernel's
 # is "(none)", which kubeadm refuses as a node name).
+# mount(8) keeps its table in /run/mount, on the root here (a runtime
+# has /run elsewhere): what this file made there goes before the export.
+[ -e /run/mount ] && runmount=1 || runmount=0
 mkdir -p /proc /sys /dev
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -62,6 +65,7 @@ if [ "$rc" = 0 ]; then
 	# what is mounted there, and nothing of this file is left.
 	mkdir -p /dev/shm/hwk/root
 	mount --bind / /dev/shm/hwk/root
+	[ "$runmount" = 1 ] || rm -rf /run/mount
 	{
 		tar --create --file=- --numeric-owner --xattrs --xattrs-include='*' \
 			--directory=/dev/shm/hwk/root "--exclude=./$(basename "$0")" . \

@@ -115,10 +115,10 @@ func (k vmKernel) Configure(ctx context.Context, kind string, root io.Reader, lo
 	start = time.Now()
 	err = k.vm.BootKernel(ctx, spec, func(disk drivers.OutputDisk) error { return readVMResult(disk, log, out) })
 	// BootKernel removes what it made; should that have failed, the lock
-	// stays for the next build's sweep.
+	// stays for the next build's sweep, and the build stands.
 	if rerr := k.vm.RemoveBoot(context.WithoutCancel(ctx), spec.Name); rerr != nil {
 		_ = held.Release()
-		err = errors.Join(err, fmt.Errorf("remove the build VM %s: %w", spec.Name, rerr))
+		fmt.Fprintf(log, "warning: remove the build VM %s: %v (the next build removes it)\n", spec.Name, rerr)
 	} else {
 		_ = held.Remove()
 	}

@@ -21,13 +21,18 @@ func HoldLeftover(dir, name string) (*Lock, error) {
 // holds (its command died before removing it), then deletes that lock.
 // Things another running command holds are left alone.
 func SweepLeftovers(dir string, remove func(name string) error) error {
-	locks, err := filepath.Glob(filepath.Join(dir, "*.lock"))
+	// Not filepath.Glob: dir may hold pattern characters ([ in HWK_HOME).
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, p := range locks {
-		name := strings.TrimSuffix(filepath.Base(p), ".lock")
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || e.IsDir() {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
 		l, err := AcquireLock(p, name)
 		var held *LockedError
 		if errors.As(err, &held) || errors.Is(err, os.ErrNotExist) {
