@@ -53,25 +53,16 @@ func removeBoot(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name string) e
 // targets are ide, sata, scsi, virtio, usb...), so the disks are QEMU
 // devices of the domain's qemu:commandline, and their volumes are made
 // owned by the user QEMU runs as, which libvirt would otherwise arrange
-// only for disks it knows of. The output disk is read back through
-// libvirt as well.
+// only for disks it knows of. The output disk is read back from its file.
 func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, read func(out drivers.OutputDisk) error) error {
 	if spec.Name == "" || spec.Kernel == "" || spec.Root == "" || spec.OutBytes <= 0 || spec.CPUs < 1 || spec.MemoryBytes < 256<<20 {
 		return fmt.Errorf("boot %s: needs a kernel, a root disk, an output disk, CPUs and at least 256 MiB of memory", spec.Name)
 	}
-	l, err := d.connect()
+	l, a, pool, err := d.buildSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer l.Disconnect()
-	a, _, err := d.accel.get(ctx, l, true)
-	if err != nil {
-		return accelError(err)
-	}
-	pool, err := ensurePool(l)
-	if err != nil {
-		return err
-	}
 	owner, err := qemuOwner(l, a.KVM)
 	if err != nil {
 		return fmt.Errorf("boot %s: %w", spec.Name, err)
@@ -82,7 +73,7 @@ func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, re
 	}
 	defer func() { _ = removeBoot(l, pool, spec.Name) }()
 
-	kernel, err := uploadOwned(l, pool, names[0], "raw", spec.Kernel, owner)
+	kernel, err := uploadFile(l, pool, names[0], "raw", spec.Kernel, owner)
 	if err != nil {
 		return fmt.Errorf("boot %s: %w", spec.Name, err)
 	}
@@ -90,42 +81,35 @@ func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, re
 	if err := diskimage.WriteQCOW2(ctx, spec.Root, qcow); err != nil {
 		return fmt.Errorf("boot %s: %w", spec.Name, err)
 	}
-	root, err := uploadOwned(l, pool, names[1], "qcow2", qcow, owner)
+	root, err := uploadFile(l, pool, names[1], "qcow2", qcow, owner)
 	os.Remove(qcow)
 	if err != nil {
 		return fmt.Errorf("boot %s: %w", spec.Name, err)
 	}
 	// Readable by all: hwk reads the guest's output straight from the
-	// pool's file where it can (a local libvirt), and the output is the
-	// node image, which holds no secret (configure.sh removes the SSH host
-	// keys its packages make).
+	// pool's file (see outputDisk), and the output is the node image,
+	// which holds no secret (configure.sh removes the SSH host keys its
+	// packages make).
 	xml, err := ownedVolumeXML(names[2], "raw", uint64(spec.OutBytes), owner, "0644")
 	if err != nil {
 		return err
 	}
-	outVol, err := l.StorageVolCreateXML(pool, xml, 0)
+	_, out, err := createVolume(l, pool, xml)
 	if err != nil {
 		return fmt.Errorf("boot %s: create the output disk: %w", spec.Name, err)
-	}
-	out, err := l.StorageVolGetPath(outVol)
-	if err != nil {
-		return err
 	}
 	domXML, err := bootKernelXML(spec, a.KVM, kernel, root, out)
 	if err != nil {
 		return err
 	}
-	dom, err := l.DomainDefineXML(domXML)
+	dom, err := startVM(l, domXML, "boot "+spec.Name)
 	if err != nil {
-		return fmt.Errorf("boot %s: define the VM: %w", spec.Name, err)
-	}
-	if err := l.DomainCreate(dom); err != nil {
-		return fmt.Errorf("boot %s: start the VM: %s", spec.Name, libvirtMessage(err))
+		return err
 	}
 	if err := waitPoweroff(ctx, l, dom, "boot "+spec.Name, spec.ConsoleLog); err != nil {
 		return err
 	}
-	return read(outputDisk{l: l, vol: outVol, path: out})
+	return read(outputDisk{path: out})
 }
 
 // bootKernelXML is the VM: the kernel started directly (no firmware boot
@@ -135,35 +119,21 @@ func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, re
 // the guest powering off ends the domain, so a panic (panic=-1 reboots)
 // is seen as a stop.
 func bootKernelXML(spec drivers.KernelBootSpec, kvm bool, kernel, root, out string) (string, error) {
-	typ, cpu := virtCPU(kvm)
-	d := &libvirtxml.Domain{
-		Type:        typ,
-		Name:        spec.Name,
-		Description: "hwk node image build " + spec.Name,
-		Memory:      &libvirtxml.DomainMemory{Value: uint(spec.MemoryBytes >> 20), Unit: "MiB"},
-		VCPU:        &libvirtxml.DomainVCPU{Value: uint(spec.CPUs)},
-		CPU:         cpu,
-		OS: &libvirtxml.DomainOS{
-			Type:    &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
-			Kernel:  kernel,
-			Cmdline: spec.Cmdline,
-		},
-		Features: &libvirtxml.DomainFeatureList{
-			ACPI: &libvirtxml.DomainFeature{},
-			APIC: &libvirtxml.DomainFeatureAPIC{},
-		},
-		OnPoweroff: "destroy",
-		OnReboot:   "destroy",
-		OnCrash:    "destroy",
-		Devices:    &libvirtxml.DomainDeviceList{},
-		QEMUCommandline: &libvirtxml.DomainQEMUCommandline{Args: qemuArgs(
-			// cache=unsafe: the root is thrown away, and flushes cost.
-			"-drive", "file="+qemuOpt(root)+",format=qcow2,if=none,id=hwkroot,cache=unsafe",
-			"-device", "nvme,drive=hwkroot,serial=hwk-root,bus=pcie.0,addr=0x18",
-			"-drive", "file="+qemuOpt(out)+",format=raw,if=none,id=hwkout",
-			"-device", "nvme,drive=hwkout,serial=hwk-out,bus=pcie.0,addr=0x19",
-		)},
+	d := buildDomain(spec.Name, kvm, spec.CPUs, spec.MemoryBytes)
+	d.OS = &libvirtxml.DomainOS{
+		Type:    &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
+		Kernel:  kernel,
+		Cmdline: spec.Cmdline,
 	}
+	d.OnReboot = "destroy"
+	d.Devices = &libvirtxml.DomainDeviceList{}
+	d.QEMUCommandline = &libvirtxml.DomainQEMUCommandline{Args: qemuArgs(
+		// cache=unsafe: the root is thrown away, and flushes cost.
+		"-drive", "file="+qemuOpt(root)+",format=qcow2,if=none,id=hwkroot,cache=unsafe",
+		"-device", "nvme,drive=hwkroot,serial=hwk-root,bus=pcie.0,addr=0x18",
+		"-drive", "file="+qemuOpt(out)+",format=raw,if=none,id=hwkout",
+		"-device", "nvme,drive=hwkout,serial=hwk-out,bus=pcie.0,addr=0x19",
+	)}
 	consoleAndRNG(d.Devices, spec.ConsoleLog)
 	return d.Marshal()
 }
@@ -228,70 +198,24 @@ func ownedVolumeXML(name, format string, capacity uint64, owner *dacOwner, mode 
 	return v.Marshal()
 }
 
-// uploadOwned streams the host file path into the pool as volume name,
-// owned by owner, and returns the volume's path.
-func uploadOwned(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name, format, path string, owner *dacOwner) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	xml, err := ownedVolumeXML(name, format, uint64(fi.Size()), owner, "0600")
-	if err != nil {
-		return "", err
-	}
-	vol, err := l.StorageVolCreateXML(pool, xml, 0)
-	if err != nil {
-		return "", fmt.Errorf("create volume %s: %w", name, err)
-	}
-	if err := l.StorageVolUpload(vol, f, 0, uint64(fi.Size()), 0); err != nil {
-		return "", fmt.Errorf("upload volume %s: %w", name, err)
-	}
-	return l.StorageVolGetPath(vol)
-}
-
-// outputDisk reads the output volume: from its file where this process
-// can open it (libvirt on this host, as root or with the volume's mode),
-// else through libvirt, one download per range. Downloads are few and
-// large because go-libvirt's stream handling can deadlock when a stream's
-// last packets race its end; reading the file needs no stream at all.
+// outputDisk reads the output volume from its file in the pool, which
+// libvirt on this host made readable to all (BootKernel). Not through a
+// libvirt stream: go-libvirt's stream end can deadlock, the reply that
+// ends a stream racing the caller's deregistration
+// (digitalocean/go-libvirt#241, open), which hung this very read here
+// once in a few dozen downloads.
 type outputDisk struct {
-	l    *golibvirt.Libvirt
-	vol  golibvirt.StorageVol
 	path string
 }
 
 func (o outputDisk) CopyRange(w io.Writer, offset, length int64) error {
-	if length == 0 {
-		return nil
+	f, err := os.Open(o.path)
+	if err != nil {
+		return fmt.Errorf("read the build VM's output disk: %w (hwk reads it in libvirt's pool directory, %s)", err, poolDir)
 	}
-	if f, err := os.Open(o.path); err == nil {
-		defer f.Close()
-		_, err := io.Copy(w, io.NewSectionReader(f, offset, length))
-		return err
-	}
-	cw := &countingWriter{w: w}
-	if err := o.l.StorageVolDownload(o.vol, cw, uint64(offset), uint64(length), 0); err != nil {
-		return fmt.Errorf("read %d bytes at %d of the output disk: %w", length, offset, err)
-	}
-	if cw.n != length {
-		return fmt.Errorf("read %d bytes at %d of the output disk: libvirt gave %d", length, offset, cw.n)
+	defer f.Close()
+	if _, err := io.Copy(w, io.NewSectionReader(f, offset, length)); err != nil {
+		return fmt.Errorf("read %d bytes at %d of the build VM's output disk: %w", length, offset, err)
 	}
 	return nil
-}
-
-// countingWriter counts what passes through it.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }

@@ -145,5 +145,5 @@ func (d *Driver) uploadSeed(l *golibvirt.Libvirt, pool golibvirt.StoragePool, r 
 	if err := vmnode.WriteSeedISO(iso, files); err != nil {
 		return "", err
 	}
-	return uploadFile(l, pool, seedName(r), iso)
+	return uploadFile(l, pool, seedName(r), "raw", iso, nil)
 }

@@ -38,19 +38,11 @@ func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) error {
 	if len(spec.Media) == 0 || spec.Disk == "" || spec.DiskBytes <= 0 || spec.CPUs < 1 || spec.MemoryBytes < 512<<20 {
 		return fmt.Errorf("install %s: needs media, a disk, CPUs and at least 512 MiB of memory", spec.Name)
 	}
-	l, err := d.connect()
+	l, a, pool, err := d.buildSession(ctx)
 	if err != nil {
 		return err
 	}
 	defer l.Disconnect()
-	a, _, err := d.accel.get(ctx, l, true)
-	if err != nil {
-		return accelError(err)
-	}
-	pool, err := ensurePool(l)
-	if err != nil {
-		return err
-	}
 	// Leftovers of an install that was interrupted go first; everything
 	// goes at the end, whatever happened.
 	cleanup := func() error {
@@ -75,7 +67,7 @@ func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) error {
 
 	var media []string
 	for i, m := range spec.Media {
-		p, err := uploadFile(l, pool, installMedium(spec.Name, i), m)
+		p, err := uploadFile(l, pool, installMedium(spec.Name, i), "raw", m, nil)
 		if err != nil {
 			return fmt.Errorf("install %s: %w", spec.Name, err)
 		}
@@ -85,24 +77,17 @@ func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) error {
 	if err != nil {
 		return err
 	}
-	vol, err := l.StorageVolCreateXML(pool, xml, 0)
+	vol, disk, err := createVolume(l, pool, xml)
 	if err != nil {
 		return fmt.Errorf("install %s: create its disk: %w", spec.Name, err)
-	}
-	disk, err := l.StorageVolGetPath(vol)
-	if err != nil {
-		return err
 	}
 	domXML, err := installDomainXML(spec, a.KVM, disk, media, poolDir+"/"+installNVRAM(spec.Name))
 	if err != nil {
 		return err
 	}
-	dom, err := l.DomainDefineXML(domXML)
+	dom, err := startVM(l, domXML, "install "+spec.Name)
 	if err != nil {
-		return fmt.Errorf("install %s: define the VM: %w", spec.Name, err)
-	}
-	if err := l.DomainCreate(dom); err != nil {
-		return fmt.Errorf("install %s: start the VM: %w", spec.Name, err)
+		return err
 	}
 	if spec.PressKey {
 		// The prompt shows once firmware has found the medium, seconds in
@@ -118,6 +103,70 @@ func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) error {
 		return err
 	}
 	return download(l, vol, spec.Disk)
+}
+
+// buildSession connects for a throwaway build VM (an install, a booted
+// kernel): the connection, how QEMU runs here, and hwk's pool.
+func (d *Driver) buildSession(ctx context.Context) (*golibvirt.Libvirt, accel, golibvirt.StoragePool, error) {
+	l, err := d.connect()
+	if err != nil {
+		return nil, accel{}, golibvirt.StoragePool{}, err
+	}
+	a, _, err := d.accel.get(ctx, l, true)
+	if err == nil {
+		var pool golibvirt.StoragePool
+		if pool, err = ensurePool(l); err == nil {
+			return l, a, pool, nil
+		}
+	} else {
+		err = accelError(err)
+	}
+	_ = l.Disconnect()
+	return nil, accel{}, golibvirt.StoragePool{}, err
+}
+
+// buildDomain is a throwaway build VM of hwk's (an install, a booted
+// kernel) with what both have: TCG or KVM, memory and CPUs, ACPI and
+// APIC, and a power-off or crash that ends it.
+func buildDomain(name string, kvm bool, cpus int, memory int64) *libvirtxml.Domain {
+	typ, cpu := virtCPU(kvm)
+	return &libvirtxml.Domain{
+		Type:        typ,
+		Name:        name,
+		Description: "hwk node image build " + name,
+		Memory:      &libvirtxml.DomainMemory{Value: uint(memory >> 20), Unit: "MiB"},
+		VCPU:        &libvirtxml.DomainVCPU{Value: uint(cpus)},
+		CPU:         cpu,
+		Features: &libvirtxml.DomainFeatureList{
+			ACPI: &libvirtxml.DomainFeature{},
+			APIC: &libvirtxml.DomainFeatureAPIC{},
+		},
+		OnPoweroff: "destroy",
+		OnCrash:    "destroy",
+	}
+}
+
+// createVolume makes the volume xml describes and returns it and its path.
+func createVolume(l *golibvirt.Libvirt, pool golibvirt.StoragePool, xml string) (golibvirt.StorageVol, string, error) {
+	vol, err := l.StorageVolCreateXML(pool, xml, 0)
+	if err != nil {
+		return vol, "", err
+	}
+	p, err := l.StorageVolGetPath(vol)
+	return vol, p, err
+}
+
+// startVM defines and starts the domain domXML describes; what names its
+// job in messages.
+func startVM(l *golibvirt.Libvirt, domXML, what string) (golibvirt.Domain, error) {
+	dom, err := l.DomainDefineXML(domXML)
+	if err != nil {
+		return dom, fmt.Errorf("%s: define the VM: %w", what, err)
+	}
+	if err := l.DomainCreate(dom); err != nil {
+		return dom, fmt.Errorf("%s: start the VM: %s", what, libvirtMessage(err))
+	}
+	return dom, nil
 }
 
 // pressKeys presses the space bar every second for window, or until ctx
@@ -174,8 +223,10 @@ func shutoffReason(r int32) string {
 	return fmt.Sprintf("reason %d", r)
 }
 
-// uploadFile streams a host file into the pool as volume name.
-func uploadFile(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name, path string) (string, error) {
+// uploadFile streams a host file into the pool as volume name, in
+// format, owned by owner when there is one (see ownedVolumeXML), and
+// returns the volume's path.
+func uploadFile(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name, format, path string, owner *dacOwner) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err
@@ -185,7 +236,11 @@ func uploadFile(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name, path str
 	if err != nil {
 		return "", err
 	}
-	return uploadVolume(l, pool, name, f, fi.Size())
+	xml, err := ownedVolumeXML(name, format, uint64(fi.Size()), owner, "0600")
+	if err != nil {
+		return "", err
+	}
+	return uploadAs(l, pool, name, xml, f, fi.Size())
 }
 
 // download streams a volume's file (the qcow2 itself, not the disk it
@@ -213,31 +268,17 @@ func download(l *golibvirt.Libvirt, vol golibvirt.StorageVol, path string) error
 // medium before the disk. Windows media then boot only when a key is
 // pressed, so the reboots of an install go to the disk by themselves.
 func installDomainXML(spec drivers.InstallSpec, kvm bool, disk string, media []string, nvram string) (string, error) {
-	typ, cpu := virtCPU(kvm)
-	d := &libvirtxml.Domain{
-		Type:        typ,
-		Name:        spec.Name,
-		Description: "hwk node image build " + spec.Name,
-		Memory:      &libvirtxml.DomainMemory{Value: uint(spec.MemoryBytes >> 20), Unit: "MiB"},
-		VCPU:        &libvirtxml.DomainVCPU{Value: uint(spec.CPUs)},
-		CPU:         cpu,
-		OS:          uefi(nvram),
-		Features: &libvirtxml.DomainFeatureList{
-			ACPI: &libvirtxml.DomainFeature{},
-			APIC: &libvirtxml.DomainFeatureAPIC{},
-		},
-		OnPoweroff: "destroy",
-		OnReboot:   "restart",
-		OnCrash:    "destroy",
-		Devices: &libvirtxml.DomainDeviceList{
-			Disks: []libvirtxml.DomainDisk{{
-				Device: "disk",
-				Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2", Discard: "unmap"},
-				Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
-				Target: &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
-				Boot:   &libvirtxml.DomainDeviceBoot{Order: uint(len(media) + 1)},
-			}},
-		},
+	d := buildDomain(spec.Name, kvm, spec.CPUs, spec.MemoryBytes)
+	d.OS = uefi(nvram)
+	d.OnReboot = "restart"
+	d.Devices = &libvirtxml.DomainDeviceList{
+		Disks: []libvirtxml.DomainDisk{{
+			Device: "disk",
+			Driver: &libvirtxml.DomainDiskDriver{Name: "qemu", Type: "qcow2", Discard: "unmap"},
+			Source: &libvirtxml.DomainDiskSource{File: &libvirtxml.DomainDiskSourceFile{File: disk}},
+			Target: &libvirtxml.DomainDiskTarget{Dev: "sda", Bus: "sata"},
+			Boot:   &libvirtxml.DomainDeviceBoot{Order: uint(len(media) + 1)},
+		}},
 	}
 	consoleAndRNG(d.Devices, spec.ConsoleLog)
 	for i, m := range media {

@@ -80,11 +80,16 @@ func volumeXML(name, format string, capacity uint64, backing string) (string, er
 // image's disk) and returns its path. The bytes are streamed through
 // libvirt, so hwk needs no write access to the pool's directory.
 func uploadVolume(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name string, r io.Reader, size int64) (string, error) {
-	if err := deleteVolume(l, pool, name); err != nil {
-		return "", err
-	}
 	xml, err := volumeXML(name, "raw", uint64(size), "")
 	if err != nil {
+		return "", err
+	}
+	return uploadAs(l, pool, name, xml, r, size)
+}
+
+// uploadAs is uploadVolume of a volume xml describes.
+func uploadAs(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name, xml string, r io.Reader, size int64) (string, error) {
+	if err := deleteVolume(l, pool, name); err != nil {
 		return "", err
 	}
 	vol, err := l.StorageVolCreateXML(pool, xml, 0)
