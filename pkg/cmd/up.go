@@ -42,8 +42,8 @@ for the Kubernetes version, by digest (from images.registry when the config
 sets a mirror), or the reference --image names; only the formats the
 nodes' drivers boot from. With no network, up stops before making anything
 and names the other ways to get the image. --build-image then builds it
-here (with the Docker engine: from release downloads when they answer, else
-from source) and goes on; on a terminal, up offers that build and its time.`,
+here (configured in Docker, WSL 2 or a libvirt VM; from release downloads
+when they answer, else from source) and goes on; on a terminal, up offers that build and its time.`,
 		Example: `  hwk up --windows-workers 0          # Linux-only: one control-plane node
   hwk up --config cluster.yaml
   hwk up --name ci --linux-workers 1 --windows-workers 0 --driver docker

@@ -55,7 +55,7 @@ func (g *globals) offerBuild(ctx context.Context, s Streams, upErr error, asked 
 		source, from, takes = nodeimage.FromSource, "source through the Go module proxy", sourceBuildTime
 	}
 	if !asked {
-		fmt.Fprintf(s.ErrOut, "\nBuild the Linux node image for Kubernetes %s here and go on? It is built from %s with the Docker engine (%s) and then cached. [y/N] ", missing.Version, from, takes)
+		fmt.Fprintf(s.ErrOut, "\nBuild the Linux node image for Kubernetes %s here and go on? It is built from %s and configured in Docker, WSL 2 or a libvirt VM, whichever runs here (%s), then cached. [y/N] ", missing.Version, from, takes)
 		answer, _ := bufio.NewReader(s.In).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return false, nil
