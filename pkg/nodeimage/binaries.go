@@ -175,16 +175,8 @@ func (b *builder) buildComponent(ctx context.Context, c *component, dir string) 
 	if err != nil {
 		return err
 	}
-	// The wrapper lives in a directory of its own (not dir, which holds
-	// only outputs) and is rewritten on every build.
-	src := filepath.Join(b.opts.CacheDir, "build", "modules", c.Name+"-"+v.Version)
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(mod), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(src, "go.sum"), []byte(sum), 0o644); err != nil {
+	src, err := b.writeModule(c, mod, sum)
+	if err != nil {
 		return err
 	}
 	if c.Source.Main != "" {
@@ -234,6 +226,20 @@ func (b *builder) buildComponent(ctx context.Context, c *component, dir string) 
 		}
 	}
 	return nil
+}
+
+// writeModule writes c's module (go.mod, go.sum) into a directory of
+// its own (not the binaries', which holds only outputs), rewritten on
+// every use, and returns the directory.
+func (b *builder) writeModule(c *component, mod, sum string) (string, error) {
+	src := filepath.Join(b.opts.CacheDir, "build", "modules", c.Name+"-"+b.version(c))
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(src, "go.mod"), []byte(mod), 0o644); err != nil {
+		return "", err
+	}
+	return src, os.WriteFile(filepath.Join(src, "go.sum"), []byte(sum), 0o644)
 }
 
 // componentModule is the module c is built in and the packages built: a

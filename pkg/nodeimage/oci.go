@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -398,19 +399,34 @@ func (b *builder) layerFiles(ctx context.Context, spec *imageSpec) ([]byte, erro
 // by the component's wrapper module.
 func (b *builder) moduleDir(ctx context.Context, component, module string) (string, error) {
 	c := b.recipe.component(component)
-	src := filepath.Join(b.opts.CacheDir, "build", "modules", c.Name+"-"+b.version(c))
-	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+	// The wrapper module is written again: the binaries may have come
+	// from a cache that has them but not it.
+	mod, sum, err := b.moduleFiles(c)
+	if err != nil {
+		return "", err
+	}
+	src, err := b.writeModule(c, mod, sum)
+	if err != nil {
+		return "", err
+	}
+	// go mod download, not go list -m: it fetches the module (checked
+	// against go.sum) when this user's module cache lacks it, which it
+	// does when the binaries came from a cache.
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
 	out, err := cmd.Output()
+	var m struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &m); jerr == nil && m.Error != "" {
+		return "", fmt.Errorf("download module %s: %s", module, m.Error)
+	}
 	if err != nil {
-		return "", fmt.Errorf("find module %s: %w", module, err)
+		return "", fmt.Errorf("download module %s: %w", module, err)
 	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
-		return "", fmt.Errorf("module %s is not in the module cache", module)
+	if m.Dir == "" {
+		return "", fmt.Errorf("go mod download gave no directory for module %s", module)
 	}
-	return dir, nil
+	return m.Dir, nil
 }
 
 // pullImage fetches ref's linux/amd64 image from its registry.
