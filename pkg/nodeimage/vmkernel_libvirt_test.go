@@ -86,6 +86,18 @@ func TestVMKernel(t *testing.T) {
 		t.Errorf("the VM's root differs from Docker's:\n  %s", strings.Join(diff, "\n  "))
 	}
 
+	// A failed build keeps its VM's console log for the user; this one is
+	// the test's, in the build's cache.
+	logs := filepath.Join(cache, "build", "vm", "hwk-build-userland-*.console.log")
+	before, _ := filepath.Glob(logs)
+	t.Cleanup(func() {
+		after, _ := filepath.Glob(logs)
+		for _, p := range after {
+			if !slices.Contains(before, p) {
+				os.Remove(p)
+			}
+		}
+	})
 	failed := filepath.Join(dir, "failed.tar")
 	err = b.configure(ctx, k, "userland", stage1, stage2{script: []byte("echo dpkg-said-this >&2\nexit 3\n")}, failed)
 	if err == nil || !strings.Contains(err.Error(), "stage2.sh exited with 3:\ndpkg-said-this") {
