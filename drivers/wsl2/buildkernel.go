@@ -105,12 +105,9 @@ func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log,
 		// A distribution that will not go does not undo the build (WSL
 		// itself gives up deleting a busy ext4.vhdx after 10 s); the next
 		// build's sweep tries again.
-		if rerr := k.remove(cleanup, name); rerr != nil {
-			_ = held.Release()
+		if rerr := state.EndLeftover(held, k.remove(cleanup, name)); rerr != nil {
 			fmt.Fprintf(log, "warning: %v (the next build removes it)\n", rerr)
-			return
 		}
-		_ = held.Remove()
 	}()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err

@@ -145,17 +145,24 @@ const (
 // kernels (libvirt) and passes its preflight; with none of them, the
 // error names each and what to start.
 func (g *globals) stageKernel(ctx context.Context, opts *nodeimage.Options, where string) error {
+	// Asked once: the engine matters to the docker format, to
+	// --configure-in docker and to auto.
+	needDocker := slices.Contains(opts.Formats, nodeimage.FormatDocker) || where == configureDocker
+	var dockerErr error
+	if needDocker || where == configureAuto {
+		dockerErr = dockerAnswers(ctx, opts.Docker)
+	}
 	// The docker format goes into the engine whatever configures the
 	// root: without one, say so before minutes of building.
-	if slices.Contains(opts.Formats, nodeimage.FormatDocker) || where == configureDocker {
-		if err := dockerAnswers(ctx, opts.Docker); err != nil {
-			if where == configureDocker {
-				return fmt.Errorf("--configure-in docker: %w\n  fix: start Docker, or use --configure-in auto", err)
-			}
-			return fmt.Errorf("the docker format goes into a Docker engine: %w\n  fix: start Docker, or leave docker out of --formats (say --formats tar,qcow2)", err)
+	if needDocker && dockerErr != nil {
+		if where == configureDocker {
+			return fmt.Errorf("--configure-in docker: %w\n  fix: start Docker, or use --configure-in auto", dockerErr)
 		}
+		return fmt.Errorf("the docker format goes into a Docker engine: %w\n  fix: start Docker, or leave docker out of --formats (say --formats tar,qcow2)", dockerErr)
 	}
 	wsl := wsl2.Kernel{Runner: wsl2.CLI{}, Dir: filepath.Join(opts.CacheDir, "build", "wsl")}
+	// The registry makes fresh drivers on each call: one for this choice.
+	r := g.registry()
 	switch where {
 	case configureDocker:
 		return nil
@@ -170,18 +177,17 @@ func (g *globals) stageKernel(ctx context.Context, opts *nodeimage.Options, wher
 		return nil
 	case configureAuto:
 	default:
-		d, err := g.registry().Get(where)
+		d, err := r.Get(where)
 		if err != nil {
 			return fmt.Errorf("--configure-in: %w", err)
 		}
 		vm, ok := d.(drivers.KernelBooter)
 		if !ok {
-			return fmt.Errorf("--configure-in %s: that driver cannot boot a kernel; use auto, docker, wsl2 or one of: %s", where, strings.Join(kernelBooters(g.registry()), ", "))
+			return fmt.Errorf("--configure-in %s: that driver cannot boot a kernel; use auto, docker, wsl2 or one of: %s", where, strings.Join(kernelBooters(r), ", "))
 		}
 		opts.VM = vm
 		return nil
 	}
-	dockerErr := dockerAnswers(ctx, opts.Docker)
 	if dockerErr == nil {
 		return nil
 	}
@@ -200,7 +206,6 @@ func (g *globals) stageKernel(ctx context.Context, opts *nodeimage.Options, wher
 	default:
 		why = append(why, "WSL 2: only on Windows")
 	}
-	r := g.registry()
 	for _, name := range kernelBooters(r) {
 		d, _ := r.Get(name)
 		if _, err := d.Preflight(ctx); err != nil {

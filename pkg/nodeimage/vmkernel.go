@@ -116,11 +116,8 @@ func (k vmKernel) Configure(ctx context.Context, kind string, root io.Reader, lo
 	err = k.vm.BootKernel(ctx, spec, func(disk drivers.OutputDisk) error { return readVMResult(disk, log, out) })
 	// BootKernel removes what it made; should that have failed, the lock
 	// stays for the next build's sweep, and the build stands.
-	if rerr := k.vm.RemoveBoot(context.WithoutCancel(ctx), spec.Name); rerr != nil {
-		_ = held.Release()
+	if rerr := state.EndLeftover(held, k.vm.RemoveBoot(context.WithoutCancel(ctx), spec.Name)); rerr != nil {
 		fmt.Fprintf(log, "warning: remove the build VM %s: %v (the next build removes it)\n", spec.Name, rerr)
-	} else {
-		_ = held.Remove()
 	}
 	if err != nil {
 		if tail := fileTail(spec.ConsoleLog, 30); tail != "" {

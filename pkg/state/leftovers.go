@@ -17,6 +17,17 @@ func HoldLeftover(dir, name string) (*Lock, error) {
 	return AcquireLock(filepath.Join(dir, name+".lock"), name)
 }
 
+// EndLeftover ends what HoldLeftover began, given what removing the thing
+// gave: with it gone the lock goes too; otherwise the lock is let go but
+// stays, for the next SweepLeftovers, and removeErr is returned.
+func EndLeftover(l *Lock, removeErr error) error {
+	if removeErr != nil {
+		_ = l.Release()
+		return removeErr
+	}
+	return l.Remove()
+}
+
 // SweepLeftovers calls remove for each name in dir whose lock nobody
 // holds (its command died before removing it), then deletes that lock.
 // Things another running command holds are left alone.
@@ -42,12 +53,9 @@ func SweepLeftovers(dir string, remove func(name string) error) error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := remove(name); err != nil {
+		if err := EndLeftover(l, remove(name)); err != nil {
 			errs = append(errs, fmt.Errorf("remove %s, left by a build that stopped: %w", name, err))
-			_ = l.Release()
-			continue
 		}
-		errs = append(errs, l.Remove())
 	}
 	return errors.Join(errs...)
 }
