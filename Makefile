@@ -29,7 +29,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: debian-lock workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-copy site docs release-snapshot release release-build release-check release-upload
+.PHONY: debian-lock workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
 
 all: build
 
@@ -206,6 +206,15 @@ up:
 bench-load: build $(KIND)
 	$(BIN)/hwk node-image build linux --source source --formats docker
 	$(GO) run ./hack/benchload -hwk $(BIN)/hwk -kind $(KIND) $(ARGS)
+
+# hwk up, stop, start and down of a 1-node and a 2-node Linux cluster on
+# the docker driver, N runs each: every step's and every readiness
+# phase's min/median/max, each node's idle memory split by program, and
+# the medians on lines a script reads (hack/benchup). Needs root, a Docker
+# engine and the node image (docker format). Flags in ARGS (e.g.
+# ARGS="-runs 3").
+bench-up: build
+	$(GO) run ./hack/benchup -hwk $(BIN)/hwk $(ARGS)
 
 bench-copy:
 	$(GO) test -run - -bench CopyTo -benchtime 5x ./pkg/node
