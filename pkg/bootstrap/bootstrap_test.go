@@ -150,7 +150,18 @@ func TestInitConfig(t *testing.T) {
 	if get(init, "nodeRegistration", "kubeletExtraArgs", 0, "value") != "172.31.250.10" {
 		t.Errorf("node-ip: %v", get(init, "nodeRegistration", "kubeletExtraArgs"))
 	}
+	if get(init, "patches", "directory") != PatchesDir {
+		t.Errorf("init patches: %v, want the directory Init writes CoreDNS's patch to", get(init, "patches"))
+	}
 	cc := find(t, ds, "ClusterConfiguration", "")
+	if cc["encryptionAlgorithm"] != "ECDSA-P256" {
+		t.Errorf("encryptionAlgorithm %v", cc["encryptionAlgorithm"])
+	}
+	for _, path := range [][]any{{"apiServer"}, {"controllerManager"}, {"scheduler"}, {"etcd", "local"}} {
+		if env := get(cc, append(path, "extraEnvs", 0)...); get(env, "name") != "GOGC" || get(env, "value") != "50" {
+			t.Errorf("%v extraEnvs: %v, want GOGC=50", path, get(cc, append(path, "extraEnvs")...))
+		}
+	}
 	if get(cc, "networking", "podSubnet") != "10.244.0.0/16" || get(cc, "networking", "serviceSubnet") != "10.96.0.0/12" || get(cc, "controlPlaneEndpoint") != "172.31.250.10:6443" {
 		t.Errorf("cluster config: %v", cc)
 	}
@@ -259,12 +270,51 @@ func TestCalicoManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	controllers, err := CalicoControllersManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	raw, _ := images.Manifests.ReadFile("manifests/calico-vxlan.yaml")
-	ds, upstream := docs(t, out), docs(t, raw)
-	if len(ds) != len(upstream) {
-		t.Fatalf("%d documents, upstream has %d", len(ds), len(upstream))
+	ds, cs, upstream := docs(t, out), docs(t, controllers), docs(t, raw)
+	// The two manifests are upstream's documents, each once, plus the
+	// endpoint ConfigMap.
+	if len(ds)+len(cs) != len(upstream)+1 {
+		t.Fatalf("%d + %d documents, upstream has %d (+1, the endpoint)", len(ds), len(cs), len(upstream))
+	}
+	if len(cs) != 2 || find(t, cs, "Deployment", "calico-kube-controllers") == nil || find(t, cs, "PodDisruptionBudget", "calico-kube-controllers") == nil {
+		t.Errorf("calico-kube-controllers manifest: %d documents, want its Deployment and PodDisruptionBudget", len(cs))
+	}
+	for _, d := range ds {
+		if get(d, "metadata", "name") == "calico-kube-controllers" && (d["kind"] == "Deployment" || d["kind"] == "PodDisruptionBudget") {
+			t.Errorf("the Calico manifest still has calico-kube-controllers' %s", d["kind"])
+		}
+	}
+	kc := get(find(t, cs, "Deployment", "calico-kube-controllers"), "spec", "template", "spec", "containers", 0)
+	if get(kc, "readinessProbe", "periodSeconds") != float64(2) || get(kc, "readinessProbe", "exec", "command", 0) != "/usr/bin/check-status" {
+		t.Errorf("calico-kube-controllers readiness: %v", get(kc, "readinessProbe"))
+	}
+	ep := find(t, ds, "ConfigMap", "kubernetes-services-endpoint")
+	if get(ep, "metadata", "namespace") != "kube-system" || get(ep, "data", "KUBERNETES_SERVICE_HOST") != "172.31.250.10" || get(ep, "data", "KUBERNETES_SERVICE_PORT") != "6443" {
+		t.Errorf("kubernetes-services-endpoint: %v", ep)
 	}
 	node := find(t, ds, "DaemonSet", "calico-node")
+	var inits []string
+	for _, c := range get(node, "spec", "template", "spec", "initContainers").([]any) {
+		inits = append(inits, get(c, "name").(string))
+	}
+	if !slices.Equal(inits, []string{"install-cni"}) {
+		t.Errorf("calico-node init containers %v, want only install-cni", inits)
+	}
+	// install-cni and calico-node read the endpoint from that ConfigMap.
+	for _, list := range []string{"initContainers", "containers"} {
+		for _, c := range get(node, "spec", "template", "spec", list).([]any) {
+			if n := get(c, "name"); n == "install-cni" || n == "calico-node" {
+				if get(c, "envFrom", 0, "configMapRef", "name") != "kubernetes-services-endpoint" {
+					t.Errorf("%s does not read kubernetes-services-endpoint: %v", n, get(c, "envFrom"))
+				}
+			}
+		}
+	}
 	env := map[string]any{}
 	for _, c := range get(node, "spec", "template", "spec", "containers").([]any) {
 		if get(c, "name") != "calico-node" {
@@ -279,10 +329,18 @@ func TestCalicoManifest(t *testing.T) {
 	for k, v := range map[string]string{
 		"CALICO_IPV4POOL_CIDR": "10.244.0.0/16", "CALICO_IPV4POOL_VXLAN": "Always", "CALICO_IPV4POOL_IPIP": "Never",
 		"CALICO_IPV4POOL_BLOCK_SIZE": "26", "FELIX_VXLANVNI": "4100", "FELIX_VXLANPORT": "4789",
-		"IP_AUTODETECTION_METHOD": "kubernetes-internal-ip", "DATASTORE_TYPE": "kubernetes",
+		"IP_AUTODETECTION_METHOD": "kubernetes-internal-ip", "DATASTORE_TYPE": "kubernetes", "GOGC": "50",
 	} {
 		if env[k] != v {
 			t.Errorf("calico-node %s = %v, want %s", k, env[k], v)
+		}
+	}
+	for _, c := range get(node, "spec", "template", "spec", "containers").([]any) {
+		if get(c, "name") == "calico-node" {
+			probe := get(c, "readinessProbe")
+			if get(probe, "httpGet", "path") != "/readiness" || get(probe, "httpGet", "port") != float64(9099) || get(probe, "periodSeconds") != float64(1) || get(probe, "exec") != nil {
+				t.Errorf("calico-node readiness: %v", probe)
+			}
 		}
 	}
 	if cm := find(t, ds, "ConfigMap", "calico-config"); get(cm, "data", "calico_backend") != "vxlan" {
@@ -338,7 +396,11 @@ func TestLinuxImagesArePreloaded(t *testing.T) {
 			calico = append(calico, i.Name+":"+i.Tag)
 		}
 	}
-	used := imagesOf(docs(t, out))
+	controllers, err := CalicoControllersManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := imagesOf(append(docs(t, out), docs(t, controllers)...))
 	for _, img := range used {
 		if !slices.Contains(preloaded, img) {
 			t.Errorf("calico-vxlan.yaml runs %s, which images/linux.yaml does not preload", img)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -21,11 +22,27 @@ const CalicoVersion = "v3.31.0"
 // block per host, so it must be fixed before the first pod.
 const CalicoBlockSize = 26
 
-// CalicoManifest is Calico's calico-vxlan.yaml for this cluster: the pod
-// range as the first IP pool, in VXLAN mode Always (Windows cannot do
-// CrossSubnet), the configured VNI and port, and node addresses taken from
-// the Node objects (the kubelet's --node-ip) rather than guessed from
-// interfaces.
+// CalicoManifest is Calico's calico-vxlan.yaml for this cluster, less
+// calico-kube-controllers (see CalicoControllersManifest): the pod range as
+// the first IP pool, in VXLAN mode Always (Windows cannot do CrossSubnet),
+// the configured VNI and port, and node addresses taken from the Node
+// objects (the kubelet's --node-ip) rather than guessed from interfaces.
+//
+// Two changes make it ready sooner:
+//   - calico-node and its init containers reach the API server at its own
+//     address (Calico's kubernetes-services-endpoint ConfigMap) rather than
+//     through the kubernetes Service, which works only once kube-proxy has
+//     programmed it: before that install-cni fails and is restarted ten
+//     seconds later, and the node waits for it to be Ready;
+//   - calico-node's readiness is Felix's health endpoint, asked every
+//     second (the manifest runs calico-node -felix-ready every ten, which
+//     asks the same endpoint);
+//   - of its three init containers only install-cni runs, each costing a
+//     second or two of starting: upgrade-ipam moves addresses from the
+//     host-local IPAM plugin to Calico's, which an hwk cluster has used
+//     from its first pod, and ebpf-bootstrap (calico-node -init) mounts
+//     the BPF filesystem for the eBPF dataplane, which hwk never runs
+//     ("only useful for BPF mode", says Calico's node/pkg/nodeinit).
 func CalicoManifest(c Cluster) ([]byte, error) {
 	raw, err := images.Manifests.ReadFile("manifests/calico-vxlan.yaml")
 	if err != nil {
@@ -45,14 +62,31 @@ func CalicoManifest(c Cluster) ([]byte, error) {
 		// source build) lacks: it panics there. hwk never runs the BPF
 		// dataplane, so there is nothing to clear.
 		{"FELIX_DebugSkipCTLBCleanup", "true"},
+		{"GOGC", strconv.Itoa(GOGC)},
 	}
 	patched := false
-	out, err := mapDocuments(raw, func(doc map[string]any) (bool, error) {
-		if doc["kind"] != "DaemonSet" || name(doc) != "calico-node" {
-			return false, nil
+	out, err := mapDocuments(raw, func(doc map[string]any) (edit, error) {
+		switch {
+		case isControllers(doc):
+			return drop, nil
+		case doc["kind"] != "DaemonSet" || name(doc) != "calico-node":
+			return keep, nil
 		}
 		patched = true
-		return true, setContainerEnv(doc, "calico-node", env)
+		if err := setContainerEnv(doc, "calico-node", env); err != nil {
+			return keep, err
+		}
+		if err := dropInitContainers(doc, "upgrade-ipam", "ebpf-bootstrap"); err != nil {
+			return keep, err
+		}
+		// Felix serves its health on localhost (FELIX_HEALTHHOST), in the
+		// node's network namespace, which is the kubelet's.
+		return changed, setContainerField(doc, "calico-node", "readinessProbe", map[string]any{
+			"httpGet":          map[string]any{"host": "localhost", "path": "/readiness", "port": 9099},
+			"periodSeconds":    1,
+			"timeoutSeconds":   5,
+			"failureThreshold": 3,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("calico manifest: %w", err)
@@ -60,7 +94,66 @@ func CalicoManifest(c Cluster) ([]byte, error) {
 	if !patched {
 		return nil, errors.New("calico manifest: no calico-node DaemonSet to configure")
 	}
+	endpoint := c.APIServerEndpoint()
+	out = append(out, fmt.Sprintf(`---
+# Where Calico's Linux pods reach the API server (see CalicoManifest).
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: kubernetes-services-endpoint
+  namespace: kube-system
+data:
+  KUBERNETES_SERVICE_HOST: "%s"
+  KUBERNETES_SERVICE_PORT: "%d"
+`, endpoint.Addr(), endpoint.Port())...)
 	return out, nil
+}
+
+// CalicoControllersManifest is calico-kube-controllers from Calico's
+// manifest (its Deployment and PodDisruptionBudget), which up applies
+// apart from the rest: its pod, like CoreDNS's, needs calico-node running
+// on its node (see InstallCoreDNS). Its readiness is looked at every two
+// seconds rather than ten, and it runs with GOGC as the rest of the node.
+func CalicoControllersManifest() ([]byte, error) {
+	raw, err := images.Manifests.ReadFile("manifests/calico-vxlan.yaml")
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	out, err := mapDocuments(raw, func(doc map[string]any) (edit, error) {
+		if !isControllers(doc) {
+			return drop, nil
+		}
+		if doc["kind"] != "Deployment" {
+			return keep, nil
+		}
+		found = true
+		if err := setContainerEnv(doc, "calico-kube-controllers", []envVar{{"GOGC", strconv.Itoa(GOGC)}}); err != nil {
+			return keep, err
+		}
+		return changed, editContainer(doc, "calico-kube-controllers", func(c map[string]any) error {
+			probe, _ := c["readinessProbe"].(map[string]any)
+			if probe == nil {
+				return errors.New("no readinessProbe")
+			}
+			probe["periodSeconds"] = 2
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("calico-kube-controllers manifest: %w", err)
+	}
+	if !found {
+		return nil, errors.New("calico manifest: no calico-kube-controllers Deployment")
+	}
+	return out, nil
+}
+
+// isControllers reports whether a document of Calico's manifest is
+// calico-kube-controllers' Deployment or PodDisruptionBudget (its
+// ServiceAccount and RBAC stay with the rest).
+func isControllers(doc map[string]any) bool {
+	return (doc["kind"] == "Deployment" || doc["kind"] == "PodDisruptionBudget") && name(doc) == "calico-kube-controllers"
 }
 
 // IPAMConfigManifest turns on strict block affinity: without it a Linux
@@ -82,9 +175,18 @@ spec:
 
 type envVar struct{ name, value string }
 
+// edit is what mapDocuments does with a document.
+type edit int
+
+const (
+	keep    edit = iota // as it was, byte for byte
+	changed             // re-encoded from what fn left in the map
+	drop                // left out
+)
+
 // mapDocuments calls fn on each YAML document of a multi-document stream
-// and re-encodes the ones fn changed; the others are kept byte for byte.
-func mapDocuments(stream []byte, fn func(map[string]any) (bool, error)) ([]byte, error) {
+// and keeps, re-encodes or drops it as fn says.
+func mapDocuments(stream []byte, fn func(map[string]any) (edit, error)) ([]byte, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
 	var out bytes.Buffer
 	for {
@@ -102,11 +204,14 @@ func mapDocuments(stream []byte, fn func(map[string]any) (bool, error)) ([]byte,
 		if m == nil {
 			continue // comments only
 		}
-		changed, err := fn(m)
+		e, err := fn(m)
 		if err != nil {
 			return nil, err
 		}
-		if changed {
+		switch e {
+		case drop:
+			continue
+		case changed:
 			if doc, err = yaml.Marshal(m); err != nil {
 				return nil, err
 			}
@@ -129,15 +234,7 @@ func name(doc map[string]any) string {
 // setContainerEnv sets env on the named container of a workload's pod
 // template, replacing variables of the same name and appending the rest.
 func setContainerEnv(doc map[string]any, container string, env []envVar) error {
-	spec, _ := doc["spec"].(map[string]any)
-	tmpl, _ := spec["template"].(map[string]any)
-	pod, _ := tmpl["spec"].(map[string]any)
-	containers, _ := pod["containers"].([]any)
-	for _, c := range containers {
-		cm, _ := c.(map[string]any)
-		if cm["name"] != container {
-			continue
-		}
+	return editContainer(doc, container, func(cm map[string]any) error {
 		vars, _ := cm["env"].([]any)
 		for _, e := range env {
 			found := false
@@ -154,6 +251,50 @@ func setContainerEnv(doc map[string]any, container string, env []envVar) error {
 		}
 		cm["env"] = vars
 		return nil
+	})
+}
+
+// setContainerField sets one field of the named container of a
+// workload's pod template.
+func setContainerField(doc map[string]any, container, field string, value any) error {
+	return editContainer(doc, container, func(cm map[string]any) error {
+		cm[field] = value
+		return nil
+	})
+}
+
+// dropInitContainers removes the named init containers from a workload's
+// pod template; each must be there.
+func dropInitContainers(doc map[string]any, names ...string) error {
+	spec, _ := doc["spec"].(map[string]any)
+	tmpl, _ := spec["template"].(map[string]any)
+	pod, _ := tmpl["spec"].(map[string]any)
+	inits, _ := pod["initContainers"].([]any)
+	for _, n := range names {
+		i := slices.IndexFunc(inits, func(c any) bool { cm, _ := c.(map[string]any); return cm["name"] == n })
+		if i < 0 {
+			return fmt.Errorf("%s %s has no init container %q", doc["kind"], name(doc), n)
+		}
+		inits = slices.Delete(inits, i, i+1)
+	}
+	pod["initContainers"] = inits
+	return nil
+}
+
+// editContainer calls fn on the named container of a workload's pod
+// template.
+func editContainer(doc map[string]any, container string, fn func(map[string]any) error) error {
+	spec, _ := doc["spec"].(map[string]any)
+	tmpl, _ := spec["template"].(map[string]any)
+	pod, _ := tmpl["spec"].(map[string]any)
+	containers, _ := pod["containers"].([]any)
+	for _, c := range containers {
+		if cm, _ := c.(map[string]any); cm["name"] == container {
+			if err := fn(cm); err != nil {
+				return fmt.Errorf("%s %s, container %s: %w", doc["kind"], name(doc), container, err)
+			}
+			return nil
+		}
 	}
 	return fmt.Errorf("%s %s has no container %q", doc["kind"], name(doc), container)
 }

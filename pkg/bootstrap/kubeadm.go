@@ -71,6 +71,8 @@ func InitConfig(c Cluster) ([]byte, error) {
 		"DNSDomain":             DNSDomain,
 		"CertSANs":              sans,
 		"IgnorePreflightErrors": ignore,
+		"PatchesDir":            PatchesDir,
+		"GOGC":                  GOGC,
 	})
 }
 

@@ -15,21 +15,92 @@ import (
 const (
 	LinuxConfigDir   = "/etc/hwk"
 	WindowsConfigDir = `C:\hwk`
-	adminKubeconfig  = "/etc/kubernetes/admin.conf"
-	caCertPath       = "/etc/kubernetes/pki/ca.crt"
+	// PatchesDir holds the kubeadm patches of the control plane's init.
+	PatchesDir = LinuxConfigDir + "/patches"
+	// kubeletDefaults is the environment file the node image's kubelet
+	// unit reads besides kubeadm's flags.
+	kubeletDefaults = "/etc/default/kubelet"
+	adminKubeconfig = "/etc/kubernetes/admin.conf"
+	caCertPath      = "/etc/kubernetes/pki/ca.crt"
 )
 
+// GOGC is Go's garbage collection target for the Go programs of a Linux
+// node hwk configures (the control plane's, the kubelet, Calico and
+// CoreDNS): at Go's default, 100, each heap grows to twice what is live
+// before a collection, which on an idle development cluster is memory
+// held for nothing. 50 keeps it to one and a half times, for a little
+// more CPU on collections (see make bench-up).
+const GOGC = 50
+
+// coreDNSPhase is the phase of kubeadm init that installs CoreDNS; Init
+// skips it and InstallCoreDNS runs it once Calico runs (see there).
+const coreDNSPhase = "addon/coredns"
+
+// coreDNSPatch is kubeadm's patch of CoreDNS's Deployment: one replica
+// (a development cluster has no node to lose; minikube runs one too), its
+// readiness looked at every second rather than every ten, so that a ready
+// CoreDNS is seen as one at once, and GOGC as on the rest of the node.
+var coreDNSPatch = fmt.Sprintf(`# CoreDNS as hwk installs it (kubeadm patch, target corednsdeployment).
+spec:
+  replicas: 1
+  template:
+    spec:
+      containers:
+      - name: coredns
+        env:
+        - {name: GOGC, value: "%d"}
+        readinessProbe:
+          periodSeconds: 1
+`, GOGC)
+
 // Init runs `kubeadm init` on the control plane with cfg (see InitConfig),
-// writing kubeadm's output to log.
+// writing kubeadm's output to log. It skips CoreDNS, which
+// InstallCoreDNS adds.
 func Init(ctx context.Context, cp *node.Node, cfg []byte, log io.Writer) error {
 	path := LinuxConfigDir + "/kubeadm-init.yaml"
 	if err := cp.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
 		return err
 	}
+	if err := cp.CopyTo(ctx, strings.NewReader(coreDNSPatch), PatchesDir+"/corednsdeployment+strategic.yaml", 0o644); err != nil {
+		return err
+	}
+	if err := writeKubeletDefaults(ctx, cp); err != nil {
+		return err
+	}
 	return cp.Run(ctx, node.Cmd{
-		Args:   []string{"kubeadm", "init", "--config", path, "--skip-token-print", "--v=2"},
+		Args:   []string{"kubeadm", "init", "--config", path, "--skip-phases", coreDNSPhase, "--skip-token-print", "--v=2"},
 		Stdout: log, Stderr: log,
 	})
+}
+
+// InstallCoreDNS runs the phase of kubeadm init that Init skipped, with
+// the same config and patches, then uploads that config again: skipping
+// the phase recorded CoreDNS as disabled in the kubeadm-config ConfigMap,
+// which kubeadm upgrade would believe.
+//
+// CoreDNS waits for Calico because a pod needs calico-node running on its
+// node: Calico's install-cni makes the node Ready before calico-node has
+// started, a pod placed then fails to get its network ("stat
+// /var/lib/calico/nodename"), and the kubelet tries again only after ten
+// seconds.
+func InstallCoreDNS(ctx context.Context, cp *node.Node, log io.Writer) error {
+	path := LinuxConfigDir + "/kubeadm-init.yaml"
+	for _, phase := range [][]string{{"addon", "coredns"}, {"upload-config", "kubeadm"}} {
+		args := append([]string{"kubeadm", "init", "phase"}, phase...)
+		if err := cp.Run(ctx, node.Cmd{
+			Args:   append(args, "--config", path, "--v=2"),
+			Stdout: log, Stderr: log,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeKubeletDefaults gives a Linux node's kubelet GOGC, through the
+// environment file its unit reads (kubeadm init and join then start it).
+func writeKubeletDefaults(ctx context.Context, n *node.Node) error {
+	return n.CopyTo(ctx, strings.NewReader(fmt.Sprintf("# Written by hwk: the kubelet's environment.\nGOGC=%d\n", GOGC)), kubeletDefaults, 0o644)
 }
 
 // AdminKubeconfig reads kubeadm's admin.conf from the control plane.
@@ -70,6 +141,9 @@ func Join(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) error {
 	}
 	path := LinuxConfigDir + "/kubeadm-join.yaml"
 	if err := n.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
+		return err
+	}
+	if err := writeKubeletDefaults(ctx, n); err != nil {
 		return err
 	}
 	return n.Run(ctx, node.Cmd{

@@ -17,7 +17,7 @@ import (
 )
 
 // pollInterval is how often waits look again.
-const pollInterval = time.Second
+const pollInterval = 250 * time.Millisecond
 
 // poll calls check until it reports done, ctx ends or timeout passes. On
 // timeout the error is check's last word on what is missing, plus what
@@ -80,12 +80,15 @@ func (w Workload) String() string {
 	return fmt.Sprintf("%s %s/%s", strings.ToLower(w.Kind), w.Namespace, w.Name)
 }
 
+// CalicoNode is Calico's Linux DaemonSet.
+var CalicoNode = Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"}
+
 // SystemWorkloads are the cluster's own workloads: Calico, kube-proxy and
 // CoreDNS, and with windows Calico's and kube-proxy's Windows DaemonSets
 // too (a Windows node can be Ready while they crash-loop on it).
 func SystemWorkloads(windows bool) []Workload {
 	ws := []Workload{
-		{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"},
+		CalicoNode,
 		{Kind: "Deployment", Namespace: "kube-system", Name: "calico-kube-controllers"},
 		{Kind: "DaemonSet", Namespace: "kube-system", Name: "kube-proxy"},
 		{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"},

@@ -91,6 +91,12 @@ func TestHyperVUpDown(t *testing.T) {
 	if got, want := nodes.ran("demo-win-1"), []string{"containerd running", "windows build", "copy", "kubeadm join", "calico network", "restart kubelet"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("the Windows node ran %v, want %v", got, want)
 	}
+	// kubeadm init without CoreDNS (its patch and the kubelet's
+	// environment copied first), then CoreDNS once calico-node runs.
+	if got, want := nodes.ran("demo-cp"), []string{"containerd running", "copy", "copy", "copy", "kubeadm init", "read the CA", "read admin.conf",
+		"kubectl apply", "kubectl apply", "kubectl apply", "kubeadm init phase addon coredns", "kubeadm init phase upload-config kubeadm", "kubectl apply"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("the control plane ran %v, want %v", got, want)
+	}
 	data, err := os.ReadFile(kc.Explicit)
 	if err != nil || !bytes.Contains(data, []byte("https://172.31.250.10:6443")) {
 		t.Errorf("kubeconfig: %v\n%s", err, data)
@@ -257,8 +263,12 @@ func (s *scriptedNodes) answer(name string, os config.OS, cmd node.Cmd) (string,
 		return "containerd running", ""
 	case len(args) == 3 && args[0] == "/bin/sh" && strings.Contains(args[2], `cat > "$tmp"`):
 		return "copy", ""
-	case strings.HasPrefix(line, "kubeadm init --config /etc/hwk/kubeadm-init.yaml"):
+	case strings.HasPrefix(line, "kubeadm init --config /etc/hwk/kubeadm-init.yaml --skip-phases addon/coredns "):
 		return "kubeadm init", "Your Kubernetes control-plane has initialized successfully!\n"
+	case strings.HasPrefix(line, "kubeadm init phase addon coredns --config /etc/hwk/kubeadm-init.yaml"):
+		return "kubeadm init phase addon coredns", "[addons] Applied essential addon: CoreDNS\n"
+	case strings.HasPrefix(line, "kubeadm init phase upload-config kubeadm --config /etc/hwk/kubeadm-init.yaml"):
+		return "kubeadm init phase upload-config kubeadm", "[upload-config] Storing the configuration used in ConfigMap \"kubeadm-config\" in the \"kube-system\" Namespace\n"
 	case line == "cat /etc/kubernetes/pki/ca.crt":
 		return "read the CA", string(s.ca)
 	case line == "cat /etc/kubernetes/admin.conf":

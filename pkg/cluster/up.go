@@ -75,6 +75,8 @@ func steps() []actions.Action {
 		actions.WindowsComponents{},
 		actions.JoinWorkers{},
 		actions.LabelNodes{},
+		actions.WaitNetwork{},
+		actions.CoreDNS{},
 		actions.WaitReady{},
 		actions.Kubeconfig{},
 	}

@@ -25,7 +25,7 @@ var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 // Status prints one line per step of a longer operation:
 //
 //	✓ Creating nodes (12.3s)
-//	✗ Joining workers (40.1s)
+//	✗ Joining Windows workers (40.1s)
 //	    <the error>
 //
 // On a terminal the running step is a spinner that the result line

@@ -14,19 +14,29 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// JoinWorkers joins every worker, Linux and Windows, at once.
+// JoinWorkers joins the Windows workers, at once. They need Calico's
+// Windows components, which the steps before apply; Linux workers join
+// earlier, while Calico is installed (see Calico).
 type JoinWorkers struct{}
 
 // Name implements Action.
-func (JoinWorkers) Name() string { return "Joining workers" }
+func (JoinWorkers) Name() string { return "Joining Windows workers" }
+
+// Skip implements Skipper.
+func (JoinWorkers) Skip(c *Context) bool { return len(c.Workers(config.Windows)) == 0 }
 
 // Execute implements Action.
 func (JoinWorkers) Execute(ctx context.Context, c *Context) error {
+	return joinWorkers(ctx, c, config.Windows)
+}
+
+// joinWorkers joins every worker of one OS, at once.
+func joinWorkers(ctx context.Context, c *Context, os config.OS) error {
 	byName := map[string]bootstrap.Node{}
 	for _, w := range c.Boot.Workers {
 		byName[w.Name] = w
 	}
-	return parallel(c.Workers(""), func(n config.Node) error {
+	return parallel(c.Workers(os), func(n config.Node) error {
 		h, err := c.Node(ctx, n.Name)
 		if err != nil {
 			return err

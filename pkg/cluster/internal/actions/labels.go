@@ -32,9 +32,10 @@ func (LabelNodes) Execute(ctx context.Context, c *Context) error {
 
 func labelNode(ctx context.Context, c *Context, n config.Node) error {
 	nodes := c.Client.CoreV1().Nodes()
-	// The kubelet registers the Node as kubeadm join ends; give it a
-	// moment.
-	return retry(ctx, time.Minute, time.Second, func(ctx context.Context) error {
+	// The kubelet registers the Node as kubeadm join ends, and updates
+	// it often while it starts (an update then conflicts): try again
+	// soon.
+	return retry(ctx, time.Minute, 200*time.Millisecond, func(ctx context.Context) error {
 		obj, err := nodes.Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return err

@@ -75,7 +75,7 @@ func machineSpec(c *Context, n config.Node) (drivers.MachineSpec, error) {
 // thing kubeadm needs. A Windows node's first boot is waitWindowsBooted's.
 func waitBooted(ctx context.Context, c *Context, n config.Node) error {
 	check := []string{"systemctl", "is-active", "--quiet", "containerd"}
-	err := retry(ctx, c.Timeouts.NodeBoot, 500*time.Millisecond, func(ctx context.Context) error {
+	err := retry(ctx, c.Timeouts.NodeBoot, 200*time.Millisecond, func(ctx context.Context) error {
 		h, err := c.Node(ctx, n.Name)
 		if err != nil {
 			return err

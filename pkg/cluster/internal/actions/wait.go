@@ -9,17 +9,16 @@ import (
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
 )
 
-// WaitReady waits until every node is Ready, then until the cluster's own
-// workloads are: Calico, kube-proxy and CoreDNS, and on a cluster with
-// Windows nodes Calico's and kube-proxy's Windows DaemonSets too (a
-// Windows node can be Ready while they crash-loop on it).
-type WaitReady struct{}
+// WaitNetwork waits until every node is Ready, then until calico-node is
+// Ready on every Linux node: what CoreDNS and calico-kube-controllers
+// need before they are installed.
+type WaitNetwork struct{}
 
 // Name implements Action.
-func (WaitReady) Name() string { return "Waiting for nodes and system pods to be Ready" }
+func (WaitNetwork) Name() string { return "Waiting for nodes and calico-node to be Ready" }
 
 // Execute implements Action.
-func (WaitReady) Execute(ctx context.Context, c *Context) error {
+func (WaitNetwork) Execute(ctx context.Context, c *Context) error {
 	names := make([]string, len(c.Config.Nodes))
 	for i, n := range c.Config.Nodes {
 		names[i] = n.Name
@@ -28,6 +27,20 @@ func (WaitReady) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 	c.NodesReady = time.Since(c.Started)
+	return bootstrap.WaitWorkloads(ctx, c.Client, c.Timeouts.Pods, bootstrap.CalicoNode)
+}
+
+// WaitReady waits until the cluster's own workloads are Ready: Calico,
+// kube-proxy and CoreDNS, and on a cluster with Windows nodes Calico's
+// and kube-proxy's Windows DaemonSets too (a Windows node can be Ready
+// while they crash-loop on it).
+type WaitReady struct{}
+
+// Name implements Action.
+func (WaitReady) Name() string { return "Waiting for system pods to be Ready" }
+
+// Execute implements Action.
+func (WaitReady) Execute(ctx context.Context, c *Context) error {
 	windows := slices.ContainsFunc(c.Config.Nodes, func(n config.Node) bool { return n.OS == config.Windows })
 	return bootstrap.WaitWorkloads(ctx, c.Client, c.Timeouts.Pods, bootstrap.SystemWorkloads(windows)...)
 }

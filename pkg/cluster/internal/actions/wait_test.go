@@ -102,3 +102,34 @@ func TestWaitReadyLinuxOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWaitNetwork: the step before CoreDNS waits for calico-node on every
+// node, and on timeout says which pod is not Ready and why.
+func TestWaitNetwork(t *testing.T) {
+	c := waitContext(false)
+	objs := systemObjects(false)
+	for _, o := range objs {
+		if ds, ok := o.(*appsv1.DaemonSet); ok && ds.Name == "calico-node" {
+			ds.Status.NumberReady = 0
+		}
+	}
+	objs = append(objs, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "calico-node-4xk2z", Labels: map[string]string{"k8s-app": "calico-node"}},
+		Spec:       corev1.PodSpec{NodeName: "demo-cp"},
+		Status: corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: []corev1.ContainerStatus{{Name: "install-cni",
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}},
+	})
+	c.Client = fake.NewClientset(objs...)
+	err := WaitNetwork{}.Execute(context.Background(), c)
+	if err == nil {
+		t.Fatal("the wait ended while calico-node is not Ready")
+	}
+	for _, want := range []string{
+		"daemonset kube-system/calico-node has 0 of 1 pods ready",
+		"pod kube-system/calico-node-4xk2z on demo-cp: container install-cni CrashLoopBackOff",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the timeout does not say %q:\n%v", want, err)
+		}
+	}
+}
