@@ -294,6 +294,9 @@ func TestCalicoManifest(t *testing.T) {
 		t.Errorf("calico-kube-controllers readiness: %v", get(kc, "readinessProbe"))
 	}
 	ep := find(t, ds, "ConfigMap", "kubernetes-services-endpoint")
+	if ds[0]["kind"] != "ConfigMap" || get(ds[0], "metadata", "name") != "kubernetes-services-endpoint" {
+		t.Errorf("the first document is %v %v: the endpoint must exist before calico-node starts", ds[0]["kind"], get(ds[0], "metadata", "name"))
+	}
 	if get(ep, "metadata", "namespace") != "kube-system" || get(ep, "data", "KUBERNETES_SERVICE_HOST") != "172.31.250.10" || get(ep, "data", "KUBERNETES_SERVICE_PORT") != "6443" {
 		t.Errorf("kubernetes-services-endpoint: %v", ep)
 	}
@@ -338,7 +341,7 @@ func TestCalicoManifest(t *testing.T) {
 	for _, c := range get(node, "spec", "template", "spec", "containers").([]any) {
 		if get(c, "name") == "calico-node" {
 			probe := get(c, "readinessProbe")
-			if get(probe, "httpGet", "path") != "/readiness" || get(probe, "httpGet", "port") != float64(9099) || get(probe, "periodSeconds") != float64(1) || get(probe, "exec") != nil {
+			if get(probe, "httpGet", "path") != "/readiness" || get(probe, "httpGet", "port") != float64(9099) || get(probe, "periodSeconds") != float64(1) || get(probe, "timeoutSeconds") != float64(1) || get(probe, "exec") != nil {
 				t.Errorf("calico-node readiness: %v", probe)
 			}
 		}

@@ -84,7 +84,7 @@ func CalicoManifest(c Cluster) ([]byte, error) {
 		return changed, setContainerField(doc, "calico-node", "readinessProbe", map[string]any{
 			"httpGet":          map[string]any{"host": "localhost", "path": "/readiness", "port": 9099},
 			"periodSeconds":    1,
-			"timeoutSeconds":   5,
+			"timeoutSeconds":   1,
 			"failureThreshold": 3,
 		})
 	})
@@ -94,8 +94,10 @@ func CalicoManifest(c Cluster) ([]byte, error) {
 	if !patched {
 		return nil, errors.New("calico manifest: no calico-node DaemonSet to configure")
 	}
+	// The endpoint comes first: calico-node reads it only if it exists
+	// when its containers start (envFrom, optional).
 	endpoint := c.APIServerEndpoint()
-	out = append(out, fmt.Sprintf(`---
+	return append([]byte(fmt.Sprintf(`---
 # Where Calico's Linux pods reach the API server (see CalicoManifest).
 apiVersion: v1
 kind: ConfigMap
@@ -105,8 +107,7 @@ metadata:
 data:
   KUBERNETES_SERVICE_HOST: "%s"
   KUBERNETES_SERVICE_PORT: "%d"
-`, endpoint.Addr(), endpoint.Port())...)
-	return out, nil
+`, endpoint.Addr(), endpoint.Port())), out...), nil
 }
 
 // CalicoControllersManifest is calico-kube-controllers from Calico's

@@ -133,3 +133,29 @@ func TestWaitNetwork(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitNetworkLeavesWindowsNodes: CoreDNS, which runs on Linux, does not
+// wait for a Windows node; WaitReady does, and says which.
+func TestWaitNetworkLeavesWindowsNodes(t *testing.T) {
+	c := waitContext(true)
+	objs := systemObjects(true)
+	for _, o := range objs {
+		if n, ok := o.(*corev1.Node); ok && n.Name == "demo-win-1" {
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "container runtime network not ready"}}
+		}
+	}
+	c.Client = fake.NewClientset(objs...)
+	if err := (WaitNetwork{}).Execute(context.Background(), c); err != nil {
+		t.Fatalf("WaitNetwork waited for the Windows node: %v", err)
+	}
+	if got := (WaitNetwork{}).Describe(c); got != "Waiting for the Linux nodes and calico-node to be Ready" {
+		t.Errorf("WaitNetwork's step: %q", got)
+	}
+	if c.NodesReady != 0 {
+		t.Errorf("all nodes counted Ready after %s while the Windows node is not", c.NodesReady)
+	}
+	err := (WaitReady{}).Execute(context.Background(), c)
+	if err == nil || !strings.Contains(err.Error(), "demo-win-1: NotReady (KubeletNotReady: container runtime network not ready)") {
+		t.Errorf("WaitReady with a NotReady Windows node: %v", err)
+	}
+}
