@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -36,13 +35,11 @@ const CalicoBlockSize = 26
 //     seconds later, and the node waits for it to be Ready;
 //   - calico-node's readiness is Felix's health endpoint, asked every
 //     second (the manifest runs calico-node -felix-ready every ten, which
-//     asks the same endpoint);
-//   - of its three init containers only install-cni runs, each costing a
-//     second or two of starting: upgrade-ipam moves addresses from the
-//     host-local IPAM plugin to Calico's, which an hwk cluster has used
-//     from its first pod, and ebpf-bootstrap (calico-node -init) mounts
-//     the BPF filesystem for the eBPF dataplane, which hwk never runs
-//     ("only useful for BPF mode", says Calico's node/pkg/nodeinit).
+//     asks the same endpoint).
+//
+// Its init containers stay as upstream has them: without upgrade-ipam and
+// ebpf-bootstrap, which hwk clusters do not need, up was no faster within
+// make bench-up's spread.
 func CalicoManifest(c Cluster) ([]byte, error) {
 	raw, err := images.Manifests.ReadFile("manifests/calico-vxlan.yaml")
 	if err != nil {
@@ -74,9 +71,6 @@ func CalicoManifest(c Cluster) ([]byte, error) {
 		}
 		patched = true
 		if err := setContainerEnv(doc, "calico-node", env); err != nil {
-			return keep, err
-		}
-		if err := dropInitContainers(doc, "upgrade-ipam", "ebpf-bootstrap"); err != nil {
 			return keep, err
 		}
 		// Felix serves its health on localhost (FELIX_HEALTHHOST), in the
@@ -262,24 +256,6 @@ func setContainerField(doc map[string]any, container, field string, value any) e
 		cm[field] = value
 		return nil
 	})
-}
-
-// dropInitContainers removes the named init containers from a workload's
-// pod template; each must be there.
-func dropInitContainers(doc map[string]any, names ...string) error {
-	spec, _ := doc["spec"].(map[string]any)
-	tmpl, _ := spec["template"].(map[string]any)
-	pod, _ := tmpl["spec"].(map[string]any)
-	inits, _ := pod["initContainers"].([]any)
-	for _, n := range names {
-		i := slices.IndexFunc(inits, func(c any) bool { cm, _ := c.(map[string]any); return cm["name"] == n })
-		if i < 0 {
-			return fmt.Errorf("%s %s has no init container %q", doc["kind"], name(doc), n)
-		}
-		inits = slices.Delete(inits, i, i+1)
-	}
-	pod["initContainers"] = inits
-	return nil
 }
 
 // editContainer calls fn on the named container of a workload's pod
