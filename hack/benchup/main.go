@@ -32,7 +32,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,6 +43,7 @@ import (
 	"strings"
 	"time"
 
+	units "github.com/docker/go-units"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -83,7 +83,7 @@ func main() {
 	defer cleanup()
 	b := &bench{hwk: *hwkBin, kubeconfig: filepath.Join(tmp, "kubeconfig"), idle: *idle}
 	// A cluster an interrupted run left behind.
-	_ = b.hwkRun("down", "--name", clusterName)
+	_, _ = b.hwkOut("down", "--name", clusterName)
 
 	fmt.Printf("hwk up on the docker driver: %d runs each of %v nodes, memory after %s idle; %d CPUs, %s/%s\n",
 		*runs, ns, *idle, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH)
@@ -92,7 +92,7 @@ func main() {
 		for i := range *runs {
 			r, err := b.measure(n)
 			if err != nil {
-				_ = b.hwkRun("down", "--name", clusterName)
+				_, _ = b.hwkOut("down", "--name", clusterName)
 				fail(fmt.Errorf("%d nodes, run %d: %w", n, i+1, err))
 			}
 			fmt.Fprintf(os.Stderr, "  %d node(s), run %d: up %.1fs (API %.1fs), control plane %s MiB, start %.1fs\n",
@@ -330,7 +330,9 @@ func (b *bench) memory() ([]nodeMemory, error) {
 			return nil, fmt.Errorf("docker stats %s: %w", n.Name, err)
 		}
 		used, _, _ := strings.Cut(string(stats), " / ")
-		if m.total, err = parseSize(strings.TrimSpace(used)); err != nil {
+		// docker prints it with go-units' BytesSize (binary units), which
+		// RAMInBytes reads back.
+		if m.total, err = units.RAMInBytes(strings.TrimSpace(used)); err != nil {
 			return nil, fmt.Errorf("docker stats %s: %w", n.Name, err)
 		}
 		top, err := exec.Command("docker", "top", n.Name, "-eo", "pid").Output()
@@ -379,23 +381,6 @@ func processMemory(pid int) (string, int64, bool) {
 		}
 	}
 	return "", 0, false
-}
-
-// parseSize reads docker's sizes: 952.6MiB, 1.2GiB, 512KiB, 100B.
-func parseSize(s string) (int64, error) {
-	for _, u := range []struct {
-		suffix string
-		shift  uint
-	}{{"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"kB", 10}, {"B", 0}} {
-		if v, ok := strings.CutSuffix(s, u.suffix); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return 0, fmt.Errorf("size %q: %w", s, err)
-			}
-			return int64(f * float64(int64(1)<<u.shift)), nil
-		}
-	}
-	return 0, fmt.Errorf("size %q: unknown unit", s)
 }
 
 func report(nodes int, runs []*run) {
@@ -456,12 +441,6 @@ func (b *bench) hwkOut(args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
-}
-
-func (b *bench) hwkRun(args ...string) error {
-	cmd := exec.Command(b.hwk, args...)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	return cmd.Run()
 }
 
 // cleanup removes the run's files, also when it fails.

@@ -15,6 +15,8 @@ import (
 const (
 	LinuxConfigDir   = "/etc/hwk"
 	WindowsConfigDir = `C:\hwk`
+	// initConfig is the control plane's kubeadm init config (see Init).
+	initConfig = LinuxConfigDir + "/kubeadm-init.yaml"
 	// PatchesDir holds the kubeadm patches of the control plane's init.
 	PatchesDir = LinuxConfigDir + "/patches"
 	// kubeletDefaults is the environment file the node image's kubelet
@@ -57,8 +59,7 @@ spec:
 // writing kubeadm's output to log. It skips CoreDNS, which
 // InstallCoreDNS adds.
 func Init(ctx context.Context, cp *node.Node, cfg []byte, log io.Writer) error {
-	path := LinuxConfigDir + "/kubeadm-init.yaml"
-	if err := cp.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
+	if err := cp.CopyTo(ctx, bytes.NewReader(cfg), initConfig, 0o600); err != nil {
 		return err
 	}
 	if err := cp.CopyTo(ctx, strings.NewReader(coreDNSPatch), PatchesDir+"/corednsdeployment+strategic.yaml", 0o644); err != nil {
@@ -68,7 +69,7 @@ func Init(ctx context.Context, cp *node.Node, cfg []byte, log io.Writer) error {
 		return err
 	}
 	return cp.Run(ctx, node.Cmd{
-		Args:   []string{"kubeadm", "init", "--config", path, "--skip-phases", coreDNSPhase, "--skip-token-print", "--v=2"},
+		Args:   []string{"kubeadm", "init", "--config", initConfig, "--skip-phases", coreDNSPhase, "--skip-token-print", "--v=2"},
 		Stdout: log, Stderr: log,
 	})
 }
@@ -84,11 +85,10 @@ func Init(ctx context.Context, cp *node.Node, cfg []byte, log io.Writer) error {
 // /var/lib/calico/nodename"), and the kubelet tries again only after ten
 // seconds.
 func InstallCoreDNS(ctx context.Context, cp *node.Node, log io.Writer) error {
-	path := LinuxConfigDir + "/kubeadm-init.yaml"
 	for _, phase := range [][]string{{"addon", "coredns"}, {"upload-config", "kubeadm"}} {
 		args := append([]string{"kubeadm", "init", "phase"}, phase...)
 		if err := cp.Run(ctx, node.Cmd{
-			Args:   append(args, "--config", path, "--v=2"),
+			Args:   append(args, "--config", initConfig, "--v=2"),
 			Stdout: log, Stderr: log,
 		}); err != nil {
 			return err

@@ -23,7 +23,7 @@ type JoinWorkers struct{}
 func (JoinWorkers) Name() string { return "Joining Windows workers" }
 
 // Skip implements Skipper.
-func (JoinWorkers) Skip(c *Context) bool { return len(c.Workers(config.Windows)) == 0 }
+func (JoinWorkers) Skip(c *Context) bool { return !hasWindows(c) }
 
 // Execute implements Action.
 func (JoinWorkers) Execute(ctx context.Context, c *Context) error {

@@ -2,7 +2,6 @@ package actions
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -66,9 +65,9 @@ func (WaitReady) Execute(ctx context.Context, c *Context) error {
 	return bootstrap.WaitWorkloads(ctx, c.Client, c.Timeouts.Pods, bootstrap.SystemWorkloads(windows)...)
 }
 
-func hasWindows(c *Context) bool {
-	return slices.ContainsFunc(c.Config.Nodes, func(n config.Node) bool { return n.OS == config.Windows })
-}
+// hasWindows reports whether the cluster has Windows nodes (workers: the
+// control plane is Linux).
+func hasWindows(c *Context) bool { return len(c.Workers(config.Windows)) > 0 }
 
 // nodeNames are the names of the cluster's nodes of one OS.
 func nodeNames(c *Context, os config.OS) []string {
