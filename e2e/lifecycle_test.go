@@ -165,6 +165,13 @@ func TestSurvivesRestarts(t *testing.T) {
 			t.Error("the API server's certificate changed across stop and start")
 		}
 		waitBack(t, cs, began, cp, worker)
+		// The kubelet's drop-in made the Service range unreachable
+		// again at boot (bootstrap's kubeletServiceRoute).
+		for _, n := range []string{cp, worker} {
+			if got := docker(t, nil, "exec", n, "ip", "route", "show", "type", "unreachable"); !strings.Contains(got, "10.96.0.0/12") {
+				t.Errorf("%s after start has no unreachable route for the Service range: %q", n, got)
+			}
+		}
 	})
 
 	t.Run("export logs", func(t *testing.T) {

@@ -606,3 +606,13 @@ func TestWindowsLogsAreThePodLogs(t *testing.T) {
 		t.Errorf("checked %d pod-log paths of %q, want the join's and hwk logs' Calico and kube-proxy ones", checked, paths)
 	}
 }
+
+// The kubelet's drop-in makes the cluster's Service range unreachable,
+// masked as the route wants it, and a failure to add it does not keep
+// the kubelet from starting.
+func TestKubeletServiceRoute(t *testing.T) {
+	got := kubeletServiceRoute(netip.MustParsePrefix("10.97.3.1/16"))
+	if !strings.Contains(got, "\n[Service]\nExecStartPre=-/usr/sbin/ip route replace unreachable 10.97.0.0/16\n") {
+		t.Errorf("drop-in:\n%s", got)
+	}
+}

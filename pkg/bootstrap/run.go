@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -22,8 +23,10 @@ const (
 	// kubeletDefaults is the environment file the node image's kubelet
 	// unit reads besides kubeadm's flags.
 	kubeletDefaults = "/etc/default/kubelet"
-	adminKubeconfig = "/etc/kubernetes/admin.conf"
-	caCertPath      = "/etc/kubernetes/pki/ca.crt"
+	// kubeletRouteDropIn is the drop-in of kubeletServiceRoute.
+	kubeletRouteDropIn = "/etc/systemd/system/kubelet.service.d/20-hwk-service-route.conf"
+	adminKubeconfig    = "/etc/kubernetes/admin.conf"
+	caCertPath         = "/etc/kubernetes/pki/ca.crt"
 )
 
 // GOGC is Go's garbage collection target for the Go programs of a Linux
@@ -58,14 +61,14 @@ spec:
 // Init runs `kubeadm init` on the control plane with cfg (see InitConfig),
 // writing kubeadm's output to log. It skips CoreDNS, which
 // InstallCoreDNS adds.
-func Init(ctx context.Context, cp *node.Node, cfg []byte, log io.Writer) error {
+func Init(ctx context.Context, cp *node.Node, cfg []byte, services netip.Prefix, log io.Writer) error {
 	if err := cp.CopyTo(ctx, bytes.NewReader(cfg), initConfig, 0o600); err != nil {
 		return err
 	}
 	if err := cp.CopyTo(ctx, strings.NewReader(coreDNSPatch), PatchesDir+"/corednsdeployment+strategic.yaml", 0o644); err != nil {
 		return err
 	}
-	if err := writeKubeletDefaults(ctx, cp); err != nil {
+	if err := writeKubeletDefaults(ctx, cp, services); err != nil {
 		return err
 	}
 	return cp.Run(ctx, node.Cmd{
@@ -98,9 +101,34 @@ func InstallCoreDNS(ctx context.Context, cp *node.Node, log io.Writer) error {
 }
 
 // writeKubeletDefaults gives a Linux node's kubelet GOGC, through the
-// environment file its unit reads (kubeadm init and join then start it).
-func writeKubeletDefaults(ctx context.Context, n *node.Node) error {
-	return n.CopyTo(ctx, strings.NewReader(fmt.Sprintf("# Written by hwk: the kubelet's environment.\nGOGC=%d\n", GOGC)), kubeletDefaults, 0o644)
+// environment file its unit reads, and the route of kubeletServiceRoute,
+// through a drop-in of its unit (kubeadm init and join then start it).
+func writeKubeletDefaults(ctx context.Context, n *node.Node, services netip.Prefix) error {
+	if err := n.CopyTo(ctx, strings.NewReader(fmt.Sprintf("# Written by hwk: the kubelet's environment.\nGOGC=%d\n", GOGC)), kubeletDefaults, 0o644); err != nil {
+		return err
+	}
+	if err := n.CopyTo(ctx, strings.NewReader(kubeletServiceRoute(services)), kubeletRouteDropIn, 0o644); err != nil {
+		return err
+	}
+	return n.Run(ctx, node.Cmd{Args: []string{"systemctl", "daemon-reload"}})
+}
+
+// kubeletServiceRoute is a drop-in of the kubelet's unit that makes the
+// Service range unreachable on the node before the kubelet starts, at
+// every boot. When a node starts again (hwk start, an engine restart)
+// the kubelet starts every pod at once; a pod that dials a Service
+// before kube-proxy has written its rules sends the SYN out of the
+// default route untranslated, and its retransmissions keep that
+// conntrack entry, so the client hangs until its dial timeout (30 s for
+// client-go: CoreDNS and calico-kube-controllers were not Ready for 35 s
+// after start). An unreachable route fails that dial at once, and the
+// client's next one is translated. kube-proxy's DNAT happens before the
+// routing decision, so translated traffic never meets the route.
+func kubeletServiceRoute(services netip.Prefix) string {
+	return fmt.Sprintf(`# Written by hwk: the Service range is unreachable until kube-proxy translates it.
+[Service]
+ExecStartPre=-/usr/sbin/ip route replace unreachable %s
+`, services.Masked())
 }
 
 // AdminKubeconfig reads kubeadm's admin.conf from the control plane.
@@ -130,26 +158,32 @@ func Apply(ctx context.Context, cp *node.Node, manifests []byte, log io.Writer) 
 }
 
 // Join joins worker n with cfg (see JoinConfig), on Linux with kubeadm
-// and on Windows with the steps of WindowsJoinScript.
-func Join(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) error {
+// (services is the cluster's Service range, see kubeletServiceRoute) and
+// on Windows with the steps of WindowsJoinScript.
+func Join(ctx context.Context, n *node.Node, cfg []byte, services netip.Prefix, log io.Writer) error {
 	if n.OS() == config.Windows {
-		path := WindowsConfigDir + `\kubeadm-join.yaml`
-		if err := n.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
-			return err
-		}
-		return n.RunScript(ctx, WindowsJoinScript(path), node.Cmd{Stdout: log, Stderr: log})
+		return joinWindows(ctx, n, cfg, log)
 	}
 	path := LinuxConfigDir + "/kubeadm-join.yaml"
 	if err := n.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
 		return err
 	}
-	if err := writeKubeletDefaults(ctx, n); err != nil {
+	if err := writeKubeletDefaults(ctx, n, services); err != nil {
 		return err
 	}
 	return n.Run(ctx, node.Cmd{
 		Args:   []string{"kubeadm", "join", "--config", path, "--v=2"},
 		Stdout: log, Stderr: log,
 	})
+}
+
+// joinWindows is Join on a Windows node.
+func joinWindows(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) error {
+	path := WindowsConfigDir + `\kubeadm-join.yaml`
+	if err := n.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
+		return err
+	}
+	return n.RunScript(ctx, WindowsJoinScript(path), node.Cmd{Stdout: log, Stderr: log})
 }
 
 // WindowsJoinScript is the PowerShell that joins a Windows node, whose

@@ -176,7 +176,7 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 	if err := j.route(ctx); err != nil {
 		return fail(StepRoute, err)
 	}
-	if err := Join(ctx, j.Node, j.Config, j.Log); err != nil {
+	if err := joinWindows(ctx, j.Node, j.Config, j.Log); err != nil {
 		return fail(StepJoin, err)
 	}
 	deadline := time.Now().Add(j.Network)

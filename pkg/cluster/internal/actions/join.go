@@ -48,7 +48,7 @@ func joinWorkers(ctx context.Context, c *Context, os config.OS) error {
 		if n.OS == config.Windows {
 			return joinWindows(ctx, c, n, h, cfg)
 		}
-		return runLogged(ctx, c, "kubeadm-join-"+n.Name, func(w io.Writer) error { return bootstrap.Join(ctx, h, cfg, w) },
+		return runLogged(ctx, c, "kubeadm-join-"+n.Name, func(w io.Writer) error { return bootstrap.Join(ctx, h, cfg, c.Boot.ServiceSubnet, w) },
 			func(err error, tail, path string) error {
 				err = withLog(fmt.Errorf("kubeadm join on %s: %w", n.Name, err), "last lines of kubeadm join", node.LastLines(tail, 15), path)
 				return withLog(err, "last lines of the kubelet's log on "+n.Name, bootstrap.KubeletJournal(context.WithoutCancel(ctx), h, 10), "")

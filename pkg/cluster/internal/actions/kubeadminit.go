@@ -39,7 +39,7 @@ func (KubeadmInit) Execute(ctx context.Context, c *Context) error {
 	if err != nil {
 		return err
 	}
-	if err := runLogged(ctx, c, "kubeadm-init", func(w io.Writer) error { return bootstrap.Init(ctx, h, cfg, w) }, func(err error, tail, path string) error {
+	if err := runLogged(ctx, c, "kubeadm-init", func(w io.Writer) error { return bootstrap.Init(ctx, h, cfg, c.Boot.ServiceSubnet, w) }, func(err error, tail, path string) error {
 		err = withLog(fmt.Errorf("kubeadm init on %s: %w", cp.Name, err), "last lines of kubeadm init", node.LastLines(tail, 15), path)
 		return withLog(err, "last lines of the kubelet's log on "+cp.Name, bootstrap.KubeletJournal(context.WithoutCancel(ctx), h, 10), "")
 	}); err != nil {
