@@ -105,6 +105,32 @@ func SystemWorkloads(windows bool) []Workload {
 // Ready. On timeout it names the pods that are not, with their last
 // events.
 func WaitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, ws ...Workload) error {
+	return waitWorkloads(ctx, cs, timeout, nil, ws)
+}
+
+// WaitWorkloadsSince is WaitWorkloads after the nodes named in booted
+// booted again at since: a pod on one of them counts only once every
+// container of it has started since then. Until the controller manager,
+// itself just started again, has looked at the pods, a workload's status
+// still counts those Ready before the stop (a one-node cluster's start
+// used to wait for nothing).
+func WaitWorkloadsSince(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, since time.Time, booted []string, ws ...Workload) error {
+	return waitWorkloads(ctx, cs, timeout, func(p *corev1.Pod) bool {
+		if !slices.Contains(booted, p.Spec.NodeName) {
+			return true
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Running == nil || c.State.Running.StartedAt.Time.Before(since) {
+				return false
+			}
+		}
+		return len(p.Status.ContainerStatuses) > 0
+	}, ws)
+}
+
+// waitWorkloads is WaitWorkloads; with fresh, a workload's Ready pods are
+// counted from its pods, those fresh accepts, instead of its status.
+func waitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, fresh func(*corev1.Pod) bool, ws []Workload) error {
 	names := make([]string, len(ws))
 	for i, w := range ws {
 		names[i] = w.String()
@@ -115,6 +141,9 @@ func WaitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 		var missing []string
 		for _, w := range ws {
 			ready, want, sel, err := WorkloadStatus(ctx, cs, w)
+			if err == nil && fresh != nil {
+				ready, err = freshReady(ctx, cs, w.Namespace, sel, fresh)
+			}
 			if err != nil {
 				return false, "", err
 			}
@@ -125,6 +154,23 @@ func WaitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 		}
 		return len(missing) == 0, strings.Join(missing, "; "), nil
 	}, func(ctx context.Context) string { return explainPods(ctx, cs, selectors) })
+}
+
+// freshReady counts the pods of sel in ns that are Ready, not being
+// deleted, and fresh.
+func freshReady(ctx context.Context, cs kubernetes.Interface, ns string, sel labels.Selector, fresh func(*corev1.Pod) bool) (int32, error) {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.DeletionTimestamp == nil && PodReady(p) && fresh(p) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 type podSet struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -30,5 +31,42 @@ func TestWaitNodesReadySince(t *testing.T) {
 	fresh := fake.NewClientset(node(restart.Add(time.Second)))
 	if err := WaitNodesReadySince(context.Background(), fresh, 300*time.Millisecond, restart, "demo-cp"); err != nil {
 		t.Errorf("a Ready posted after the restart: %v", err)
+	}
+}
+
+// TestWaitWorkloadsSince: after a restart, a Deployment whose status
+// still counts its pod from before the stop is not Ready until the pod's
+// container has started again; a pod on a node that did not boot counts
+// as it is.
+func TestWaitWorkloadsSince(t *testing.T) {
+	restart := time.Now()
+	ws := Workload{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"}
+	objects := func(node string, started time.Time) *fake.Clientset {
+		one := int32(1)
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}}
+		return fake.NewClientset(
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "coredns", Namespace: "kube-system"},
+				Spec:   appsv1.DeploymentSpec{Replicas: &one, Selector: sel},
+				Status: appsv1.DeploymentStatus{ReadyReplicas: 1}},
+			&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "coredns-1", Namespace: "kube-system", Labels: sel.MatchLabels},
+				Spec: corev1.PodSpec{NodeName: node},
+				Status: corev1.PodStatus{
+					Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+					ContainerStatuses: []corev1.ContainerStatus{{Name: "coredns",
+						State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}}}})
+	}
+	booted := []string{"demo-cp"}
+	err := WaitWorkloadsSince(context.Background(), objects("demo-cp", restart.Add(-time.Minute)), 300*time.Millisecond, restart, booted, ws)
+	if err == nil || !strings.Contains(err.Error(), "has 0 of 1 pods ready") {
+		t.Errorf("a pod Ready from before the restart: %v", err)
+	}
+	if err := WaitWorkloads(context.Background(), objects("demo-cp", restart.Add(-time.Minute)), 300*time.Millisecond, ws); err != nil {
+		t.Errorf("the status alone counts it: %v", err)
+	}
+	if err := WaitWorkloadsSince(context.Background(), objects("demo-cp", restart.Add(time.Second)), 300*time.Millisecond, restart, booted, ws); err != nil {
+		t.Errorf("a pod started again after the restart: %v", err)
+	}
+	if err := WaitWorkloadsSince(context.Background(), objects("demo-linux-1", restart.Add(-time.Minute)), 300*time.Millisecond, restart, booted, ws); err != nil {
+		t.Errorf("a pod on a node that did not boot: %v", err)
 	}
 }

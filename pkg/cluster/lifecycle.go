@@ -92,7 +92,18 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	began := time.Now()
 	res := &StartResult{}
 	workers, cp := split(rec)
+	// The nodes this start boots: their pods must start again before they
+	// count (bootstrap.WaitWorkloadsSince).
+	var (
+		mu     sync.Mutex
+		booted []string
+	)
 	start := func(d drivers.Driver, r drivers.Ref) error {
+		if m, err := d.Inspect(ctx, r); err != nil || m.State != drivers.StateRunning {
+			mu.Lock()
+			booted = append(booted, r.Name)
+			mu.Unlock()
+		}
 		// Before the VM runs, for the reason stop gives.
 		if a, ok := d.(drivers.Autostarter); ok && rec.Autostart {
 			if err := a.SetAutostart(ctx, r, true); err != nil {
@@ -127,7 +138,7 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		err := bootstrap.WaitNodesReadySince(ctx, cs, t.NodesReady, began.Add(-time.Second), names...)
 		if err == nil {
 			res.NodesReady = time.Since(began)
-			err = bootstrap.WaitWorkloads(ctx, cs, t.Pods, bootstrap.SystemWorkloads(rec.HasWindows())...)
+			err = bootstrap.WaitWorkloadsSince(ctx, cs, t.Pods, began.Add(-time.Second), booted, bootstrap.SystemWorkloads(rec.HasWindows())...)
 		}
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("%w\n  the machines are running; `hwk status --name %s` shows what is not Ready", err, name)
