@@ -102,15 +102,14 @@ func InstallCoreDNS(ctx context.Context, cp *node.Node, log io.Writer) error {
 
 // writeKubeletDefaults gives a Linux node's kubelet GOGC, through the
 // environment file its unit reads, and the route of kubeletServiceRoute,
-// through a drop-in of its unit (kubeadm init and join then start it).
+// through a drop-in of its unit. kubeadm init and join then start the
+// kubelet, and reload systemd's units first (kubeadm's initsystem,
+// ServiceRestart), so the drop-in counts from that start on.
 func writeKubeletDefaults(ctx context.Context, n *node.Node, services netip.Prefix) error {
 	if err := n.CopyTo(ctx, strings.NewReader(fmt.Sprintf("# Written by hwk: the kubelet's environment.\nGOGC=%d\n", GOGC)), kubeletDefaults, 0o644); err != nil {
 		return err
 	}
-	if err := n.CopyTo(ctx, strings.NewReader(kubeletServiceRoute(services)), kubeletRouteDropIn, 0o644); err != nil {
-		return err
-	}
-	return n.Run(ctx, node.Cmd{Args: []string{"systemctl", "daemon-reload"}})
+	return n.CopyTo(ctx, strings.NewReader(kubeletServiceRoute(services)), kubeletRouteDropIn, 0o644)
 }
 
 // kubeletServiceRoute is a drop-in of the kubelet's unit that makes the
