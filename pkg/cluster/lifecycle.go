@@ -35,7 +35,7 @@ func (p *Provider) Stop(ctx context.Context, name string) error {
 		return err
 	}
 	workers, cp := split(rec)
-	stop := func(d drivers.Driver, r drivers.Ref) error {
+	stop := func(d drivers.Driver, r drivers.Ref, _ drivers.Machine) error {
 		if err := d.Stop(ctx, r); err != nil {
 			return err
 		}
@@ -98,8 +98,8 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		mu     sync.Mutex
 		booted []string
 	)
-	start := func(d drivers.Driver, r drivers.Ref) error {
-		if m, err := d.Inspect(ctx, r); err != nil || m.State != drivers.StateRunning {
+	start := func(d drivers.Driver, r drivers.Ref, m drivers.Machine) error {
+		if m.State != drivers.StateRunning {
 			mu.Lock()
 			booted = append(booted, r.Name)
 			mu.Unlock()
@@ -176,9 +176,9 @@ func split(rec *config.Cluster) (workers, cp []config.Node) {
 	return workers, cp
 }
 
-// eachNode runs fn on every node at once, each with its driver from ds,
-// and joins the errors.
-func eachNode(ctx context.Context, rec *config.Cluster, ds map[string]drivers.Driver, nodes []config.Node, fn func(drivers.Driver, drivers.Ref) error) error {
+// eachNode runs fn on every node at once, each with its driver from ds
+// and its machine as the driver sees it, and joins the errors.
+func eachNode(ctx context.Context, rec *config.Cluster, ds map[string]drivers.Driver, nodes []config.Node, fn func(drivers.Driver, drivers.Ref, drivers.Machine) error) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(nodes))
 	for i, n := range nodes {
@@ -191,7 +191,7 @@ func eachNode(ctx context.Context, rec *config.Cluster, ds map[string]drivers.Dr
 				err = fmt.Errorf("its machine is gone\n  fix: `hwk down --name %s`, then up again", rec.Name)
 			}
 			if err == nil {
-				err = fn(ds[n.Driver], r)
+				err = fn(ds[n.Driver], r, m)
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("node %s: %w", n.Name, err)
