@@ -60,8 +60,9 @@ type StartResult struct {
 
 // Start boots a stopped cluster: the control plane first, then (once the
 // API server answers) the workers, and waits until every node's kubelet
-// has reported Ready since the start and the system workloads are Ready.
-// Starting a running cluster only waits.
+// has reported Ready since the start and the system pods are Ready (on
+// the nodes it booted, started again since). Starting a running cluster
+// only waits.
 func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartResult, error) {
 	unlock, err := p.lock(name)
 	if err != nil {
@@ -135,10 +136,11 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	}
 	if err := p.stepOf(name, "Waiting for nodes and system pods to be Ready", func() error {
 		// A second of slack for a node whose clock is a little behind.
-		err := bootstrap.WaitNodesReadySince(ctx, cs, t.NodesReady, began.Add(-time.Second), names...)
+		since := began.Add(-time.Second)
+		err := bootstrap.WaitNodesReadySince(ctx, cs, t.NodesReady, since, names...)
 		if err == nil {
 			res.NodesReady = time.Since(began)
-			err = bootstrap.WaitWorkloadsSince(ctx, cs, t.Pods, began.Add(-time.Second), booted, bootstrap.SystemWorkloads(rec.HasWindows())...)
+			err = bootstrap.WaitWorkloadsSince(ctx, cs, t.Pods, since, booted, bootstrap.SystemWorkloads(rec.HasWindows())...)
 		}
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("%w\n  the machines are running; `hwk status --name %s` shows what is not Ready", err, name)
