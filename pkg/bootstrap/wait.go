@@ -141,15 +141,22 @@ func waitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 		var missing []string
 		for _, w := range ws {
 			ready, want, sel, err := WorkloadStatus(ctx, cs, w)
+			var stale []string
 			if err == nil && fresh != nil {
-				ready, err = freshReady(ctx, cs, w.Namespace, sel, fresh)
+				ready, stale, err = freshReady(ctx, cs, w.Namespace, sel, fresh)
 			}
 			if err != nil {
 				return false, "", err
 			}
 			selectors = append(selectors, podSet{w.Namespace, sel})
 			if want == 0 || ready < want {
-				missing = append(missing, fmt.Sprintf("%s has %d of %d pods ready", w, ready, want))
+				m := fmt.Sprintf("%s has %d of %d pods ready", w, ready, want)
+				// explainPods passes over Ready pods: say why these
+				// do not count.
+				if len(stale) > 0 {
+					m += fmt.Sprintf(" (%s Ready as of before the restart, not started again since)", strings.Join(stale, ", "))
+				}
+				missing = append(missing, m)
 			}
 		}
 		return len(missing) == 0, strings.Join(missing, "; "), nil
@@ -157,20 +164,25 @@ func waitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 }
 
 // freshReady counts the pods of sel in ns that are Ready, not being
-// deleted, and fresh.
-func freshReady(ctx context.Context, cs kubernetes.Interface, ns string, sel labels.Selector, fresh func(*corev1.Pod) bool) (int32, error) {
+// deleted, and fresh, and names those only fresh turned down.
+func freshReady(ctx context.Context, cs kubernetes.Interface, ns string, sel labels.Selector, fresh func(*corev1.Pod) bool) (int32, []string, error) {
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var n int32
+	var stale []string
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.DeletionTimestamp == nil && PodReady(p) && fresh(p) {
+		switch {
+		case p.DeletionTimestamp != nil || !PodReady(p):
+		case fresh(p):
 			n++
+		default:
+			stale = append(stale, p.Name)
 		}
 	}
-	return n, nil
+	return n, stale, nil
 }
 
 type podSet struct {

@@ -57,7 +57,7 @@ func TestWaitWorkloadsSince(t *testing.T) {
 	}
 	booted := []string{"demo-cp"}
 	err := WaitWorkloadsSince(context.Background(), objects("demo-cp", restart.Add(-time.Minute)), 300*time.Millisecond, restart, booted, ws)
-	if err == nil || !strings.Contains(err.Error(), "has 0 of 1 pods ready") {
+	if err == nil || !strings.Contains(err.Error(), "has 0 of 1 pods ready (coredns-1 Ready as of before the restart, not started again since)") {
 		t.Errorf("a pod Ready from before the restart: %v", err)
 	}
 	if err := WaitWorkloads(context.Background(), objects("demo-cp", restart.Add(-time.Minute)), 300*time.Millisecond, ws); err != nil {

@@ -61,8 +61,8 @@ type StartResult struct {
 // Start boots a stopped cluster: the control plane first, then (once the
 // API server answers) the workers, and waits until every node's kubelet
 // has reported Ready since the start and the system pods are Ready (on
-// the nodes it booted, started again since). Starting a running cluster
-// only waits.
+// the docker nodes it booted, started again since). Starting a running
+// cluster only waits.
 func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartResult, error) {
 	unlock, err := p.lock(name)
 	if err != nil {
@@ -93,14 +93,18 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	began := time.Now()
 	res := &StartResult{}
 	workers, cp := split(rec)
-	// The nodes this start boots: their pods must start again before they
-	// count (bootstrap.WaitWorkloadsSince).
+	// The docker nodes this start boots: their pods must start again
+	// before they count (bootstrap.WaitWorkloadsSince). Only stopped ones:
+	// a saved or paused VM resumes without restarting anything. Only
+	// docker's: a node container keeps the host's clock, while a VM's may
+	// run behind after boot until its time sync catches up, and a
+	// container start time from such a clock would never count.
 	var (
 		mu     sync.Mutex
 		booted []string
 	)
 	start := func(d drivers.Driver, r drivers.Ref, m drivers.Machine) error {
-		if m.State != drivers.StateRunning {
+		if m.State == drivers.StateStopped && d.Name() == config.DriverDocker {
 			mu.Lock()
 			booted = append(booted, r.Name)
 			mu.Unlock()
