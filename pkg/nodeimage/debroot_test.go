@@ -14,6 +14,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 	"github.com/hwk-dev/hwk/pkg/debian"
@@ -70,6 +75,9 @@ func readTestTar(t *testing.T, r io.Reader) (names []string, files map[string]st
 				t.Fatal(err)
 			}
 			files[h.Name] = string(data)
+		}
+		if h.Typeflag == tar.TypeLink {
+			files[h.Name] = "->" + h.Linkname
 		}
 	}
 }
@@ -372,6 +380,18 @@ func TestNodeStage2Tar(t *testing.T) {
 		}
 		b.images = append(b.images, builtImage{Image: Image{Ref: ref}, Path: p})
 	}
+	// The CNI image as hwk packs it: the plugin, and calico-ipam a hard
+	// link to it (components.yaml's fromImages takes both).
+	cni := filepath.Join(dir, "cni.tar")
+	writeTestImage(t, cni, "quay.io/calico/cni:v3.31.0", []tarEntry{
+		{name: "opt/", typ: tar.TypeDir},
+		{name: "opt/cni/", typ: tar.TypeDir},
+		{name: "opt/cni/bin/", typ: tar.TypeDir},
+		{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "calico plugin"},
+		{name: "opt/cni/bin/calico-ipam", typ: tar.TypeLink, link: "opt/cni/bin/calico"},
+		{name: "opt/cni/bin/install", typ: tar.TypeReg, data: "installer"},
+	})
+	b.images = append(b.images, builtImage{Image: Image{Ref: "quay.io/calico/cni:v3.31.0"}, Path: cni})
 	s, err := b.nodeStage2()
 	if err != nil {
 		t.Fatal(err)
@@ -384,6 +404,7 @@ func TestNodeStage2Tar(t *testing.T) {
 	if err := writeStage2Tar(&out, stage1, s, nil); err != nil {
 		t.Fatal(err)
 	}
+	raw := slices.Clone(out.Bytes())
 	names, files := readTestTar(t, &out)
 	seen := map[string]bool{}
 	for _, n := range names {
@@ -391,6 +412,12 @@ func TestNodeStage2Tar(t *testing.T) {
 			t.Errorf("%s is in the tar twice", n)
 		}
 		seen[n] = true
+	}
+	tr := tar.NewReader(bytes.NewReader(raw))
+	for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+		if strings.HasPrefix(h.Name, "hwk/root/opt/cni/bin/calico") && h.Mode != 0o755 {
+			t.Errorf("%s has mode %o, want the image's 755 (a link's mode is its target's)", h.Name, h.Mode)
+		}
 	}
 	for _, want := range []string{"hwk/stage2.sh", "hwk/configure.sh", "hwk/root/usr/local/bin/kubeadm", "hwk/root/usr/local/sbin/hwk-seed", "hwk/root/etc/systemd/system/kubelet.service", "hwk/preload/00.tar", "hwk/preload/01.tar"} {
 		if _, ok := files[want]; !ok {
@@ -408,6 +435,66 @@ func TestNodeStage2Tar(t *testing.T) {
 	}
 	if !strings.Contains(files["hwk/root/etc/containerd/config.toml"], "registry.k8s.io/pause:3.10.1") {
 		t.Error("containerd's config does not name the pause image")
+	}
+	if got := files["hwk/root/opt/cni/bin/calico"]; got != "calico plugin" {
+		t.Errorf("the node's calico plugin holds %q, want the image's", got)
+	}
+	if got, ok := files["hwk/root/opt/cni/bin/calico-ipam"]; !ok || got != "->hwk/root/opt/cni/bin/calico" {
+		t.Errorf("the node's calico-ipam is %q (present %v), want a hard link to its calico", got, ok)
+	}
+	if _, ok := files["hwk/root/opt/cni/bin/install"]; ok {
+		t.Error("the node carries the CNI image's installer, which the recipe does not list")
+	}
+}
+
+// fromImages refuses an image that lacks a listed file, and a hard link
+// to a file the recipe does not take.
+func TestNodeFromImagesErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		entries []tarEntry
+		files   []string
+		want    string
+	}{
+		{"missing", []tarEntry{{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "x"}}, []string{"opt/cni/bin/calico", "opt/cni/bin/calico-ipam"}, "has no file opt/cni/bin/calico-ipam"},
+		{"link", []tarEntry{{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "x"}, {name: "opt/cni/bin/calico-ipam", typ: tar.TypeLink, link: "opt/cni/bin/calico"}}, []string{"opt/cni/bin/calico-ipam"}, "links to opt/cni/bin/calico, which the recipe does not list"},
+		{"dir", []tarEntry{{name: "opt/cni/bin/", typ: tar.TypeDir}}, []string{"opt/cni/bin"}, "is not a regular file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBuilder(t, FromSource)
+			p := filepath.Join(dir, tc.name+".tar")
+			writeTestImage(t, p, "quay.io/calico/cni:v3.31.0", tc.entries)
+			b.images = []builtImage{{Image: Image{Ref: "quay.io/calico/cni:v3.31.0"}, Path: p}}
+			var out bytes.Buffer
+			tw := tar.NewWriter(&out)
+			err := b.layImageFiles(tw, &tarDirs{tw: tw, seen: map[string]bool{}}, nodeFromImage{Image: "quay.io/calico/cni", Files: tc.files})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// writeTestImage writes a one-layer image holding entries as a
+// docker-archive tarball (what the build's images are) named ref.
+func writeTestImage(t *testing.T, file, ref string, entries []tarEntry) {
+	t.Helper()
+	data := writeTestTar(t, entries)
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tarball.WriteToFile(file, tag, img); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -147,8 +147,21 @@ func TestDockerFormatBoots(t *testing.T) {
 	if out, _ := n.Output(ctx, "cat", "/root/.ssh/authorized_keys"); strings.TrimSpace(out) != key {
 		t.Errorf("authorized_keys %q, want the seed's key", out)
 	}
-	if out, _ := n.Output(ctx, "sh", "-c", "ls /etc/ssh/ssh_host_*_key | wc -l"); strings.TrimSpace(out) == "0" {
-		t.Error("no SSH host keys were made at first boot")
+	// One host key, the Ed25519 one sshd is told to use (an RSA key would
+	// cost most of a second of boot), and sshd serving with it.
+	if out, _ := n.Output(ctx, "sh", "-c", "ls /etc/ssh/ssh_host_*_key"); strings.TrimSpace(out) != "/etc/ssh/ssh_host_ed25519_key" {
+		t.Errorf("host keys made at first boot: %q, want only /etc/ssh/ssh_host_ed25519_key", out)
+	}
+	if out, _ := n.Output(ctx, "systemctl", "is-active", "ssh"); strings.TrimSpace(out) != "active" {
+		log, _ := n.Output(ctx, "journalctl", "-u", "ssh", "--no-pager")
+		t.Errorf("ssh is %q:\n%s", strings.TrimSpace(out), log)
+	}
+	// Calico's CNI plugins are in place (fromImages), so its install-cni
+	// copies nothing: calico-ipam is calico under its other name.
+	if out, err := n.Output(ctx, "stat", "-c", "%i %a", "/opt/cni/bin/calico", "/opt/cni/bin/calico-ipam"); err != nil {
+		t.Errorf("the node has no Calico CNI plugins: %v %s", err, out)
+	} else if f := strings.Fields(out); len(f) != 4 || f[0] != f[2] || f[1] != "755" || f[3] != "755" {
+		t.Errorf("stat of calico and calico-ipam: %q, want one inode, mode 755", out)
 	}
 	listed, err := n.Output(ctx, "ctr", "-n", "k8s.io", "images", "ls", "-q")
 	if err != nil {

@@ -81,6 +81,8 @@ func TestRecipeCheck(t *testing.T) {
 		{"unknown component", func(r *recipe) { r.Images[0].Component = "nope" }, `names unknown component "nope"`},
 		{"unbuilt binary", func(r *recipe) { r.Images[0].Files[0].From = "kubernetes/kube-nothing" }, "takes kubernetes/kube-nothing, which no component builds"},
 		{"bad base", func(r *recipe) { r.Images[0].Base = "alpine" }, `base "alpine" is not scratch or userland`},
+		{"file of no image", func(r *recipe) { r.FromImages[0].Image = "quay.io/calico/nope" }, "fromImages names quay.io/calico/nope, which is not one of the images"},
+		{"file outside the root", func(r *recipe) { r.FromImages[0].Files[0] = "../etc/passwd" }, `"../etc/passwd" is not a clean relative path`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := loadRecipe()

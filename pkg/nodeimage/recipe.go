@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"strings"
 	"text/template"
@@ -16,10 +17,18 @@ import (
 
 // recipe is node-images/linux/components.yaml and images/linux.yaml.
 type recipe struct {
-	Debian     Debian      `yaml:"debian"`
-	Components []component `yaml:"components"`
-	Userland   Debian      `yaml:"userland"`
-	Images     []imageSpec `yaml:"images"`
+	Debian     Debian          `yaml:"debian"`
+	Components []component     `yaml:"components"`
+	FromImages []nodeFromImage `yaml:"fromImages"`
+	Userland   Debian          `yaml:"userland"`
+	Images     []imageSpec     `yaml:"images"`
+}
+
+// nodeFromImage names files of one of the node's images that the node's
+// root carries too, at the same paths (components.yaml's fromImages).
+type nodeFromImage struct {
+	Image string   `yaml:"image"`
+	Files []string `yaml:"files"`
 }
 
 // Debian is a recipe's Debian root: components.yaml's debian section (the
@@ -150,6 +159,19 @@ func (r *recipe) check() error {
 		}
 		if im.Base != "" && im.Base != "scratch" && im.Base != "userland" {
 			return fmt.Errorf("recipe: image %s: base %q is not scratch or userland", im.Name, im.Base)
+		}
+	}
+	for _, f := range r.FromImages {
+		if !slices.ContainsFunc(r.Images, func(im imageSpec) bool { return im.Name == f.Image }) {
+			return fmt.Errorf("recipe: fromImages names %s, which is not one of the images", f.Image)
+		}
+		if len(f.Files) == 0 {
+			return fmt.Errorf("recipe: fromImages %s lists no files", f.Image)
+		}
+		for _, name := range f.Files {
+			if name == "" || path.IsAbs(name) || path.Clean(name) != name || strings.HasPrefix(name, "../") {
+				return fmt.Errorf("recipe: fromImages %s: %q is not a clean relative path", f.Image, name)
+			}
 		}
 	}
 	return nil

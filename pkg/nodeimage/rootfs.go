@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/hwk-dev/hwk/images"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
@@ -95,6 +99,11 @@ func (b *builder) nodeStage2() (stage2, error) {
 				}
 			}
 		}
+		for _, f := range b.recipe.FromImages {
+			if err := b.layImageFiles(tw, &dirs, f); err != nil {
+				return err
+			}
+		}
 		if err := dirs.parents(stage2Dir + "/preload/x"); err != nil {
 			return err
 		}
@@ -106,6 +115,69 @@ func (b *builder) nodeStage2() (stage2, error) {
 		return nil
 	}
 	return stage2{script: script, add: add}, nil
+}
+
+// layImageFiles writes the files f names, as its image has them (regular
+// files, and hard links between them), into tw under /hwk/root.
+func (b *builder) layImageFiles(tw *tar.Writer, dirs *tarDirs, f nodeFromImage) error {
+	i := slices.IndexFunc(b.images, func(im builtImage) bool { return strings.HasPrefix(im.Ref, f.Image+":") })
+	if i < 0 {
+		return fmt.Errorf("fromImages: no image %s was built", f.Image)
+	}
+	img, err := tarball.ImageFromPath(b.images[i].Path, nil)
+	if err != nil {
+		return fmt.Errorf("fromImages %s: %w", f.Image, err)
+	}
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	root := path.Join(stage2Dir, "root")
+	laid := map[string]int64{} // mode of each file laid
+	tr := tar.NewReader(rc)
+	for len(laid) < len(f.Files) {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("fromImages %s: %w", f.Image, err)
+		}
+		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
+		if _, ok := laid[name]; ok || !slices.Contains(f.Files, name) {
+			continue
+		}
+		mode := h.Mode & 0o7777
+		dest := path.Join(root, name)
+		if err := dirs.parents(dest); err != nil {
+			return err
+		}
+		switch h.Typeflag {
+		case tar.TypeReg:
+			err = tarFrom(tw, dest, tr, h.Size, mode)
+		case tar.TypeLink:
+			// mutate.Extract gives a layer's entries in its own order, so
+			// a link's target, in the same layer, has come first. The
+			// link carries the target's mode: extractors set a link's
+			// mode on the inode both names share.
+			target := path.Clean(strings.TrimPrefix(h.Linkname, "/"))
+			var ok bool
+			if mode, ok = laid[target]; !ok {
+				return fmt.Errorf("fromImages %s: %s links to %s, which the recipe does not list", f.Image, name, target)
+			}
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: dest, Linkname: path.Join(root, target), Mode: mode, ModTime: epoch})
+		default:
+			return fmt.Errorf("fromImages %s: %s is not a regular file in the image", f.Image, name)
+		}
+		if err != nil {
+			return fmt.Errorf("fromImages %s: %s: %w", f.Image, name, err)
+		}
+		laid[name] = mode
+	}
+	for _, name := range f.Files {
+		if _, ok := laid[name]; !ok {
+			return fmt.Errorf("fromImages: image %s has no file %s", f.Image, name)
+		}
+	}
+	return nil
 }
 
 // tarDirs writes each directory entry a tar needs once, parents first
