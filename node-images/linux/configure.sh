@@ -21,9 +21,10 @@ rm -f /etc/ssh/ssh_host_*
 rm -f /var/lib/dbus/machine-id
 echo node >/etc/hostname
 
-# Root logs in with a key only (hwk-seed installs it).
+# Root logs in with a key only (hwk-seed installs it). The node's one host
+# key is the Ed25519 key hwk pins (hwk-seed makes or installs it).
 install -d -m 0700 /root/.ssh
-printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\n' \
+printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nHostKey /etc/ssh/ssh_host_ed25519_key\n' \
 	>/etc/ssh/sshd_config.d/hwk.conf
 
 # kubeadm and the CNI plugins expect these to exist.
