@@ -337,6 +337,35 @@ func TestCalicoManifest(t *testing.T) {
 			if get(probe, "httpGet", "path") != "/readiness" || get(probe, "httpGet", "port") != float64(9099) || get(probe, "periodSeconds") != float64(1) || get(probe, "timeoutSeconds") != float64(1) || get(probe, "exec") != nil {
 				t.Errorf("calico-node readiness: %v", probe)
 			}
+			// Liveness asks Felix's endpoint too, rather than starting a
+			// calico-node process every ten seconds.
+			live := get(c, "livenessProbe")
+			if get(live, "httpGet", "path") != "/liveness" || get(live, "httpGet", "port") != float64(9099) || get(live, "httpGet", "host") != "localhost" || get(live, "periodSeconds") != float64(10) || get(live, "failureThreshold") != float64(6) || get(live, "exec") != nil {
+				t.Errorf("calico-node liveness: %v", live)
+			}
+			// start_runit's steps, less two services.
+			script, _ := get(c, "command", 2).(string)
+			if get(c, "command", 0) != "/bin/sh" || get(c, "command", 1) != "-c" ||
+				!strings.HasPrefix(script, "env > /etc/envvars\n/etc/rc.local ||") ||
+				!strings.Contains(script, "rm -rf /etc/service/enabled/node-status-reporter /etc/service/enabled/monitor-addresses\n") ||
+				!strings.HasSuffix(script, "exec runsvdir -P /etc/service/enabled\n") {
+				t.Errorf("calico-node command: %v", get(c, "command"))
+			}
+		}
+	}
+	for _, c := range get(node, "spec", "template", "spec", "initContainers").([]any) {
+		if get(c, "name") != "install-cni" {
+			continue
+		}
+		// The node image has the plugins (components.yaml, fromImages).
+		found := false
+		for _, e := range get(c, "env").([]any) {
+			if get(e, "name") == "UPDATE_CNI_BINARIES" {
+				found = get(e, "value") == "false"
+			}
+		}
+		if !found {
+			t.Errorf("install-cni does not keep the node's CNI plugins (UPDATE_CNI_BINARIES=false): %v", get(c, "env"))
 		}
 	}
 	if cm := find(t, ds, "ConfigMap", "calico-config"); get(cm, "data", "calico_backend") != "vxlan" {
