@@ -10,3 +10,9 @@ import "embed"
 //
 //go:embed linux.yaml userland.lock.yaml userland.sh pause
 var Recipe embed.FS
+
+// RootFilesRecord is where a Linux node's root lists the files it carries
+// from its images (node-images/linux/components.yaml's fromImages), one
+// line each: the image's reference, a space, the file's path in the root
+// (no leading slash). A node made from an older image has no such file.
+const RootFilesRecord = "usr/share/hwk/image-files"

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,6 +19,7 @@ import (
 	"math/big"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -33,6 +35,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/pscheck"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/logs"
+	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -266,7 +269,7 @@ func TestCACertHash(t *testing.T) {
 func TestCalicoManifest(t *testing.T) {
 	c := testCluster(t)
 	c.VXLANVNI = 4100
-	out, err := CalicoManifest(c)
+	out, err := CalicoManifest(c, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,6 +370,22 @@ func TestCalicoManifest(t *testing.T) {
 		if !found {
 			t.Errorf("install-cni does not keep the node's CNI plugins (UPDATE_CNI_BINARIES=false): %v", get(c, "env"))
 		}
+		if get(c, "image") != CalicoCNIImage {
+			t.Errorf("install-cni runs %v, CalicoCNIImage says %s", get(c, "image"), CalicoCNIImage)
+		}
+	}
+	// Without the node's plugins, install-cni copies them as upstream's does.
+	plain, err := CalicoManifest(c, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range get(find(t, docs(t, plain), "DaemonSet", "calico-node"), "spec", "template", "spec", "initContainers").([]any) {
+		env, _ := get(c, "env").([]any)
+		for _, e := range env {
+			if get(e, "name") == "UPDATE_CNI_BINARIES" {
+				t.Errorf("%s: UPDATE_CNI_BINARIES=%v though the nodes lack the plugins", get(c, "name"), get(e, "value"))
+			}
+		}
 	}
 	if cm := find(t, ds, "ConfigMap", "calico-config"); get(cm, "data", "calico_backend") != "vxlan" {
 		t.Errorf("backend %v, want vxlan (no BGP)", get(cm, "data", "calico_backend"))
@@ -397,7 +416,7 @@ func imagesOf(ds []map[string]any) []string {
 // TestLinuxImagesArePreloaded: every image the Calico manifest runs is one
 // the Linux node image preloads (images/linux.yaml), so up pulls nothing.
 func TestLinuxImagesArePreloaded(t *testing.T) {
-	out, err := CalicoManifest(testCluster(t))
+	out, err := CalicoManifest(testCluster(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -643,5 +662,51 @@ func TestKubeletServiceRoute(t *testing.T) {
 	got := kubeletServiceRoute(netip.MustParsePrefix("10.97.3.1/16"))
 	if !strings.Contains(got, "\n[Service]\nExecStartPre=-/usr/sbin/ip route replace unreachable 10.97.0.0/16\n") {
 		t.Errorf("drop-in:\n%s", got)
+	}
+}
+
+// rootTransport runs a command on this machine, with the node's absolute
+// paths under root: real grep on real files.
+type rootTransport struct{ root string }
+
+func (r rootTransport) Run(ctx context.Context, cmd node.Cmd) error {
+	args := slices.Clone(cmd.Args)
+	for i, a := range args {
+		if strings.HasPrefix(a, "/") {
+			args[i] = filepath.Join(r.root, a)
+		}
+	}
+	c := exec.CommandContext(ctx, args[0], args[1:]...)
+	c.Stdout, c.Stderr = cmd.Stdout, cmd.Stderr
+	return c.Run()
+}
+
+// install-cni keeps a node's Calico plugins only when its image recorded
+// them from the very install-cni image the manifest runs.
+func TestNodeHasCalicoPlugins(t *testing.T) {
+	for _, tc := range []struct {
+		name, record string
+		want         bool
+	}{
+		{"this Calico", "quay.io/calico/cni:v3.31.0 opt/cni/bin/calico\nquay.io/calico/cni:v3.31.0 opt/cni/bin/calico-ipam\n", true},
+		{"another Calico", "quay.io/calico/cni:v3.30.2 opt/cni/bin/calico\n", false},
+		{"only calico-ipam", "quay.io/calico/cni:v3.31.0 opt/cni/bin/calico-ipam\n", false},
+		{"an older image", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.record != "" {
+				p := filepath.Join(root, images.RootFilesRecord)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, []byte(tc.record), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := NodeHasCalicoPlugins(context.Background(), node.New("n", config.Linux, rootTransport{root})); got != tc.want {
+				t.Errorf("NodeHasCalicoPlugins = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // CalicoVersion is the Calico release whose manifests are embedded.
@@ -49,7 +51,12 @@ const CalicoBlockSize = 26
 // Its init containers stay as upstream has them: without upgrade-ipam and
 // ebpf-bootstrap, which hwk clusters do not need, up was no faster within
 // make bench-up's spread.
-func CalicoManifest(c Cluster) ([]byte, error) {
+//
+// nodePlugins says every Linux node's root has the CNI plugins of the
+// install-cni image the manifest runs (see NodeHasCalicoPlugins); only
+// then does install-cni keep what it finds. A node image made by another
+// hwk may carry another Calico's, which install-cni must replace.
+func CalicoManifest(c Cluster, nodePlugins bool) ([]byte, error) {
 	raw, err := images.Manifests.ReadFile("manifests/calico-vxlan.yaml")
 	if err != nil {
 		return nil, err
@@ -85,8 +92,10 @@ func CalicoManifest(c Cluster) ([]byte, error) {
 		if err := setContainerField(doc, "calico-node", "command", []any{"/bin/sh", "-c", calicoNodeStart}); err != nil {
 			return keep, err
 		}
-		if err := setContainerEnv(doc, "install-cni", []envVar{{"UPDATE_CNI_BINARIES", "false"}}); err != nil {
-			return keep, err
+		if nodePlugins {
+			if err := setContainerEnv(doc, "install-cni", []envVar{{"UPDATE_CNI_BINARIES", "false"}}); err != nil {
+				return keep, err
+			}
 		}
 		if err := setContainerField(doc, "calico-node", "livenessProbe", map[string]any{
 			"httpGet":             map[string]any{"host": "localhost", "path": "/liveness", "port": 9099},
@@ -128,6 +137,18 @@ data:
 `, endpoint.Addr(), endpoint.Port())), out...), nil
 }
 
+// CalicoCNIImage is the image of calico-node's install-cni container in
+// CalicoManifest: the one whose plugins a node image may carry.
+const CalicoCNIImage = "quay.io/calico/cni:" + CalicoVersion
+
+// NodeHasCalicoPlugins reports whether the Linux node n's root has
+// Calico's CNI plugin from CalicoCNIImage, as the node image records
+// (images.RootFilesRecord). Any failure to tell is a no: install-cni then
+// copies the plugins, as upstream's manifest does.
+func NodeHasCalicoPlugins(ctx context.Context, n *node.Node) bool {
+	return n.Run(ctx, node.Cmd{Args: []string{"grep", "-qxF", CalicoCNIImage + " opt/cni/bin/calico", "/" + images.RootFilesRecord}}) == nil
+}
+
 // calicoNodeStart is what calico-node's container runs instead of the
 // image's start_runit (calico node/filesystem/sbin/start_runit): the same
 // steps, less two of the services Calico's rc.local enables. Each is a
@@ -137,7 +158,7 @@ data:
 // changes while it runs, and an hwk node's address is fixed (a new one
 // comes only with a restart, when startup reads it again).
 const calicoNodeStart = `env > /etc/envvars
-/etc/rc.local || { echo >&2 "Calico node failed to start"; exit 1; }
+/etc/rc.local || { retval=$?; echo >&2 "Calico node failed to start"; exit $retval; }
 rm -rf /etc/service/enabled/node-status-reporter /etc/service/enabled/monitor-addresses
 NODENAME=$(cat /var/lib/calico/nodename)
 export NODENAME

@@ -37,6 +37,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers/hyperv"
 	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
+	"github.com/hwk-dev/hwk/images"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
@@ -95,7 +96,7 @@ func TestHyperVUpDown(t *testing.T) {
 	// environment and the drop-in with the Service route copied first),
 	// then CoreDNS once calico-node runs.
 	if got, want := nodes.ran("demo-cp"), []string{"containerd running", "copy", "copy", "copy", "copy", "kubeadm init", "read the CA", "read admin.conf",
-		"kubectl apply", "kubectl apply", "kubectl apply", "kubeadm init phase addon coredns", "kubeadm init phase upload-config kubeadm", "kubectl apply"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		"calico plugins on the node", "kubectl apply", "kubectl apply", "kubectl apply", "kubeadm init phase addon coredns", "kubeadm init phase upload-config kubeadm", "kubectl apply"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
 		t.Errorf("the control plane ran %v, want %v", got, want)
 	}
 	data, err := os.ReadFile(kc.Explicit)
@@ -276,6 +277,10 @@ func (s *scriptedNodes) answer(name string, os config.OS, cmd node.Cmd) (string,
 		return "read admin.conf", string(s.admin)
 	case strings.HasPrefix(line, "kubectl --kubeconfig /etc/kubernetes/admin.conf apply --server-side"):
 		return "kubectl apply", ""
+	case line == "grep -qxF "+bootstrap.CalicoCNIImage+" opt/cni/bin/calico /"+images.RootFilesRecord:
+		// The node image's record of the files it took from its images
+		// (grep -q prints nothing when the line is there).
+		return "calico plugins on the node", ""
 	}
 	return "", ""
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
+	"github.com/hwk-dev/hwk/images"
 	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/state"
 	"github.com/moby/moby/client"
@@ -445,6 +447,68 @@ func TestNodeStage2Tar(t *testing.T) {
 	if _, ok := files["hwk/root/opt/cni/bin/install"]; ok {
 		t.Error("the node carries the CNI image's installer, which the recipe does not list")
 	}
+	if got, want := files["hwk/root/"+images.RootFilesRecord], "quay.io/calico/cni:v3.31.0 opt/cni/bin/calico\nquay.io/calico/cni:v3.31.0 opt/cni/bin/calico-ipam\n"; got != want {
+		t.Errorf("%s = %q, want %q", images.RootFilesRecord, got, want)
+	}
+}
+
+// fromImages takes a file the way the image has it: upstream's calico-ipam
+// is a symbolic link to ./calico, and a hard link in an upper layer may
+// name a file of a lower one (mutate.Extract gives the upper first).
+func TestNodeFromImagesLinks(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name   string
+		layers [][]tarEntry
+		want   map[string]string // entry -> its content, "->target" or "~>symlink target"
+	}{
+		{"symlink", [][]tarEntry{{
+			{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "plugin"},
+			{name: "opt/cni/bin/calico-ipam", typ: tar.TypeSymlink, link: "./calico"},
+		}}, map[string]string{"hwk/root/opt/cni/bin/calico": "plugin", "hwk/root/opt/cni/bin/calico-ipam": "~>./calico"}},
+		{"hard link to a lower layer", [][]tarEntry{
+			{{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "plugin"}},
+			{{name: "opt/cni/bin/calico-ipam", typ: tar.TypeLink, link: "opt/cni/bin/calico"}},
+		}, map[string]string{"hwk/root/opt/cni/bin/calico": "plugin", "hwk/root/opt/cni/bin/calico-ipam": "->hwk/root/opt/cni/bin/calico"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBuilder(t, FromSource)
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".tar")
+			writeTestImage(t, p, "quay.io/calico/cni:v3.31.0", tc.layers...)
+			b.images = []builtImage{{Image: Image{Ref: "quay.io/calico/cni:v3.31.0"}, Path: p}}
+			var out bytes.Buffer
+			tw := tar.NewWriter(&out)
+			record, err := b.layImageFiles(tw, &tarDirs{tw: tw, seen: map[string]bool{}}, nodeFromImage{Image: "quay.io/calico/cni", Files: []string{"opt/cni/bin/calico", "opt/cni/bin/calico-ipam"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			tr := tar.NewReader(&out)
+			for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+				switch h.Typeflag {
+				case tar.TypeReg:
+					data, _ := io.ReadAll(tr)
+					got[h.Name] = string(data)
+				case tar.TypeLink:
+					got[h.Name] = "->" + h.Linkname
+					if h.Mode != 0o755 {
+						t.Errorf("%s has mode %o, want its target's 755", h.Name, h.Mode)
+					}
+				case tar.TypeSymlink:
+					got[h.Name] = "~>" + h.Linkname
+				}
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Errorf("laid %v, want %v", got, tc.want)
+			}
+			if len(record) != 2 || record[1] != "quay.io/calico/cni:v3.31.0 opt/cni/bin/calico-ipam" {
+				t.Errorf("record %q", record)
+			}
+		})
+	}
 }
 
 // fromImages refuses an image that lacks a listed file, and a hard link
@@ -459,7 +523,9 @@ func TestNodeFromImagesErrors(t *testing.T) {
 	}{
 		{"missing", []tarEntry{{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "x"}}, []string{"opt/cni/bin/calico", "opt/cni/bin/calico-ipam"}, "has no file opt/cni/bin/calico-ipam"},
 		{"link", []tarEntry{{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "x"}, {name: "opt/cni/bin/calico-ipam", typ: tar.TypeLink, link: "opt/cni/bin/calico"}}, []string{"opt/cni/bin/calico-ipam"}, "links to opt/cni/bin/calico, which the recipe does not list"},
-		{"dir", []tarEntry{{name: "opt/cni/bin/", typ: tar.TypeDir}}, []string{"opt/cni/bin"}, "is not a regular file"},
+		{"symlink", []tarEntry{{name: "opt/cni/bin/calico", typ: tar.TypeReg, data: "x"}, {name: "opt/cni/bin/calico-ipam", typ: tar.TypeSymlink, link: "./calico"}}, []string{"opt/cni/bin/calico-ipam"}, "links to opt/cni/bin/calico, which the recipe does not list"},
+		{"link to a link", []tarEntry{{name: "opt/cni/bin/calico", typ: tar.TypeSymlink, link: "install"}, {name: "opt/cni/bin/calico-ipam", typ: tar.TypeLink, link: "opt/cni/bin/calico"}, {name: "opt/cni/bin/install", typ: tar.TypeReg, data: "x"}}, []string{"opt/cni/bin/calico", "opt/cni/bin/calico-ipam", "opt/cni/bin/install"}, "links to opt/cni/bin/calico, which is not a regular file in the image"},
+		{"dir", []tarEntry{{name: "opt/cni/bin/", typ: tar.TypeDir}}, []string{"opt/cni/bin"}, "is not a regular file or a link"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := testBuilder(t, FromSource)
@@ -468,7 +534,7 @@ func TestNodeFromImagesErrors(t *testing.T) {
 			b.images = []builtImage{{Image: Image{Ref: "quay.io/calico/cni:v3.31.0"}, Path: p}}
 			var out bytes.Buffer
 			tw := tar.NewWriter(&out)
-			err := b.layImageFiles(tw, &tarDirs{tw: tw, seen: map[string]bool{}}, nodeFromImage{Image: "quay.io/calico/cni", Files: tc.files})
+			_, err := b.layImageFiles(tw, &tarDirs{tw: tw, seen: map[string]bool{}}, nodeFromImage{Image: "quay.io/calico/cni", Files: tc.files})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want one saying %q", err, tc.want)
 			}
@@ -476,18 +542,20 @@ func TestNodeFromImagesErrors(t *testing.T) {
 	}
 }
 
-// writeTestImage writes a one-layer image holding entries as a
-// docker-archive tarball (what the build's images are) named ref.
-func writeTestImage(t *testing.T, file, ref string, entries []tarEntry) {
+// writeTestImage writes an image of layers (the first at the bottom) as
+// a docker-archive tarball (what the build's images are) named ref.
+func writeTestImage(t *testing.T, file, ref string, layers ...[]tarEntry) {
 	t.Helper()
-	data := writeTestTar(t, entries)
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
+	img := empty.Image
+	for _, entries := range layers {
+		data := writeTestTar(t, entries)
+		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(data)), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if img, err = mutate.AppendLayers(img, layer); err != nil {
+			t.Fatal(err)
+		}
 	}
 	tag, err := name.NewTag(ref)
 	if err != nil {

@@ -20,7 +20,9 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/docker"
+	"github.com/hwk-dev/hwk/images"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/diskimage"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
@@ -157,11 +159,17 @@ func TestDockerFormatBoots(t *testing.T) {
 		t.Errorf("ssh is %q:\n%s", strings.TrimSpace(out), log)
 	}
 	// Calico's CNI plugins are in place (fromImages), so its install-cni
-	// copies nothing: calico-ipam is calico under its other name.
-	if out, err := n.Output(ctx, "stat", "-c", "%i %a", "/opt/cni/bin/calico", "/opt/cni/bin/calico-ipam"); err != nil {
+	// copies nothing: calico-ipam is calico under its other name (a hard
+	// link in hwk's image, a symbolic one in upstream's), and the root
+	// records where they came from, which up checks.
+	if out, err := n.Output(ctx, "stat", "-L", "-c", "%i %a", "/opt/cni/bin/calico", "/opt/cni/bin/calico-ipam"); err != nil {
 		t.Errorf("the node has no Calico CNI plugins: %v %s", err, out)
 	} else if f := strings.Fields(out); len(f) != 4 || f[0] != f[2] || f[1] != "755" || f[3] != "755" {
 		t.Errorf("stat of calico and calico-ipam: %q, want one inode, mode 755", out)
+	}
+	if !bootstrap.NodeHasCalicoPlugins(ctx, n) {
+		out, _ := n.Output(ctx, "cat", "/"+images.RootFilesRecord)
+		t.Errorf("the node's record of its image files does not name %s's plugin: %q", bootstrap.CalicoCNIImage, out)
 	}
 	listed, err := n.Output(ctx, "ctr", "-n", "k8s.io", "images", "ls", "-q")
 	if err != nil {

@@ -44,6 +44,12 @@ func hashFS(fsys fs.FS) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), err
 }
 
+// nodeStage2Format is part of the node's key only: bump it whenever
+// nodeStage2 changes what it lays in the node's root (2: the files taken
+// from images, and their record), so that node images made by older code
+// are not reused.
+const nodeStage2Format = 2
+
 // computeKeys derives every cache key from the inputs alone, without
 // building anything, so that a build with unchanged inputs is a lookup.
 func (b *builder) computeKeys() error {
@@ -61,7 +67,7 @@ func (b *builder) computeKeys() error {
 		return err
 	}
 	b.keys["images"] = hashJSON([]any{imageRecipe, comps, packFormat, rootFormat})
-	b.keys["node"] = hashJSON([]any{nodeRecipe, b.keys["images"], b.opts.Source, b.opts.KubernetesVersion, rootFormat})
+	b.keys["node"] = hashJSON([]any{nodeRecipe, b.keys["images"], b.opts.Source, b.opts.KubernetesVersion, rootFormat, nodeStage2Format})
 	return nil
 }
 

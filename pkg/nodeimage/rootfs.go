@@ -99,8 +99,20 @@ func (b *builder) nodeStage2() (stage2, error) {
 				}
 			}
 		}
+		var record []string
 		for _, f := range b.recipe.FromImages {
-			if err := b.layImageFiles(tw, &dirs, f); err != nil {
+			lines, err := b.layImageFiles(tw, &dirs, f)
+			if err != nil {
+				return err
+			}
+			record = append(record, lines...)
+		}
+		if len(record) > 0 {
+			dest := path.Join(stage2Dir, "root", images.RootFilesRecord)
+			if err := dirs.parents(dest); err != nil {
+				return err
+			}
+			if err := tarFile(tw, dest, []byte(strings.Join(record, "\n")+"\n"), 0o644); err != nil {
 				return err
 			}
 		}
@@ -118,66 +130,103 @@ func (b *builder) nodeStage2() (stage2, error) {
 }
 
 // layImageFiles writes the files f names, as its image has them (regular
-// files, and hard links between them), into tw under /hwk/root.
-func (b *builder) layImageFiles(tw *tar.Writer, dirs *tarDirs, f nodeFromImage) error {
+// files, and links between them), into tw under /hwk/root, and returns
+// their lines of images.RootFilesRecord.
+func (b *builder) layImageFiles(tw *tar.Writer, dirs *tarDirs, f nodeFromImage) ([]string, error) {
 	i := slices.IndexFunc(b.images, func(im builtImage) bool { return strings.HasPrefix(im.Ref, f.Image+":") })
 	if i < 0 {
-		return fmt.Errorf("fromImages: no image %s was built", f.Image)
+		return nil, fmt.Errorf("fromImages: no image %s was built", f.Image)
 	}
+	ref := b.images[i].Ref
 	img, err := tarball.ImageFromPath(b.images[i].Path, nil)
 	if err != nil {
-		return fmt.Errorf("fromImages %s: %w", f.Image, err)
+		return nil, fmt.Errorf("fromImages %s: %w", ref, err)
 	}
 	rc := mutate.Extract(img)
 	defer rc.Close()
 	root := path.Join(stage2Dir, "root")
-	laid := map[string]int64{} // mode of each file laid
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("fromImages %s: %s", ref, fmt.Sprintf(format, a...))
+	}
+	listed := func(name, target string) error {
+		if !slices.Contains(f.Files, target) {
+			return fail("%s links to %s, which the recipe does not list", name, target)
+		}
+		return nil
+	}
+	laid := map[string]int64{}   // mode of each regular file laid
+	links := map[string]string{} // hard link -> its target
+	seen := map[string]bool{}
 	tr := tar.NewReader(rc)
-	for len(laid) < len(f.Files) {
+	for len(seen) < len(f.Files) {
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("fromImages %s: %w", f.Image, err)
+			return nil, fail("%v", err)
 		}
 		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
-		if _, ok := laid[name]; ok || !slices.Contains(f.Files, name) {
+		if seen[name] || !slices.Contains(f.Files, name) {
 			continue
 		}
-		mode := h.Mode & 0o7777
+		seen[name] = true
 		dest := path.Join(root, name)
 		if err := dirs.parents(dest); err != nil {
-			return err
+			return nil, err
 		}
 		switch h.Typeflag {
 		case tar.TypeReg:
-			err = tarFrom(tw, dest, tr, h.Size, mode)
-		case tar.TypeLink:
-			// mutate.Extract gives a layer's entries in its own order, so
-			// a link's target, in the same layer, has come first. The
-			// link carries the target's mode: extractors set a link's
-			// mode on the inode both names share.
-			target := path.Clean(strings.TrimPrefix(h.Linkname, "/"))
-			var ok bool
-			if mode, ok = laid[target]; !ok {
-				return fmt.Errorf("fromImages %s: %s links to %s, which the recipe does not list", f.Image, name, target)
+			laid[name] = h.Mode & 0o7777
+			err = tarFrom(tw, dest, tr, h.Size, laid[name])
+		case tar.TypeSymlink:
+			// Upstream's calico-ipam is a symbolic link to ./calico
+			// (calico cni-plugin/Makefile); hwk's own image has a hard
+			// link. Either must point at a file laid beside it.
+			target := h.Linkname
+			if !path.IsAbs(target) {
+				target = path.Join(path.Dir(name), target)
 			}
-			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: dest, Linkname: path.Join(root, target), Mode: mode, ModTime: epoch})
+			if err := listed(name, path.Clean(strings.TrimPrefix(target, "/"))); err != nil {
+				return nil, err
+			}
+			err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: dest, Linkname: h.Linkname, Mode: 0o777, ModTime: epoch})
+		case tar.TypeLink:
+			// Written once every file is: mutate.Extract gives the top
+			// layer first, so a link can come before its target.
+			target := path.Clean(strings.TrimPrefix(h.Linkname, "/"))
+			if err := listed(name, target); err != nil {
+				return nil, err
+			}
+			links[name] = target
 		default:
-			return fmt.Errorf("fromImages %s: %s is not a regular file in the image", f.Image, name)
+			return nil, fail("%s is not a regular file or a link in the image", name)
 		}
 		if err != nil {
-			return fmt.Errorf("fromImages %s: %s: %w", f.Image, name, err)
+			return nil, fail("%s: %v", name, err)
 		}
-		laid[name] = mode
 	}
 	for _, name := range f.Files {
-		if _, ok := laid[name]; !ok {
-			return fmt.Errorf("fromImages: image %s has no file %s", f.Image, name)
+		if !seen[name] {
+			return nil, fmt.Errorf("fromImages: image %s has no file %s", ref, name)
 		}
 	}
-	return nil
+	var record []string
+	for _, name := range f.Files {
+		if target, ok := links[name]; ok {
+			mode, ok := laid[target]
+			if !ok {
+				return nil, fail("%s links to %s, which is not a regular file in the image", name, target)
+			}
+			// The link carries the target's mode: extractors set a link's
+			// mode on the inode both names share.
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeLink, Name: path.Join(root, name), Linkname: path.Join(root, target), Mode: mode, ModTime: epoch}); err != nil {
+				return nil, err
+			}
+		}
+		record = append(record, ref+" "+name)
+	}
+	return record, nil
 }
 
 // tarDirs writes each directory entry a tar needs once, parents first

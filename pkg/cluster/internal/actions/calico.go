@@ -40,7 +40,7 @@ func (Calico) Execute(ctx context.Context, c *Context) error {
 }
 
 func installCalico(ctx context.Context, c *Context) error {
-	manifest, err := bootstrap.CalicoManifest(c.Boot)
+	manifest, err := bootstrap.CalicoManifest(c.Boot, linuxNodesHaveCalicoPlugins(ctx, c))
 	if err != nil {
 		return err
 	}
@@ -56,6 +56,29 @@ func installCalico(ctx context.Context, c *Context) error {
 		return fmt.Errorf("set Calico IPAM strictAffinity: %w", err)
 	}
 	return err
+}
+
+// linuxNodesHaveCalicoPlugins reports whether every Linux node's image
+// put Calico's CNI plugins in its root (bootstrap.NodeHasCalicoPlugins),
+// asking the nodes at once.
+func linuxNodesHaveCalicoPlugins(ctx context.Context, c *Context) bool {
+	var linux []config.Node
+	for _, n := range c.Config.Nodes {
+		if n.OS == config.Linux {
+			linux = append(linux, n)
+		}
+	}
+	err := parallel(linux, func(n config.Node) error {
+		h, err := c.Node(ctx, n.Name)
+		if err != nil {
+			return err
+		}
+		if !bootstrap.NodeHasCalicoPlugins(ctx, h) {
+			return errors.New("no plugins")
+		}
+		return nil
+	})
+	return err == nil
 }
 
 // CoreDNS installs CoreDNS (the phase kubeadm init skipped) and
