@@ -41,6 +41,15 @@ const GOGC = 50
 // skips it and InstallCoreDNS runs it once Calico runs (see there).
 const coreDNSPhase = "addon/coredns"
 
+// kubeletFinalizePhase is the phase of kubeadm init that points the
+// control plane's kubelet.conf at the kubelet's rotating client
+// certificate and restarts the kubelet for it, as the node comes up.
+// Init skips it: the kubelet rotates its certificate all the same (its
+// certificate manager reads and renews /var/lib/kubelet/pki, whatever
+// kubelet.conf embeds), and the restart cost every up a few hundred
+// milliseconds of kubeadm init and a kubelet that starts its pods again.
+const kubeletFinalizePhase = "kubelet-finalize"
+
 // coreDNSPatch is kubeadm's patch of CoreDNS's Deployment: one replica
 // (a development cluster has no node to lose; minikube runs one too), its
 // readiness looked at every second rather than every ten, so that a ready
@@ -60,7 +69,7 @@ spec:
 
 // Init runs `kubeadm init` on the control plane with cfg (see InitConfig),
 // writing kubeadm's output to log. It skips CoreDNS, which
-// InstallCoreDNS adds.
+// InstallCoreDNS adds, and the kubelet's restart (kubeletFinalizePhase).
 func Init(ctx context.Context, cp *node.Node, cfg []byte, services netip.Prefix, log io.Writer) error {
 	if err := cp.CopyTo(ctx, bytes.NewReader(cfg), initConfig, 0o600); err != nil {
 		return err
@@ -72,7 +81,7 @@ func Init(ctx context.Context, cp *node.Node, cfg []byte, services netip.Prefix,
 		return err
 	}
 	return cp.Run(ctx, node.Cmd{
-		Args:   []string{"kubeadm", "init", "--config", initConfig, "--skip-phases", coreDNSPhase, "--skip-token-print", "--v=2"},
+		Args:   []string{"kubeadm", "init", "--config", initConfig, "--skip-phases", coreDNSPhase + "," + kubeletFinalizePhase, "--skip-token-print", "--v=2"},
 		Stdout: log, Stderr: log,
 	})
 }
