@@ -19,3 +19,13 @@ rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/*.log \
 find /usr/share/doc -type f ! -name copyright -delete
 find /usr/share/locale -mindepth 1 -maxdepth 1 ! -name locale.alias \
 	-exec rm -rf {} +
+# Files nothing in the images reads, about 2,000 of the root's 5,000: a
+# node unpacks this layer when kube-proxy or calico-node first starts,
+# and making files is most of an unpack's time (and of the kernel memory
+# it leaves charged to the node). Time zones (the images' programs then
+# keep time in UTC, as they do with tzdata's default), dpkg's per-package
+# file lists, checksums and scripts (nothing installs packages in a
+# running container), shell completions and lintian overrides.
+rm -rf /usr/share/zoneinfo /etc/localtime /etc/timezone \
+	/usr/share/bash-completion /usr/share/lintian
+find /var/lib/dpkg/info -mindepth 1 -delete
