@@ -29,6 +29,7 @@ import (
 	"time"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hwk-dev/hwk/images"
@@ -708,5 +709,65 @@ func TestNodeHasCalicoPlugins(t *testing.T) {
 				t.Errorf("NodeHasCalicoPlugins = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// kubelet.conf as kubeadm init writes it on the control plane, less its
+// data: kubeletRotatingCert must leave it naming the kubelet's rotating
+// certificate file, everything else as it was, and change nothing while
+// the kubelet has not stored one.
+func TestKubeletRotatingCert(t *testing.T) {
+	const conf = `apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority-data: Q0EgZGF0YQ==
+    server: https://172.31.250.10:6443
+  name: demo
+contexts:
+- context:
+    cluster: demo
+    user: system:node:demo-cp
+  name: system:node:demo-cp@demo
+current-context: system:node:demo-cp@demo
+kind: Config
+preferences: {}
+users:
+- name: system:node:demo-cp
+  user:
+    client-certificate-data: Q0VSVA==
+    client-key-data: S0VZ
+`
+	for _, stored := range []bool{true, false} {
+		dir := t.TempDir()
+		kc, pem := filepath.Join(dir, "kubelet.conf"), filepath.Join(dir, "kubelet-client-current.pem")
+		if err := os.WriteFile(kc, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if stored {
+			if err := os.WriteFile(pem, []byte("cert and key"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd := exec.Command("sh", "-c", "conf=$1 pem=$2\n"+kubeletRotatingCert, "sh", kc, pem)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("stored %v: %v\n%s", stored, err, out)
+		}
+		got, err := clientcmd.LoadFromFile(kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := got.AuthInfos["system:node:demo-cp"]
+		if !stored {
+			if data, _ := os.ReadFile(kc); string(data) != conf {
+				t.Errorf("with no stored certificate kubelet.conf changed:\n%s", data)
+			}
+			continue
+		}
+		if u == nil || u.ClientCertificate != pem || u.ClientKey != pem || len(u.ClientCertificateData) != 0 || len(u.ClientKeyData) != 0 {
+			t.Errorf("kubelet.conf's user: %+v, want both files %s and no data", u, pem)
+		}
+		if c := got.Clusters["demo"]; c == nil || c.Server != "https://172.31.250.10:6443" || string(c.CertificateAuthorityData) != "CA data" {
+			t.Errorf("kubelet.conf's cluster changed: %+v", c)
+		}
 	}
 }

@@ -43,12 +43,30 @@ const coreDNSPhase = "addon/coredns"
 
 // kubeletFinalizePhase is the phase of kubeadm init that points the
 // control plane's kubelet.conf at the kubelet's rotating client
-// certificate and restarts the kubelet for it, as the node comes up.
-// Init skips it: the kubelet rotates its certificate all the same (its
-// certificate manager reads and renews /var/lib/kubelet/pki, whatever
-// kubelet.conf embeds), and the restart cost every up a few hundred
-// milliseconds of kubeadm init and a kubelet that starts its pods again.
+// certificate, then restarts the kubelet, as the node comes up: a few
+// hundred milliseconds of kubeadm init, and a kubelet that starts its pods
+// again. Init skips it and does its first part (kubeletRotatingCert).
 const kubeletFinalizePhase = "kubelet-finalize"
+
+// kubeletRotatingCert is kubelet-finalize without the restart (kubeadm
+// v1.35.4 cmd/kubeadm/app/cmd/phases/init/kubeletfinalize.go): once the
+// kubelet has stored its client certificate, kubelet.conf names that file
+// instead of embedding the certificate kubeadm made, which is valid for a
+// year. The running kubelet already uses the file (its certificate manager
+// started from kubelet.conf's certificate); a restarted one reads the file
+// too, and neither needs the embedded one, which kubeadm certs renew
+// leaves alone. Like kubeadm, it changes nothing if the file is not there.
+// It reads $conf and $pem.
+const kubeletRotatingCert = `[ -s "$pem" ] || exit 0
+sed -i -e "s|^\( *\)client-certificate-data: .*|\1client-certificate: $pem|" \
+	-e "s|^\( *\)client-key-data: .*|\1client-key: $pem|" "$conf"
+`
+
+// initScript runs kubeadm init with the arguments it is given, then
+// kubeletRotatingCert, in one command on the node.
+const initScript = `kubeadm init "$@" || exit
+conf=/etc/kubernetes/kubelet.conf pem=/var/lib/kubelet/pki/kubelet-client-current.pem
+` + kubeletRotatingCert
 
 // coreDNSPatch is kubeadm's patch of CoreDNS's Deployment: one replica
 // (a development cluster has no node to lose; minikube runs one too), its
@@ -81,7 +99,8 @@ func Init(ctx context.Context, cp *node.Node, cfg []byte, services netip.Prefix,
 		return err
 	}
 	return cp.Run(ctx, node.Cmd{
-		Args:   []string{"kubeadm", "init", "--config", initConfig, "--skip-phases", coreDNSPhase + "," + kubeletFinalizePhase, "--skip-token-print", "--v=2"},
+		Args: []string{"sh", "-c", initScript, "kubeadm-init",
+			"--config", initConfig, "--skip-phases", coreDNSPhase + "," + kubeletFinalizePhase, "--skip-token-print", "--v=2"},
 		Stdout: log, Stderr: log,
 	})
 }

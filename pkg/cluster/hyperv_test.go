@@ -265,7 +265,8 @@ func (s *scriptedNodes) answer(name string, os config.OS, cmd node.Cmd) (string,
 		return "containerd running", ""
 	case len(args) == 3 && args[0] == "/bin/sh" && strings.Contains(args[2], `cat > "$tmp"`):
 		return "copy", ""
-	case strings.HasPrefix(line, "kubeadm init --config /etc/hwk/kubeadm-init.yaml --skip-phases addon/coredns,kubelet-finalize "):
+	case len(args) > 4 && args[0] == "sh" && strings.HasPrefix(args[2], `kubeadm init "$@"`) &&
+		strings.HasPrefix(strings.Join(args[4:], " "), "--config /etc/hwk/kubeadm-init.yaml --skip-phases addon/coredns,kubelet-finalize "):
 		return "kubeadm init", "Your Kubernetes control-plane has initialized successfully!\n"
 	case strings.HasPrefix(line, "kubeadm init phase addon coredns --config /etc/hwk/kubeadm-init.yaml"):
 		return "kubeadm init phase addon coredns", "[addons] Applied essential addon: CoreDNS\n"

@@ -166,7 +166,9 @@ func (b *builder) layImageFiles(tw *tar.Writer, dirs *tarDirs, f nodeFromImage) 
 		if err != nil {
 			return nil, fail("%v", err)
 		}
-		name := path.Clean(strings.TrimPrefix(h.Name, "/"))
+		// mutate.Extract gives names through filepath.Clean: backslashes on
+		// Windows, which builds Linux node images too.
+		name := path.Clean(strings.TrimPrefix(filepath.ToSlash(h.Name), "/"))
 		if seen[name] || !slices.Contains(f.Files, name) {
 			continue
 		}

@@ -74,6 +74,9 @@ func linuxNodesHaveCalicoPlugins(ctx context.Context, c *Context) bool {
 			return err
 		}
 		if !bootstrap.NodeHasCalicoPlugins(ctx, h) {
+			if c.Log != nil {
+				c.Log.Info("node has no record of Calico's CNI plugins from its image; install-cni copies them", "node", n.Name, "image", bootstrap.CalicoCNIImage)
+			}
 			return errors.New("no plugins")
 		}
 		return nil
