@@ -208,13 +208,11 @@ func (b *builder) layImageFiles(tw *tar.Writer, dirs *tarDirs, f nodeFromImage) 
 			return nil, fail("%s: %v", name, err)
 		}
 	}
+	var record []string
 	for _, name := range f.Files {
 		if !seen[name] {
 			return nil, fmt.Errorf("fromImages: image %s has no file %s", ref, name)
 		}
-	}
-	var record []string
-	for _, name := range f.Files {
 		if target, ok := links[name]; ok {
 			mode, ok := laid[target]
 			if !ok {

@@ -62,12 +62,7 @@ func installCalico(ctx context.Context, c *Context) error {
 // put Calico's CNI plugins in its root (bootstrap.NodeHasCalicoPlugins),
 // asking the nodes at once.
 func linuxNodesHaveCalicoPlugins(ctx context.Context, c *Context) bool {
-	var linux []config.Node
-	for _, n := range c.Config.Nodes {
-		if n.OS == config.Linux {
-			linux = append(linux, n)
-		}
-	}
+	linux := append([]config.Node{c.ControlPlane()}, c.Workers(config.Linux)...)
 	err := parallel(linux, func(n config.Node) error {
 		h, err := c.Node(ctx, n.Name)
 		if err != nil {
