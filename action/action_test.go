@@ -68,6 +68,9 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("HWK_REQUIRE_NODE") == "1" {
+			t.Fatal("HWK_REQUIRE_NODE=1 but there is no node (Debian: nodejs)")
+		}
 		t.Skip("the Action's steps run on Node.js, which is not installed")
 	}
 	root := t.TempDir()

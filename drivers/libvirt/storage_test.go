@@ -26,7 +26,10 @@ import (
 func TestVolumesOnSystemLibvirt(t *testing.T) {
 	l := daemon(t, golibvirt.QEMUSystem)
 	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("no qemu-img")
+		if os.Getenv("HWK_REQUIRE_QEMU") == "1" {
+			t.Fatal("HWK_REQUIRE_QEMU=1 but there is no qemu-img (Debian: qemu-utils)")
+		}
+		t.Skip("no qemu-img (Debian: qemu-utils) to check the volumes with")
 	}
 	pool, err := ensurePool(l)
 	if err != nil {

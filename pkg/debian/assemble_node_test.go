@@ -17,8 +17,9 @@ import (
 // HWK_STAGE1_CACHE (a download cache, CACHE/sha256/DIGEST, as
 // TestStage1ConfiguresInDocker fills it) and checks that the tar has each
 // path once, as the raw-disk writer needs it. It reads only the cache,
-// never the network, so it is skipped unless the variable is set and
-// every .deb of the lock is there.
+// never the network, so it is skipped unless the variable is set (make
+// node-image-test sets it to the node image build's Debian cache), and
+// fails when a .deb of the lock is not there.
 func TestNodeSetEachPathOnce(t *testing.T) {
 	cache := os.Getenv("HWK_STAGE1_CACHE")
 	if cache == "" {
@@ -38,7 +39,7 @@ func TestNodeSetEachPathOnce(t *testing.T) {
 	for i, p := range lock.Packages {
 		debs[i] = Deb{Package: p, Path: filepath.Join(cache, "sha256", strings.ToLower(p.SHA256))}
 		if _, err := os.Stat(debs[i].Path); err != nil {
-			t.Skipf("package %s %s is not in %s: %v", p.Name, p.Version, cache, err)
+			t.Fatalf("package %s %s is not in HWK_STAGE1_CACHE (%s): %v", p.Name, p.Version, cache, err)
 		}
 	}
 

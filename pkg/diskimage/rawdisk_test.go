@@ -553,6 +553,9 @@ func TestSparseFile(t *testing.T) {
 func BenchmarkWriteRawDisk(b *testing.B) {
 	if _, err := exec.LookPath("e2fsck"); err != nil {
 		if _, err := os.Stat("/usr/sbin/e2fsck"); err != nil {
+			if os.Getenv("HWK_REQUIRE_DISK_ORACLES") == "1" {
+				b.Fatal("HWK_REQUIRE_DISK_ORACLES=1 but there is no e2fsck (Debian: apt-get install e2fsprogs)")
+			}
 			b.Skip("no e2fsck to check the disk with (Debian: apt-get install e2fsprogs)")
 		}
 	}

@@ -89,6 +89,9 @@ type windowsFixture struct {
 func newWindowsFixture(t *testing.T) *windowsFixture {
 	t.Helper()
 	if _, err := exec.LookPath("qemu-img"); err != nil {
+		if os.Getenv("HWK_REQUIRE_QEMU") == "1" {
+			t.Fatal("HWK_REQUIRE_QEMU=1 but there is no qemu-img (Debian: qemu-utils)")
+		}
 		t.Skip("no qemu-img (Debian: qemu-utils)")
 	}
 	fx := &windowsFixture{}
@@ -373,6 +376,9 @@ func TestBuildWindowsPipeline(t *testing.T) {
 func TestBuildWindowsOwnFormat(t *testing.T) {
 	qemuImg, err := exec.LookPath("qemu-img")
 	if err != nil {
+		if os.Getenv("HWK_REQUIRE_QEMU") == "1" {
+			t.Fatal("HWK_REQUIRE_QEMU=1 but there is no qemu-img (Debian: qemu-utils)")
+		}
 		t.Skip("the stand-in install VM makes its disk with qemu-img")
 	}
 	fx := newWindowsFixture(t)

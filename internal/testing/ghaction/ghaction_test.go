@@ -33,7 +33,10 @@ func TestFileCommands(t *testing.T) {
 // outputs, state carried from main to post, and an exit status.
 func TestSteps(t *testing.T) {
 	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("no Node.js")
+		if os.Getenv("HWK_REQUIRE_NODE") == "1" {
+			t.Fatal("HWK_REQUIRE_NODE=1 but there is no node (Debian: nodejs)")
+		}
+		t.Skip("no Node.js: the actions run on it")
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "action.yml"), []byte(`name: t

@@ -89,7 +89,7 @@ func Binary(t testing.TB) string {
 		if os.Getenv("HWK_REQUIRE_REGISTRY") == "1" {
 			t.Fatal(buildErr)
 		}
-		t.Skip(buildErr)
+		t.Skipf("the registry program did not build: %v", buildErr)
 	}
 	return buildPath
 }
