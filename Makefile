@@ -26,10 +26,13 @@ ACT := $(BIN)/tools/act
 KIND_VERSION := v0.32.0
 KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 
+# hwk's cache, where the node image build keeps what it made and fetched.
+HWK_CACHE := $${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-$$HOME/.cache}/hwk}
+
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: debian-lock workflows ci-cold all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
+.PHONY: debian-lock workflows ci-cold ci-full nonroot all build test check-ps action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
 
 all: build
 
@@ -42,15 +45,29 @@ build:
 # esbuild and @actions/cache, for action/cache.js (see action-cache).
 ACTION_CACHE_DEPS := action/cache/node_modules/esbuild
 
+# The packages whose tests run hwk's own goroutines against each other:
+# parallel node creation, stop and start (cluster, actions), streams and
+# SSH sessions (node), resumable downloads and pulls (download,
+# imagedist), load-image's fan-out (load), the spinner (ui), locks
+# (state), the docker driver's exec streams, the disk writers' pipes
+# (diskimage) and the Windows kubelet wrapper. Only these run under
+# -race: a race build of the whole module doubles make test's cold time
+# on two cores, and the other packages' tests run one goroutine.
+RACE_PKGS := ./pkg/cluster/... ./pkg/node ./pkg/download ./pkg/imagedist ./pkg/load ./pkg/ui \
+	./pkg/state ./drivers/docker ./pkg/diskimage ./cmd/hwk-kubelet
+
 # Unit tests plus the integration tests that run on this machine. The
 # PowerShell hwk generates is checked by the Go tests that make it, which
 # fail without the checker here, and action/cache.js by a test that fails
-# without esbuild.
+# without esbuild. RACE_PKGS under -race, every other package without.
 # -timeout: a cold machine builds CNCF distribution's registry and a
 # systemd test image inside tests, and under -race on two cores a package
 # can pass Go's default ten minutes without being stuck.
+TEST_ENV := HWK_REQUIRE_PSCHECK=1 HWK_REQUIRE_ACTION_CACHE=1 HWK_REQUIRE_DISK_ORACLES=1
 test: check-ps $(ACTION_CACHE_DEPS)
-	HWK_REQUIRE_PSCHECK=1 HWK_REQUIRE_ACTION_CACHE=1 HWK_REQUIRE_DISK_ORACLES=1 $(GO) test -race -count=1 -timeout 30m ./...
+	race=$$($(GO) list $(RACE_PKGS)) && rest=$$($(GO) list ./... | grep -vxF "$$race") && \
+	$(TEST_ENV) $(GO) test -count=1 -timeout 30m $$rest && \
+	$(TEST_ENV) $(GO) test -race -count=1 -timeout 30m $$race
 
 # Every PowerShell file in the tree, and every script hwk generates (the
 # tests of each package that imports internal/testing/pscheck render them; the
@@ -118,15 +135,21 @@ node-image-test:
 	# The Debian locks name exactly the packages debootstrap installs for
 	# the same recipes (the resolver's oracle; as root, cached in hwk's cache).
 	HWK_NODE_IMAGE_TEST=1 $(GO) test -count=1 -v -run TestLockMatchesDebootstrap ./hack/debianlock/
-	# The node's locked Debian packages, fetched and assembled in Go,
-	# configure with one dpkg --configure -a in an unprivileged container.
-	HWK_STAGE1_DOCKER=1 $(GO) test -count=1 -v -timeout 30m -run TestStage1ConfiguresInDocker ./pkg/debian/
+	# The node's locked Debian packages (the .debs the build fetched, in
+	# hwk's cache), assembled in Go: each path once, and they configure
+	# with one dpkg --configure -a in an unprivileged container.
+	cache=$(HWK_CACHE); HWK_STAGE1_DOCKER=1 HWK_STAGE1_CACHE=$$cache/debian \
+		$(GO) test -count=1 -v -timeout 30m -run 'TestStage1ConfiguresInDocker|TestNodeSetEachPathOnce' ./pkg/debian/
 	# The Go disk writer, checked against e2fsprogs and QEMU, on the real
-	# node root.
-	cache=$${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-$$HOME/.cache}/hwk}; \
+	# node root; and every format made from the debootstrapped node root
+	# (the oracle's, with its kernel), the qcow2 booted to multi-user.
+	cache=$(HWK_CACHE); \
 	tar=$$(ls -t $$cache/node-images/linux-*/rootfs.tar.gz 2>/dev/null | head -n 1); \
 	[ -n "$$tar" ] || { echo "no node rootfs.tar.gz under $$cache/node-images"; exit 1; }; \
-	HWK_REQUIRE_DISK_ORACLES=1 HWK_DISK_FROM_NODE_TAR=$$tar $(GO) test -count=1 -v -run TestWriteRawDiskFromNodeTar ./pkg/diskimage/
+	root=$$(ls -t $$cache/debootstrap/node-*.tar 2>/dev/null | head -n 1); \
+	[ -n "$$root" ] || { echo "no debootstrapped node root under $$cache/debootstrap"; exit 1; }; \
+	HWK_REQUIRE_DISK_ORACLES=1 HWK_DISK_FROM_NODE_TAR=$$tar HWK_TEST_ROOTFS=$$root \
+		$(GO) test -count=1 -v -timeout 20m -run 'TestWriteRawDiskFromNodeTar|TestBootDebianRootfs' ./pkg/diskimage/
 
 # The libvirt driver against a real libvirtd: the API on test:///default,
 # networks and volumes on qemu:///system, and a node VM booted from the
@@ -151,9 +174,12 @@ test-wsl2: build
 # Linux node image (docker format, from source; a cache hit after
 # node-image or node-image-test), then runs e2e/ (needs root and a Docker
 # engine). Prints the time to API-ready and to all-nodes-Ready.
+# E2E_RUN and E2E_SKIP narrow the tests (go test -run, -skip).
+E2E_RUN ?= .
+E2E_SKIP ?=
 e2e: build
 	$(BIN)/hwk node-image build linux --source source --formats docker
-	HWK_BIN=$(CURDIR)/$(BIN)/hwk $(GO) test -tags e2e -count=1 -timeout 80m -v ./e2e/
+	HWK_BIN=$(CURDIR)/$(BIN)/hwk $(GO) test -tags e2e -count=1 -timeout 80m -v -run '$(E2E_RUN)' -skip '$(E2E_SKIP)' ./e2e/
 
 # load-image from Docker's containerd image store (Docker Engine 28.5.2
 # built from the module proxy by hack/dockerd-store.sh, which runs it
@@ -175,11 +201,14 @@ e2e-store: build
 # end against a local registry, then an up from the pin it made; the
 # release workflow up to its upload; the Action with nothing published;
 # CI's Linux jobs. Needs root, a Docker engine and the Linux node image
-# (make node-image-test builds it). WORKFLOWS narrows the tests (-run).
+# (make node-image-test builds it). WORKFLOWS narrows the tests (-run),
+# WORKFLOWS_SKIP leaves some out (-skip): .ci/run leaves out
+# TestCIWorkflow, whose jobs (lint, unit, cross, e2e) are its own stages.
 WORKFLOWS ?= .
+WORKFLOWS_SKIP ?=
 workflows: build $(ACT) $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
 	PATH="$(RELEASE_PATH)" HWK_REQUIRE_WORKFLOWS=1 HWK_ACT=$(CURDIR)/$(ACT) HWK_BIN=$(CURDIR)/$(BIN)/hwk \
-		$(GO) test -count=1 -timeout 80m -v -run '$(WORKFLOWS)' ./hack/workflows/
+		$(GO) test -count=1 -timeout 80m -v -run '$(WORKFLOWS)' -skip '$(WORKFLOWS_SKIP)' ./hack/workflows/
 
 $(ACT): hack/act/go.mod hack/act/go.sum
 	cd hack/act && CGO_ENABLED=0 $(GO) build -trimpath -o $(CURDIR)/$(ACT) github.com/nektos/act
@@ -190,6 +219,17 @@ $(ACT): hack/act/go.mod hack/act/go.sum
 # cold figure CI's budget is about.
 ci-cold:
 	hack/ci-cold.sh
+
+# The node image build and hwk up, status and down as an ordinary user in
+# the docker group (hack/nonroot.sh, which makes the user; root). Needs
+# the node image built by root first: it copies the component binaries.
+nonroot: build
+	hack/nonroot.sh
+
+# Every stage of .ci/run, with no deadline: what a bigger machine or the
+# nightly workflow (.github/workflows/nightly.yml) runs.
+ci-full:
+	HWK_CI_DEADLINE=0 .ci/run
 
 # The main job on a fresh Linux machine: installs what is missing, builds
 # the node image when none is cached, and brings up a cluster. Arguments
