@@ -155,7 +155,7 @@ func run(hwkBin, kindBin string, rounds, randomMB, topMB int, tree string, keep 
 	} else {
 		fmt.Println("before each load: the image is removed from the node and dirty pages are written back (not root: the page cache stays)")
 	}
-	times := make([][]time.Duration, len(tools))
+	var times [2][]time.Duration // [hwk|kind]
 	for r := 0; r < rounds; r++ {
 		order := []int{0, 1}
 		if r%2 == 1 {
@@ -176,10 +176,7 @@ func run(hwkBin, kindBin string, rounds, randomMB, topMB int, tree string, keep 
 		}
 		fmt.Printf("round %d: %s\n", r+1, strings.Join(line, ", "))
 	}
-	mh, mk := median(times[0]), median(times[1])
-	fmt.Printf("median: hwk load-image %s (%s/s), kind load docker-image %s (%s/s)\n",
-		mh.Round(10*time.Millisecond), mib(rate(size, mh)), mk.Round(10*time.Millisecond), mib(rate(size, mk)))
-	firstRatio := mk.Seconds() / mh.Seconds()
+	firstRatio := printFirstLoads(os.Stdout, size, times)
 
 	// Rebuilds: the node holds image (loaded once more here), and each
 	// round builds rebuilt anew on it and loads it with each tool.
@@ -238,16 +235,35 @@ func run(hwkBin, kindBin string, rounds, randomMB, topMB int, tree string, keep 
 		}
 		fmt.Printf("rebuild %d: %s\n", r+1, strings.Join(line, ", "))
 	}
+	printRebuilds(os.Stdout, rtimes, rsize, saves, firstRatio)
+	return nil
+}
+
+// printFirstLoads prints the first loads' medians (times[0] hwk's, times[1]
+// kind's) and rates for an image of size bytes, and returns kind's median
+// over hwk's.
+func printFirstLoads(w io.Writer, size int64, times [2][]time.Duration) float64 {
+	mh, mk := median(times[0]), median(times[1])
+	fmt.Fprintf(w, "median: hwk load-image %s (%s/s), kind load docker-image %s (%s/s)\n",
+		mh.Round(10*time.Millisecond), mib(rate(size, mh)), mk.Round(10*time.Millisecond), mib(rate(size, mk)))
+	return mk.Seconds() / mh.Seconds()
+}
+
+// printRebuilds prints the rebuilds' medians (rtimes[warm|cold][hwk|kind]),
+// the rebuilt image's size and docker save's own time, and the ratios
+// the README quotes, kind's time over hwk's: first loads, warm and cold
+// rebuilds.
+func printRebuilds(w io.Writer, rtimes [2][2][]time.Duration, rsize int64, saves []time.Duration, firstRatio float64) {
+	const warm, cold = 0, 1
 	for _, cache := range []int{warm, cold} {
-		fmt.Printf("median rebuild, %s: hwk load-image %s, kind load docker-image %s\n", []string{"warm", "cold"}[cache],
+		fmt.Fprintf(w, "median rebuild, %s: hwk load-image %s, kind load docker-image %s\n", []string{"warm", "cold"}[cache],
 			median(rtimes[cache][0]).Round(10*time.Millisecond), median(rtimes[cache][1]).Round(10*time.Millisecond))
 	}
-	fmt.Printf("the rebuilt image is %s as docker save writes it; docker save alone, from a cold page cache: median %s of %d\n",
+	fmt.Fprintf(w, "the rebuilt image is %s as docker save writes it; docker save alone, from a cold page cache: median %s of %d\n",
 		mib(rsize), median(saves).Round(10*time.Millisecond), len(saves))
-	fmt.Printf("first-load ratio: %.2f\n", firstRatio)
-	fmt.Printf("rebuild ratio: %.2f\n", median(rtimes[warm][1]).Seconds()/median(rtimes[warm][0]).Seconds())
-	fmt.Printf("cold rebuild ratio: %.2f\n", median(rtimes[cold][1]).Seconds()/median(rtimes[cold][0]).Seconds())
-	return nil
+	fmt.Fprintf(w, "first-load ratio: %.2f\n", firstRatio)
+	fmt.Fprintf(w, "rebuild ratio: %.2f\n", median(rtimes[warm][1]).Seconds()/median(rtimes[warm][0]).Seconds())
+	fmt.Fprintf(w, "cold rebuild ratio: %.2f\n", median(rtimes[cold][1]).Seconds()/median(rtimes[cold][0]).Seconds())
 }
 
 // buildRebuilt builds rebuilt on image with a new top layer of topMB MiB

@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,9 +102,17 @@ func main() {
 		}
 	}
 	for _, n := range ns {
-		report(n, results[n])
+		report(os.Stdout, n, results[n])
 	}
 	fmt.Println()
+	printMedians(os.Stdout, ns, results)
+}
+
+// printMedians prints the lines a script reads: the median of up's total,
+// of the API server answering and of start's total for each cluster size,
+// and the idle memory of the smallest cluster's control plane (the node a
+// one-node cluster is).
+func printMedians(w io.Writer, ns []int, results map[int][]*run) {
 	var up, api, start []string
 	for _, n := range ns {
 		label := fmt.Sprintf("%d nodes", n)
@@ -114,16 +123,14 @@ func main() {
 		api = append(api, fmt.Sprintf("%s %.1fs", label, median(collect(results[n], "API server answering"))))
 		start = append(start, fmt.Sprintf("%s %.1fs", label, median(collect(results[n], "start: total"))))
 	}
-	fmt.Printf("up median: %s\n", strings.Join(up, ", "))
-	fmt.Printf("api median: %s\n", strings.Join(api, ", "))
-	// The control plane of the smallest cluster: the node a one-node
-	// cluster is.
+	fmt.Fprintf(w, "up median: %s\n", strings.Join(up, ", "))
+	fmt.Fprintf(w, "api median: %s\n", strings.Join(api, ", "))
 	var cp []float64
 	for _, r := range results[ns[0]] {
 		cp = append(cp, float64(r.memory[0].total))
 	}
-	fmt.Printf("node memory median: %s MiB\n", mib(int64(median(cp))))
-	fmt.Printf("start median: %s\n", strings.Join(start, ", "))
+	fmt.Fprintf(w, "node memory median: %s MiB\n", mib(int64(median(cp))))
+	fmt.Fprintf(w, "start median: %s\n", strings.Join(start, ", "))
 }
 
 type bench struct {
@@ -329,27 +336,17 @@ func (b *bench) memory() ([]nodeMemory, error) {
 		if err != nil {
 			return nil, fmt.Errorf("docker stats %s: %w", n.Name, err)
 		}
-		used, _, _ := strings.Cut(string(stats), " / ")
-		// docker prints it with go-units' BytesSize (binary units), which
-		// RAMInBytes reads back.
-		if m.total, err = units.RAMInBytes(strings.TrimSpace(used)); err != nil {
+		if m.total, err = memUsage(string(stats)); err != nil {
 			return nil, fmt.Errorf("docker stats %s: %w", n.Name, err)
 		}
 		top, err := exec.Command("docker", "top", n.Name, "-eo", "pid").Output()
 		if err != nil {
 			return nil, fmt.Errorf("docker top %s: %w", n.Name, err)
 		}
-		for _, f := range strings.Fields(string(top))[1:] {
-			pid, err := strconv.Atoi(f)
-			if err != nil {
-				continue
-			}
+		for _, pid := range topPIDs(string(top)) {
 			prog, pss, ok := processMemory(pid)
 			if !ok {
 				continue // gone, or a kernel thread
-			}
-			if !slices.Contains(programs, prog) {
-				prog = "other"
 			}
 			m.programs[prog] += pss
 		}
@@ -360,45 +357,85 @@ func (b *bench) memory() ([]nodeMemory, error) {
 	return ms, nil
 }
 
-// processMemory is a host process's executable name and its PSS in bytes.
+// memUsage reads the used part of docker stats' MemUsage column ("812.3MiB
+// / 23.47GiB"): docker prints it with go-units' BytesSize (binary units),
+// which RAMInBytes reads back.
+func memUsage(stats string) (int64, error) {
+	used, _, ok := strings.Cut(strings.TrimSpace(stats), " / ")
+	if !ok {
+		return 0, fmt.Errorf("MemUsage %q: want USED / LIMIT", strings.TrimSpace(stats))
+	}
+	return units.RAMInBytes(used)
+}
+
+// topPIDs reads the pids docker top NAME -eo pid prints under its PID
+// header.
+func topPIDs(top string) []int {
+	var pids []int
+	for _, f := range strings.Fields(top) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// processMemory is a host process's program (one of programs, else
+// "other") and its PSS in bytes.
 func processMemory(pid int) (string, int64, bool) {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil || len(cmdline) == 0 {
+	if err != nil {
 		return "", 0, false
 	}
-	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
 	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
 	if err != nil {
 		return "", 0, false
 	}
+	return programPSS(cmdline, smaps)
+}
+
+// programPSS reads a process's program from its /proc/PID/cmdline (argv[0]'s
+// base name, "other" when programs does not name it) and its PSS from its
+// /proc/PID/smaps_rollup. A kernel thread has an empty cmdline.
+func programPSS(cmdline, smaps []byte) (string, int64, bool) {
+	if len(cmdline) == 0 {
+		return "", 0, false
+	}
+	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
 	for _, line := range strings.Split(string(smaps), "\n") {
 		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
 				return "", 0, false
 			}
-			return filepath.Base(string(argv0)), kb << 10, true
+			prog := filepath.Base(string(argv0))
+			if !slices.Contains(programs, prog) {
+				prog = "other"
+			}
+			return prog, kb << 10, true
 		}
 	}
 	return "", 0, false
 }
 
-func report(nodes int, runs []*run) {
-	fmt.Printf("\n%d node(s), %d runs: seconds                            min   median      max\n", nodes, len(runs))
+// report prints one cluster size's table: every phase's min, median and
+// max, and each node's median memory by program.
+func report(w io.Writer, nodes int, runs []*run) {
+	fmt.Fprintf(w, "\n%d node(s), %d runs: seconds                            min   median      max\n", nodes, len(runs))
 	for _, name := range runs[0].order {
 		xs := collect(runs, name)
 		if len(xs) < len(runs) {
 			name += fmt.Sprintf(" (in %d runs)", len(xs))
 		}
-		fmt.Printf("  %-56s %7.1f %8.1f %8.1f\n", name, slices.Min(xs), median(xs), slices.Max(xs))
+		fmt.Fprintf(w, "  %-56s %7.1f %8.1f %8.1f\n", name, slices.Min(xs), median(xs), slices.Max(xs))
 	}
 	for i, m := range runs[0].memory {
-		fmt.Printf("  memory of the %s node after idling, MiB (median; PSS by program)\n", m.role)
+		fmt.Fprintf(w, "  memory of the %s node after idling, MiB (median; PSS by program)\n", m.role)
 		var totals []float64
 		for _, r := range runs {
 			totals = append(totals, float64(r.memory[i].total))
 		}
-		fmt.Printf("    %-38s %8s\n", "node (docker stats)", mib(int64(median(totals))))
+		fmt.Fprintf(w, "    %-38s %8s\n", "node (docker stats)", mib(int64(median(totals))))
 		for _, p := range append(slices.Clone(programs), "other") {
 			var xs []float64
 			for _, r := range runs {
@@ -407,7 +444,7 @@ func report(nodes int, runs []*run) {
 			if median(xs) == 0 {
 				continue
 			}
-			fmt.Printf("    %-38s %8s\n", p, mib(int64(median(xs))))
+			fmt.Fprintf(w, "    %-38s %8s\n", p, mib(int64(median(xs))))
 		}
 	}
 }
