@@ -276,6 +276,34 @@ func TestReleaseWithoutSignatureRefused(t *testing.T) {
 	})
 }
 
+// TestUnpinnedKeyRefused: a keyring file may hold more keys than are
+// pinned (Debian's holds every release's); a file signed only by a key
+// that is in the keyring but not pinned is refused, naming that key.
+func TestUnpinnedKeyRefused(t *testing.T) {
+	pinned := debtest.NewKey(t, debtest.KeyOptions{EdDSA: true})
+	other := debtest.NewKey(t, debtest.KeyOptions{EdDSA: true})
+	kr, err := debian.ReadKeyring(bytes.NewReader(append(pinned.Public(t), other.Public(t)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kr.Fingerprints(); len(got) != 2 {
+		t.Fatalf("the keyring has %v, want both keys", got)
+	}
+	v, err := debian.NewVerifier(kr, []string{pinned.Fingerprint()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := []byte("Origin: Debian\nSuite: bookworm\n")
+	if _, err := v.VerifyClearsigned(debtest.ClearSign(t, text, pinned)); err != nil {
+		t.Fatalf("signed by the pinned key: %v", err)
+	}
+	_, err = v.VerifyClearsigned(debtest.ClearSign(t, text, other))
+	if !errors.Is(err, debian.ErrUntrusted) {
+		t.Fatalf("signed by a key in the keyring that is not pinned: err = %v, want ErrUntrusted", err)
+	}
+	wantIn(t, err, "signature by "+other.Fingerprint()+", which is not a pinned key")
+}
+
 // TestUnsignedTextRefused: text before or after the signed block is not
 // covered by the signature, so it must not be read.
 func TestUnsignedTextRefused(t *testing.T) {
