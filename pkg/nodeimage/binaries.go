@@ -147,6 +147,9 @@ func (b *builder) moduleFiles(c *component) (mod, sum string, err error) {
 // order: the Windows recipe's own, then the Linux recipe's, which both
 // images share.
 func (b *builder) modules() []fs.FS {
+	if b.recipeModules != nil {
+		return b.recipeModules
+	}
 	if b.goos == "windows" {
 		return []fs.FS{windows.Recipe, linux.Recipe}
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -140,7 +141,10 @@ type builder struct {
 	// hostRunsNode, when set, says whether this host runs the node's
 	// binaries instead of runtime's GOOS and GOARCH (tests).
 	hostRunsNode *bool
-	stages       []Stage
+	// recipeModules, when set, holds the wrapper modules instead of the
+	// recipes' (tests).
+	recipeModules []fs.FS
+	stages        []Stage
 }
 
 // targetOS is the GOOS of the build's binaries.

@@ -420,6 +420,9 @@ func (b *builder) moduleDir(ctx context.Context, component, module string) (stri
 	if jerr := json.Unmarshal(out, &m); jerr == nil && m.Error != "" {
 		return "", fmt.Errorf("download module %s: %s", module, m.Error)
 	}
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && len(bytes.TrimSpace(ee.Stderr)) > 0 {
+		return "", fmt.Errorf("download module %s: %w: %s", module, err, bytes.TrimSpace(ee.Stderr))
+	}
 	if err != nil {
 		return "", fmt.Errorf("download module %s: %w", module, err)
 	}
