@@ -18,8 +18,9 @@ func readTestdata(t *testing.T, name string) string {
 	return string(b)
 }
 
-// TestStepsAndSummaryFromUp reads a recorded `hwk up` (not a terminal: one
-// line per finished step, then the summary) as bench-up does.
+// TestStepsAndSummaryFromUp reads a recorded `hwk up --windows-workers 0
+// --linux-workers 1` (the README's; not a terminal: one line per finished
+// step, then the summary) as bench-up does.
 func TestStepsAndSummaryFromUp(t *testing.T) {
 	out := readTestdata(t, "up.txt")
 	r := &run{phases: map[string]float64{}}
@@ -28,7 +29,7 @@ func TestStepsAndSummaryFromUp(t *testing.T) {
 	}
 	want := []string{
 		"step Checking the host", "step Creating the node network", "step Creating nodes",
-		"step Starting the control plane (kubeadm init)", "step Installing Calico v3.31.0",
+		"step Starting the control plane (kubeadm init)", "step Installing Calico v3.31.0 and joining the Linux worker",
 		"step Installing Windows components", "step Labelling nodes",
 		"step Waiting for nodes and calico-node to be Ready", "step Installing CoreDNS and calico-kube-controllers",
 		"step Waiting for system pods to be Ready", "step Writing kubeconfig",
@@ -37,8 +38,8 @@ func TestStepsAndSummaryFromUp(t *testing.T) {
 		t.Errorf("steps read:\n%s\nwant\n%s", strings.Join(r.order, "\n"), strings.Join(want, "\n"))
 	}
 	for name, secs := range map[string]float64{
-		"step Checking the host":                         0.012,
-		"step Starting the control plane (kubeadm init)": 6.8,
+		"step Checking the host":                         0.011,
+		"step Starting the control plane (kubeadm init)": 7.1,
 		"step Writing kubeconfig":                        0.002,
 	} {
 		if got := r.phases[name]; !near(got, secs) {
@@ -49,8 +50,8 @@ func TestStepsAndSummaryFromUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !near(api, 8.4) || !near(ready, 14.8) {
-		t.Errorf("summary: API %v s, Ready %v s; want 8.4 and 14.8", api, ready)
+	if !near(api, 9.9) || !near(ready, 19.9) {
+		t.Errorf("summary: API %v s, Ready %v s; want 9.9 and 19.9", api, ready)
 	}
 
 	if err := steps(&run{phases: map[string]float64{}}, "", "Cluster \"hwk\" is ready\n"); err == nil {
