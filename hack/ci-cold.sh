@@ -16,7 +16,9 @@
 # give the namespace the route out that the Go module proxy, Debian and
 # npm need. Everything this script made is removed when it ends (the
 # engine stopped by the pid it wrote, never by name); HWK_CI_COLD_KEEP=1
-# keeps the directory (its caches then make a warm run: see README).
+# keeps the directory, and HWK_CI_COLD_REUSE=1 then runs again in it
+# with a fresh clone of HEAD and everything else as the kept run left it
+# (the caches, the engine's images): the same run warm.
 #
 #   hack/ci-cold.sh           the whole run; prints .ci/run's stage table
 #   hack/ci-cold.sh CMD...    CMD instead, in the clone, with the same
@@ -59,9 +61,18 @@ exec 9>"$run/lock"
 flock -n 9 || { echo "another make ci-cold is running on this machine" >&2; exit 1; }
 
 # The directory is removed only when it is this script's (its marker).
+warm=
 if [ -e "$root" ]; then
 	[ -e "$root/.hwk-ci-cold" ] || { echo "$root exists and is not make ci-cold's (no .hwk-ci-cold in it): remove it or set HWK_CI_COLD_DIR" >&2; exit 1; }
-	rm -rf "$root"
+	if [ "${HWK_CI_COLD_REUSE:-}" = 1 ]; then
+		warm=1
+		rm -rf "$root/src"
+	else
+		rm -rf "$root"
+	fi
+elif [ "${HWK_CI_COLD_REUSE:-}" = 1 ]; then
+	echo "HWK_CI_COLD_REUSE=1 but $root is not there: run with HWK_CI_COLD_KEEP=1 first" >&2
+	exit 1
 fi
 mkdir -p "$root"
 touch "$root/.hwk-ci-cold"
@@ -110,7 +121,11 @@ if pid=$(ours); then
 	echo "make ci-cold's engine still runs (pid $pid) with no run holding it; stopping it" >&2
 fi
 
-echo "== make ci-cold: a fresh clone of $(git rev-parse --short HEAD) in $root, empty caches, an engine of its own"
+if [ -n "$warm" ]; then
+	echo "== make ci-cold, warm (HWK_CI_COLD_REUSE=1): a fresh clone of $(git rev-parse --short HEAD) in $root, the kept run's caches and engine"
+else
+	echo "== make ci-cold: a fresh clone of $(git rev-parse --short HEAD) in $root, empty caches, an engine of its own"
+fi
 git clone --quiet --no-hardlinks "$repo" "$root/src"
 git -C "$root/src" checkout --quiet --detach "$(git rev-parse HEAD)"
 
