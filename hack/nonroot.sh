@@ -74,9 +74,15 @@ rm -rf "$home/.cache/hwk/build/modules" "$home/.cache/hwk/build/vm"
 chown -R "$user:$user" "$home"
 echo "user $user (uid $(id -u "$user"), groups $(id -Gn "$user")), home $home: $(du -sh "$home/.cache/hwk/build" | cut -f1) of component binaries copied, no module cache"
 
+# The user's environment is its own, but for how this machine reaches the
+# Go module proxy and Debian's mirror.
+pass=()
+for v in GOPROXY GOSUMDB GONOSUMDB GOPRIVATE GOINSECURE HWK_DEBIAN_MIRROR HTTP_PROXY HTTPS_PROXY NO_PROXY http_proxy https_proxy no_proxy; do
+	[ -z "${!v:-}" ] || pass+=("$v=${!v}")
+done
 as_user() {
 	runuser -u "$user" -- env -i HOME="$home" USER="$user" PATH="$(dirname "$go"):/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin" \
-		DOCKER_HOST="unix://$sock" ${GOPROXY:+GOPROXY=$GOPROXY} "$@"
+		DOCKER_HOST="unix://$sock" "${pass[@]}" "$@"
 }
 
 cd "$home"
