@@ -431,7 +431,9 @@ var (
 	buildErr  error
 )
 
-// buildHwk builds hwk once for the tests of this package.
+// buildHwk builds hwk once for the tests of this package, its version and
+// commit stamped at link time as make build stamps them (TestBinary reads
+// them back).
 func buildHwk(t *testing.T) string {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "hwk-hostile-")
@@ -440,7 +442,8 @@ func buildHwk(t *testing.T) string {
 			return
 		}
 		built = filepath.Join(dir, "hwk")
-		out, err := exec.Command("go", "build", "-o", built, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", built,
+			"-ldflags", "-X github.com/hwk-dev/hwk/pkg/version.Version=v9.9.9-test -X github.com/hwk-dev/hwk/pkg/version.Commit=abc123", ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("build: %v\n%s", err, out)
 		}
