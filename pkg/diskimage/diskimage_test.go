@@ -254,13 +254,13 @@ func TestBootCheckTimeout(t *testing.T) {
 //	debootstrap --variant=minbase --include=systemd,systemd-sysv,udev,dbus,kmod,linux-image-cloud-amd64,systemd-boot-efi,e2fsprogs,iproute2 bookworm ROOTFS http://deb.debian.org/debian
 //
 // that the test can read whole (root, for a debootstrapped one), or a tar
-// of one: make node-image-test names the debootstrapped node root that
-// hack/debianlock's oracle keeps in hwk's cache. Without it the test
-// skips.
+// of one. Without it the test skips: no CI stage has such a root (the
+// node image's rootfs.tar.gz and hack/debianlock's debootstrapped oracle
+// root both lack /boot's kernel).
 func TestBootDebianRootfs(t *testing.T) {
 	rootfs := os.Getenv("HWK_TEST_ROOTFS")
 	if rootfs == "" {
-		t.Skip("needs a Debian root with a kernel: set HWK_TEST_ROOTFS (make node-image-test does)")
+		t.Skip("needs a Debian root with a kernel in /boot: set HWK_TEST_ROOTFS to one (a directory or a tar)")
 	}
 	fi, err := os.Stat(rootfs)
 	if err != nil {
