@@ -13,7 +13,10 @@ ACTIONLINT_VERSION := v1.7.12
 ACTIONLINT := $(BIN)/tools/actionlint-$(ACTIONLINT_VERSION)
 # goreleaser builds the releases (.goreleaser.yaml); v2.16.0 is the newest
 # whose module builds with Go 1.26 from the module proxy here. It finds
-# cyclonedx-gomod, which makes the SBOMs, on PATH.
+# cyclonedx-gomod, which makes the SBOMs, on PATH. Its `goreleaser check`
+# of the config runs before each build (release-snapshot, release-build),
+# not in make lint: goreleaser takes minutes to build cold, most of what
+# the gate's lint cost.
 GORELEASER_VERSION := v2.16.0
 GORELEASER := $(BIN)/tools/goreleaser-$(GORELEASER_VERSION)
 CYCLONEDX_VERSION := v1.10.0
@@ -275,7 +278,7 @@ $(KIND):
 
 # shellcheck also reads hack/workflows/bin: the stand-ins for act runs are
 # shell named as the programs they stand for, without .sh.
-lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
+lint: $(STATICCHECK) $(ACTIONLINT)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/
@@ -285,16 +288,16 @@ lint: $(STATICCHECK) $(ACTIONLINT) $(GORELEASER)
 	GOOS=windows $(STATICCHECK) ./...
 	$(ACTIONLINT) .github/workflows/*.yml .github/workflows/*.yaml site/static/examples/*.yml hack/workflows/testdata/*.yml
 	shellcheck -S warning $$(git ls-files '*.sh' 'hack/workflows/bin/*')
-	$(GORELEASER) check
 
 # Every release archive, built here without publishing (goreleaser
 # --snapshot, into dist/), then checked by hack/release's test: six
 # archives with binaries for their platform, checksums, SBOMs, Scoop and
-# winget manifests. RELEASE_TARGETS (os/arch ...) narrows it: CI builds
-# one archive per OS (windows/amd64 linux/amd64 darwin/arm64), the
-# release workflow all six.
+# winget manifests. RELEASE_TARGETS (os/arch ...) narrows it, e.g. to one
+# archive per OS (windows/amd64 linux/amd64 darwin/arm64); the release
+# workflow builds all six, and .ci/run runs that workflow under act.
 RELEASE_TARGETS ?=
 release-snapshot: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
+	$(GORELEASER) check
 	hack/release/config.sh $(RELEASE_TARGETS) >$(BIN)/goreleaser-snapshot.yaml
 	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --snapshot --clean --config $(BIN)/goreleaser-snapshot.yaml
 	HWK_RELEASE_TARGETS="$(RELEASE_TARGETS)" HWK_REQUIRE_RELEASE=1 $(GO) test -count=1 ./hack/release/
@@ -312,6 +315,7 @@ release: release-build release-check release-upload
 
 release-build: $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
 	@[ -n "$(TAG)" ] || { echo "release-build: HEAD has no tag (make release-snapshot builds without one)"; exit 1; }
+	$(GORELEASER) check
 	PATH="$(RELEASE_PATH)" HWK_COMMIT=$(COMMIT) $(GORELEASER) release --clean --skip=publish
 
 release-check:
