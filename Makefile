@@ -219,8 +219,8 @@ e2e-store: build
 # TestCIWorkflow, whose jobs (lint, unit, cross, e2e) are its own stages.
 WORKFLOWS ?= .
 WORKFLOWS_SKIP ?=
-workflows: build $(ACT) $(GORELEASER) $(CYCLONEDX_DIR)/cyclonedx-gomod
-	PATH="$(RELEASE_PATH)" HWK_REQUIRE_WORKFLOWS=1 HWK_ACT=$(CURDIR)/$(ACT) HWK_BIN=$(CURDIR)/$(BIN)/hwk \
+workflows: build $(ACT)
+	HWK_REQUIRE_WORKFLOWS=1 HWK_ACT=$(CURDIR)/$(ACT) HWK_BIN=$(CURDIR)/$(BIN)/hwk \
 		$(GO) test -count=1 -timeout 80m -v -run '$(WORKFLOWS)' -skip '$(WORKFLOWS_SKIP)' ./hack/workflows/
 
 $(ACT): hack/act/go.mod hack/act/go.sum
