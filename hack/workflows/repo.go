@@ -127,6 +127,11 @@ func (r *Repo) overlay() error {
 	if err := git(r.Dir, "add", "-A"); err != nil {
 		return err
 	}
+	// A mode git does not record (0444 against 0644) was copied, but
+	// there is nothing to commit.
+	if git(r.Dir, "diff", "--cached", "--quiet") == nil {
+		return nil
+	}
 	return git(r.Dir, "-c", "user.name=hwk workflows", "-c", "user.email=workflows@hwk.invalid",
 		"commit", "--quiet", "--no-verify", "-m", "workflows: the work tree's changes not yet committed")
 }
