@@ -72,7 +72,7 @@ type hostileCase struct {
 }
 
 // nameRule is the rule as config.CheckName words it.
-var nameRule = []string{"not a valid cluster name; use lowercase letters, digits and '-'", "use at most 32", "the cluster name is empty"}
+var nameRule = []string{"not a valid cluster name; use lowercase letters, digits and '-'", "use at most 32", "the cluster name is empty", "is a device name on Windows"}
 
 // optionLike is cobra's word for a positional argument that looks like a
 // flag: it is refused as one.
@@ -83,6 +83,8 @@ func hostileNames(f *hostileFixture) []string {
 	return []string{
 		"../../x", "../../../victim", f.victim, "a/b", `a\b`, "C:\\x", ".", "..", "",
 		strings.Repeat("a", 33), strings.Repeat("b", 4096), "clüster", "Real", "-rf", "--help=x", " real", "real\n", "real\t",
+		// Names Windows keeps for devices: no directory may have them.
+		"con", "nul", "aux", "prn", "com1", "lpt9",
 	}
 }
 

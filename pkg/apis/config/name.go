@@ -35,8 +35,30 @@ func CheckName(name string) error {
 		return &NameError{name, fmt.Sprintf("%q is not a valid cluster name; %s", Shorten(name), rule)}
 	case len(name) > MaxClusterNameLength:
 		return &NameError{name, fmt.Sprintf("%q is %d characters; use at most %d", Shorten(name), len(name), MaxClusterNameLength)}
+	case ReservedOnWindows(name):
+		return &NameError{name, fmt.Sprintf("%q is a device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9), which no file or directory may have there; choose another, e.g. %s-1", name, name)}
 	}
 	return nil
+}
+
+// ReservedOnWindows reports whether Windows keeps name for a device, so
+// that no file or directory can have it, with an extension or without
+// (Naming Files, Paths, and Namespaces: "Do not use the following
+// reserved names for the name of a file: CON, PRN, AUX, NUL, COM0-9,
+// LPT0-9 ... Also avoid these names followed immediately by an
+// extension"). The check is the same on every OS, so that a name works
+// wherever the config goes.
+func ReservedOnWindows(name string) bool {
+	base, _, _ := strings.Cut(strings.ToLower(name), ".")
+	base = strings.TrimRight(base, " ")
+	switch base {
+	case "con", "prn", "aux", "nul":
+		return true
+	}
+	if len(base) == 4 && (strings.HasPrefix(base, "com") || strings.HasPrefix(base, "lpt")) {
+		return base[3] >= '0' && base[3] <= '9'
+	}
+	return false
 }
 
 // Shorten keeps an over-long value readable in a message (a pasted file
@@ -65,6 +87,9 @@ func CheckImageName(name string) error {
 	if !imageNameRE.MatchString(name) || strings.Contains(name, "..") {
 		return fmt.Errorf("%q is not a node image name (lowercase letters, digits, '.', '_' and '-', at most 128)", Shorten(name))
 	}
+	if ReservedOnWindows(name) {
+		return fmt.Errorf("%q is not a node image name: Windows keeps %q for a device, and no directory may have it there", name, strings.SplitN(name, ".", 2)[0])
+	}
 	return nil
 }
 
@@ -81,7 +106,7 @@ func CheckRecordNames(c *Cluster, cluster string) error {
 		return fmt.Errorf("name: the record is of cluster %q, not %q", c.Name, cluster)
 	}
 	for i, n := range c.Nodes {
-		if !dnsLabel.MatchString(n.Name) || len(n.Name) > maxNodeName {
+		if !dnsLabel.MatchString(n.Name) || len(n.Name) > maxNodeName || ReservedOnWindows(n.Name) {
 			return fmt.Errorf("nodes[%d].name: %q is not a node name hwk makes (a DNS label)", i, Shorten(n.Name))
 		}
 	}

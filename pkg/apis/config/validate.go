@@ -322,6 +322,8 @@ func validateNodeName(n Node, path string, errs *Errors) {
 		errs.add(path, "%q is %d characters; Windows computer names allow at most %d, set a shorter name (or a shorter cluster name)", n.Name, len(n.Name), maxWindowsNodeName)
 	case len(n.Name) > maxNodeName:
 		errs.add(path, "%q is %d characters; use at most %d", n.Name, len(n.Name), maxNodeName)
+	case ReservedOnWindows(n.Name):
+		errs.add(path, "%q is a device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9), which no file or directory may have there; choose another", n.Name)
 	}
 }
 

@@ -73,6 +73,10 @@ func TestBadConfigs(t *testing.T) {
 			{"name", `"My_Cluster" is not a valid cluster name; use lowercase letters, digits and '-', starting and ending with a letter or digit`},
 			{"nodes[0].name", `"My_Cluster-cp" is not DNS-safe; use lowercase letters, digits and '-', starting and ending with a letter or digit`},
 			{"nodes[1].name", `"My_Cluster-win-1" is not DNS-safe; use lowercase letters, digits and '-', starting and ending with a letter or digit`}}},
+		{"cluster name Windows keeps for a device", strings.Replace(header, "demo", "nul", 1), Overrides{}, []problem{
+			{"name", `"nul" is a device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9), which no file or directory may have there; choose another, e.g. nul-1`}}},
+		{"node name Windows keeps for a device", header + "nodes:\n- role: control-plane\n  name: com1\n", Overrides{}, []problem{
+			{"nodes[0].name", `"com1" is a device name on Windows (CON, PRN, AUX, NUL, COM0-9, LPT0-9), which no file or directory may have there; choose another`}}},
 		{"long cluster name", strings.Replace(header, "demo", strings.Repeat("a", 33), 1), Overrides{}, []problem{
 			{"name", `"` + strings.Repeat("a", 33) + `" is 33 characters; use at most 32`},
 			{"nodes[1].name", `"` + strings.Repeat("a", 33) + `-win-1" is 39 characters; Windows computer names allow at most 15, set a shorter name (or a shorter cluster name)`}}},
@@ -294,5 +298,30 @@ func TestWindowsBuildsMatchSupportedVersions(t *testing.T) {
 	want := slices.Sorted(slices.Values(supportedWindowsVersions))
 	if !slices.Equal(got, want) {
 		t.Errorf("WindowsBuilds has %v, supportedWindowsVersions %v", got, want)
+	}
+}
+
+// TestReservedOnWindows: the device names Windows keeps, with an
+// extension or without, in any case, and the names next to them that it
+// does not keep.
+func TestReservedOnWindows(t *testing.T) {
+	for _, name := range []string{"con", "CON", "prn", "aux", "nul", "nul.txt", "com0", "com1", "com9", "lpt1", "lpt9.tar", "Aux.x.y", "nul "} {
+		if !ReservedOnWindows(name) {
+			t.Errorf("%q is reserved on Windows", name)
+		}
+		if err := CheckName(strings.ToLower(name)); err == nil {
+			t.Errorf("CheckName(%q) = nil", name)
+		}
+	}
+	for _, name := range []string{"cons", "con-1", "com", "com10", "lpt", "comx", "nul-cluster", "aux1", "demo"} {
+		if ReservedOnWindows(name) {
+			t.Errorf("%q is not reserved on Windows", name)
+		}
+	}
+	if err := CheckImageName("nul.v1"); err == nil || !strings.Contains(err.Error(), "Windows keeps \"nul\" for a device") {
+		t.Errorf("CheckImageName(nul.v1) = %v", err)
+	}
+	if err := CheckImageName("linux-v1.35.4"); err != nil {
+		t.Errorf("CheckImageName(linux-v1.35.4) = %v", err)
 	}
 }
