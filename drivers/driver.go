@@ -168,16 +168,6 @@ type UpChecker interface {
 	CheckUp(ctx context.Context) error
 }
 
-// PreflightUp is Preflight and, for an UpChecker, CheckUp: whether d can
-// make and run nodes here now.
-func PreflightUp(ctx context.Context, d Driver) (string, error) {
-	detail, err := d.Preflight(ctx)
-	if u, ok := d.(UpChecker); ok && err == nil {
-		err = u.CheckUp(ctx)
-	}
-	return detail, err
-}
-
 // Experimental is implemented by drivers hwk ships before they have run
 // on the hosts they are for. Limits says what is known not to work, or
 // has not been tried. Such a driver is used only when a config or flag

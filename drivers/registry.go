@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // Registry holds the drivers built into this hwk and chooses among them.
@@ -65,20 +66,24 @@ type Availability struct {
 }
 
 // Check runs every driver's preflight (concurrently: each may wait on a
-// daemon or a hypervisor) and reports them sorted by name, with the default
-// per node OS on hostOS marked.
+// daemon or a hypervisor), each within PreflightTimeout, and reports them
+// sorted by name, with the default per node OS on hostOS marked. The
+// context's note function (ui.WithNotes) hears of checks still running
+// after a second.
 func (r *Registry) Check(ctx context.Context, hostOS string) []Availability {
 	names := r.Names()
 	out := make([]Availability, len(names))
+	waits := make([]*ui.Wait, len(names))
+	for i, n := range names {
+		waits[i] = newWait(n)
+	}
+	stop := ui.Watch(ctx, preflightLimit, waits...)
 	var wg sync.WaitGroup
 	for i, n := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out[i] = check(ctx, r.byName[n])
-		}()
+		wg.Go(func() { out[i] = check(ctx, r.byName[n], waits[i]) })
 	}
 	wg.Wait()
+	stop()
 	for _, os := range []config.OS{config.Linux, config.Windows} {
 		if name, ok := pick(out, hostOS, os); ok {
 			i := slices.IndexFunc(out, func(a Availability) bool { return a.Name == name })
@@ -88,12 +93,42 @@ func (r *Registry) Check(ctx context.Context, hostOS string) []Availability {
 	return out
 }
 
-func check(ctx context.Context, d Driver) Availability {
+// Reachable is every driver whose Preflight passes here now, in name
+// order: the drivers that may hold machines to remove. The preflights run
+// concurrently, each within PreflightTimeout, with progress as Check's.
+func (r *Registry) Reachable(ctx context.Context) []Driver {
+	names := r.Names()
+	ok := make([]bool, len(names))
+	waits := make([]*ui.Wait, len(names))
+	for i, n := range names {
+		waits[i] = newWait(n)
+	}
+	stop := ui.Watch(ctx, preflightLimit, waits...)
+	var wg sync.WaitGroup
+	for i, n := range names {
+		d := r.byName[n]
+		wg.Go(func() {
+			_, err := timed(ctx, n, waits[i], d.Preflight)
+			ok[i] = err == nil
+		})
+	}
+	wg.Wait()
+	stop()
+	var out []Driver
+	for i, n := range names {
+		if ok[i] {
+			out = append(out, r.byName[n])
+		}
+	}
+	return out
+}
+
+func check(ctx context.Context, d Driver, w *ui.Wait) Availability {
 	a := Availability{Name: d.Name(), GuestOSes: d.GuestOSes()}
 	if e, ok := d.(Experimental); ok {
 		a.Experimental, a.Limits = true, e.Limits()
 	}
-	detail, err := PreflightUp(ctx, d)
+	detail, err := timed(ctx, d.Name(), w, upCheck(d))
 	if err == nil {
 		a.Available, a.Detail = true, detail
 		if e, ok := d.(Emulator); ok {

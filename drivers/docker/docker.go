@@ -98,6 +98,7 @@ func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	drivers.Waiting(ctx, "the Docker engine at "+c.DaemonHost())
 	info, err := c.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return "", d.wrap(c, err)

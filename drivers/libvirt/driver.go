@@ -124,6 +124,7 @@ func withConn[T any](d *Driver, fn func(l *golibvirt.Libvirt) (T, error)) (T, er
 // Preflight implements drivers.Driver: libvirt answers, QEMU can boot
 // UEFI guests, and KVM is used if a guest really runs under it.
 func (d *Driver) Preflight(ctx context.Context) (string, error) {
+	drivers.Waiting(ctx, "libvirtd")
 	return withConn(d, func(l *golibvirt.Libvirt) (string, error) {
 		a, h, err := d.accel.get(ctx, l, false)
 		if err != nil {

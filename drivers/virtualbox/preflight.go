@@ -21,6 +21,7 @@ func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	fail := func(reason, fix string) (string, error) {
 		return "", &drivers.UnavailableError{Driver: config.DriverVirtualBox, Reason: reason, Fix: fix}
 	}
+	drivers.Waiting(ctx, "VBoxManage --version")
 	out, err := d.run(ctx, "--version")
 	if err != nil {
 		if _, ok := err.(*drivers.UnavailableError); ok {

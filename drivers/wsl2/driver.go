@@ -132,6 +132,7 @@ func (d *Driver) facts(ctx context.Context) (hostFacts, error) {
 // Preflight implements drivers.Driver: wsl.exe of WSL 2.0 or newer, all
 // that removing nodes needs.
 func (d *Driver) Preflight(ctx context.Context) (string, error) {
+	drivers.Waiting(ctx, "wsl.exe and the WSL distribution's answers")
 	f, err := d.facts(ctx)
 	if err != nil {
 		return "", err

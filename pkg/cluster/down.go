@@ -83,20 +83,14 @@ func (p *Provider) driversOf(ctx context.Context, rec *config.Cluster) ([]driver
 			if err != nil {
 				return nil, err
 			}
-			if _, err := d.Preflight(ctx); err != nil {
+			if _, err := drivers.Preflight(ctx, d); err != nil {
 				return nil, fmt.Errorf("cannot reach the nodes of cluster %s on driver %s: %w", rec.Name, n.Driver, err)
 			}
 			out = append(out, d)
 		}
 		return out, nil
 	}
-	for _, name := range p.Registry.Names() {
-		d, _ := p.Registry.Get(name)
-		if _, err := d.Preflight(ctx); err == nil {
-			out = append(out, d)
-		}
-	}
-	return out, nil
+	return p.Registry.Reachable(ctx), nil
 }
 
 // deleteMachines deletes every machine driver d holds for cluster, and

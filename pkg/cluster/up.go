@@ -223,7 +223,7 @@ func (p *Provider) ProbeSubnet(ctx context.Context, cfg *config.Cluster) (netip.
 		if err != nil {
 			continue
 		}
-		if _, err := d.Preflight(ctx); err == nil {
+		if _, err := drivers.Preflight(ctx, d); err == nil {
 			c.Drivers[n.Name] = d
 		}
 	}

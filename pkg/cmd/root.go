@@ -108,6 +108,11 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 			if err := config.CheckName(g.name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
+			// A driver's check of the host that takes long says what it
+			// waits for, a line every few seconds, never silence.
+			if !g.quiet {
+				cmd.SetContext(ui.WithNotes(cmd.Context(), func(m string) { fmt.Fprintf(s.ErrOut, "  %s\n", m) }))
+			}
 			return nil
 		},
 	}
