@@ -48,6 +48,7 @@ func newNodeImageCommand(g *globals, s Streams) *cobra.Command {
 func newNodeImageBuildLinuxCommand(g *globals, s Streams) *cobra.Command {
 	opts := nodeimage.Options{}
 	var source, formats, where string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "linux",
 		Short: "Build the Linux node image into every driver's format",
@@ -69,11 +70,15 @@ registry access. Results are cached by their inputs: building again with
 nothing changed takes seconds. Building needs a Docker engine, where the
 Debian root is configured (no root, no debootstrap); without one, WSL 2 on
 Windows or a libvirt VM on Linux configures it instead (--configure-in).`,
-		Example: `  hwk node-image build linux --source source --formats docker,qcow2`,
-		Args:    cobra.NoArgs,
+		Example: `  hwk node-image build linux --source source --formats docker,qcow2
+  hwk node-image build linux --source source --dry-run`,
+		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts.Source = nodeimage.Source(source)
 			opts.Formats = splitFormats(formats)
+			if dryRun {
+				return planLinux(c.Context(), s, opts)
+			}
 			m, err := g.buildLinux(c.Context(), s, opts, where, !c.Flags().Changed("formats"))
 			if err != nil {
 				return err
@@ -87,7 +92,32 @@ Windows or a libvirt VM on Linux configures it instead (--configure-in).`,
 	f.StringVar(&source, "source", string(nodeimage.Release), "where binaries and images come from: release (official downloads) or source (built from the Go module proxy)")
 	f.StringVar(&formats, "formats", "docker,tar,qcow2,vhdx,vdi", "comma-separated formats to make: docker, tar, qcow2, vhdx, vdi")
 	f.StringVar(&where, "configure-in", configureAuto, "the Linux kernel the Debian root is configured in: auto (Docker, else WSL 2 on Windows, else a libvirt VM), docker, wsl2 or libvirt")
+	f.BoolVar(&dryRun, "dry-run", false, "make nothing: print each component (built from source or downloaded), whether it is cached and its cache directory, then the node image")
 	return cmd
+}
+
+// planLinux prints what a build of opts would make and what is cached.
+func planLinux(ctx context.Context, s Streams, opts nodeimage.Options) error {
+	opts.CacheDir = state.DefaultDirs().Cache
+	opts.Docker = dockerClient()
+	plan, err := nodeimage.Plan(ctx, opts)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PART\tVERSION\tFROM\tCACHED\tDIRECTORY")
+	for _, p := range plan {
+		name := p.Name
+		if p.What == "image" {
+			name = "node image " + p.Name
+		}
+		cached := "no"
+		if p.Cached {
+			cached = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", name, p.Version, p.From, cached, p.Dir)
+	}
+	return tw.Flush()
 }
 
 // buildLinux builds the Linux node image opts describe into hwk's cache,
@@ -208,7 +238,7 @@ func (g *globals) stageKernel(ctx context.Context, opts *nodeimage.Options, wher
 	}
 	for _, name := range kernelBooters(r) {
 		d, _ := r.Get(name)
-		if _, err := d.Preflight(ctx); err != nil {
+		if _, err := drivers.Preflight(ctx, d); err != nil {
 			why = append(why, name+": "+reason(err))
 			continue
 		}

@@ -42,6 +42,49 @@ func TestNodeImageBadInput(t *testing.T) {
 	}
 }
 
+// TestNodeImageBuildDryRun: --dry-run lists every component, where it
+// would come from and its cache directory, and the node image, and makes
+// nothing; a component made before shows as cached.
+func TestNodeImageBuildDryRun(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HWK_HOME", home)
+	code, stdout, stderr := run(t, "node-image", "build", "linux", "--source", "release", "--dry-run")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(lines) < 3 || !strings.HasPrefix(lines[0], "PART") || !strings.HasPrefix(lines[len(lines)-1], "node image linux-v") {
+		t.Fatalf("plan:\n%s", stdout)
+	}
+	build := filepath.Join(state.DefaultDirs().Cache, "build")
+	var runc string
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if f[0] == "runc" {
+			runc = f[len(f)-1]
+			if f[2] != "release" || f[3] != "no" || filepath.Dir(runc) != build {
+				t.Errorf("runc: %q", l)
+			}
+		}
+	}
+	if runc == "" {
+		t.Fatalf("no runc in the plan:\n%s", stdout)
+	}
+	if entries, _ := os.ReadDir(home); len(entries) != 0 {
+		t.Errorf("a dry run wrote to HWK_HOME: %v", entries)
+	}
+	if err := os.MkdirAll(runc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(runc, ".done"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, _ = run(t, "node-image", "build", "linux", "--source", "release", "--dry-run")
+	if !regexp.MustCompile(`(?m)^runc +v\S+ +release +yes +`).MatchString(stdout) {
+		t.Errorf("runc is cached now:\n%s", stdout)
+	}
+}
+
 func TestNodeImageListEmpty(t *testing.T) {
 	t.Setenv("HWK_HOME", t.TempDir())
 	code, stdout, _ := run(t, "node-image", "list")

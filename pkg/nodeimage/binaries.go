@@ -32,7 +32,7 @@ func (b *builder) binaries(ctx context.Context) error {
 		if len(need) == 0 {
 			continue
 		}
-		dir := filepath.Join(b.opts.CacheDir, "build", fmt.Sprintf("%s-%s-%s", c.Name, b.version(c), b.keys["component/"+c.Name][:12]))
+		dir := b.componentDir(c)
 		src := b.sourceOf(c)
 		verb := "Build"
 		if src == Release {
@@ -80,6 +80,11 @@ func (b *builder) binaries(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// componentDir is where c's binaries are kept, by its cache key.
+func (b *builder) componentDir(c *component) string {
+	return filepath.Join(b.opts.CacheDir, "build", fmt.Sprintf("%s-%s-%s", c.Name, b.version(c), b.keys["component/"+c.Name][:12]))
 }
 
 // needed lists the binaries this build takes from c: from source, all of

@@ -155,9 +155,8 @@ func (b *builder) targetOS() string {
 	return b.goos
 }
 
-// Build makes (or finds in the cache) the Linux node image described by
-// opts and returns its manifest.
-func Build(ctx context.Context, opts Options) (*Manifest, error) {
+// newBuilder is the build opts describe, its cache keys computed.
+func newBuilder(ctx context.Context, opts Options) (*builder, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
@@ -175,6 +174,51 @@ func Build(ctx context.Context, opts Options) (*Manifest, error) {
 		return nil, err
 	}
 	b.dir = filepath.Join(opts.CacheDir, "node-images", b.name())
+	return b, nil
+}
+
+// Planned is one part of a build as Plan sees it before anything is made.
+type Planned struct {
+	// What is "component" (binaries built or downloaded) or "image" (the
+	// node image itself).
+	What    string
+	Name    string
+	Version string
+	// From is "source" or "release", for a component.
+	From   Source
+	Cached bool
+	// Dir is where the build keeps it in the cache.
+	Dir string
+}
+
+// Plan is what Build would make for opts, and what of it is cached
+// already, without making anything: each component with where it comes
+// from and its cache directory, then the node image.
+func Plan(ctx context.Context, opts Options) ([]Planned, error) {
+	b, err := newBuilder(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	var out []Planned
+	for i := range b.recipe.Components {
+		c := &b.recipe.Components[i]
+		if len(b.needed(c)) == 0 {
+			continue
+		}
+		dir := b.componentDir(c)
+		out = append(out, Planned{What: "component", Name: c.Name, Version: b.version(c), From: b.sourceOf(c), Cached: done(dir), Dir: dir})
+	}
+	_, missing := b.cached(ctx)
+	return append(out, Planned{What: "image", Name: b.name(), Version: opts.KubernetesVersion, From: opts.Source, Cached: len(missing) == 0, Dir: b.dir}), nil
+}
+
+// Build makes (or finds in the cache) the Linux node image described by
+// opts and returns its manifest.
+func Build(ctx context.Context, opts Options) (*Manifest, error) {
+	b, err := newBuilder(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
 
 	m, missing := b.cached(ctx)
 	if len(missing) == 0 {
