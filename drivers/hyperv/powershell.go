@@ -12,7 +12,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
@@ -99,11 +101,48 @@ func requestLine(script string) string {
 // #7634, #24683); readReply drops one all the same.
 const sessionSetup = "[Console]::OutputEncoding = [Text.UTF8Encoding]::new($false)\n"
 
+// readyLine is the session's second line: PowerShell prints readyMarker
+// once it runs what it reads, and the session waits for that, at most
+// StartTimeout, before its first request. A powershell.exe that starts
+// and never answers (Wine's is a stub that reads its stdin and prints
+// nothing: wine programs/powershell/main.c) is then an error that says
+// so, not a wait without end.
+const (
+	readyMarker = "<<hwk-ready>>"
+	readyLine   = "'" + readyMarker + "'\n"
+)
+
+// StartTimeout is how long a new session waits for PowerShell's first
+// answer. Windows PowerShell 5.1 answers in about a second, and up to
+// several the first time after a boot or with an antivirus scanning it.
+const StartTimeout = 20 * time.Second
+
 // reply is one framed answer.
 type reply struct {
 	OK    bool            `json:"ok"`
 	Out   json.RawMessage `json:"out"`
 	Error *PSError        `json:"error"`
+}
+
+// readReady reads r up to the line PowerShell prints for readyLine.
+// Other lines go to stray.
+func readReady(r *bufio.Reader, stray io.Writer) error {
+	for {
+		line, err := r.ReadString('\n')
+		line = strings.TrimPrefix(strings.TrimRight(line, "\r\n"), "\ufeff")
+		switch {
+		case line == readyMarker:
+			return nil
+		case line != "":
+			fmt.Fprintln(stray, line)
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return errors.New("PowerShell exited before it answered")
+			}
+			return err
+		}
+	}
 }
 
 // readReply reads one reply from r: lines up to the end marker, with the
@@ -214,6 +253,8 @@ type Session struct {
 	// stderr keeps the end of what the process wrote to its stderr, for
 	// the error when it dies.
 	stderr *node.Tail
+	// startTimeout replaces StartTimeout (tests).
+	startTimeout time.Duration
 }
 
 // Run implements Runner.
@@ -232,11 +273,15 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 		}
 		starts.Add(1)
 		s.proc, s.out = p, bufio.NewReaderSize(p.Stdout(), 1<<16)
-		if _, err := io.WriteString(p, sessionSetup); err != nil {
+		if _, err := io.WriteString(p, sessionSetup+readyLine); err != nil {
 			s.reset()
 			return fmt.Errorf("start PowerShell: %w", err)
 		}
+		if err := s.awaitReady(ctx, log); err != nil {
+			return err
+		}
 	}
+	drivers.Waiting(ctx, "Windows PowerShell's answer to a script")
 	if _, err := io.WriteString(s.proc, requestLine(script)); err != nil {
 		s.reset()
 		return fmt.Errorf("PowerShell: %w", err)
@@ -272,6 +317,42 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 		<-done
 		return ctx.Err()
 	}
+}
+
+// awaitReady waits for a new process's answer to readyLine, at most
+// StartTimeout. On failure the process is gone.
+func (s *Session) awaitReady(ctx context.Context, log io.Writer) error {
+	limit := s.startTimeout
+	if limit == 0 {
+		limit = StartTimeout
+	}
+	drivers.Waiting(ctx, "Windows PowerShell (powershell.exe) to start and answer")
+	done := make(chan error, 1)
+	rd := s.out
+	go func() { done <- readReady(rd, log) }()
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	var err error
+	select {
+	case err = <-done:
+		if err == nil {
+			return nil
+		}
+		s.reset()
+	case <-t.C:
+		err = fmt.Errorf("powershell.exe started but did not answer in %s: it is not a working Windows PowerShell 5.1 (Wine's powershell.exe, for one, is a stub that never answers)", limit)
+		s.reset()
+		<-done
+	case <-ctx.Done():
+		s.reset()
+		<-done
+		return ctx.Err()
+	}
+	stderr := s.stderr
+	if last := strings.TrimSpace(strings.ToValidUTF8(stderr.String(), "")); last != "" {
+		err = fmt.Errorf("%w; the end of its stderr: %s", err, last)
+	}
+	return &noPowerShellError{err}
 }
 
 // noPowerShellError is PowerShell failing to start (or a host without

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
@@ -70,6 +71,28 @@ func TestFakeProgramStderrAndCrash(t *testing.T) {
 	s.Close()
 	if !strings.Contains(log.String(), "<AV>Preparing modules for first use.</AV>") {
 		t.Errorf("the session's log lacks PowerShell's stderr: %q", log.String())
+	}
+}
+
+// TestFakeProgramSilent: the driver's real session, started on a
+// powershell.exe that never answers (as Wine's stub), gives up after the
+// session's start limit with a reason, and kills the process it started.
+func TestFakeProgramSilent(t *testing.T) {
+	ps := hypervtest.NewSilent(t)
+	s := NewSession(io.Discard)
+	s.startTimeout = time.Second
+	defer s.Close()
+	d := New(Options{Runner: s})
+	began := time.Now()
+	_, err := d.Preflight(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "powershell.exe started but did not answer in 1s") {
+		t.Errorf("preflight: %v", err)
+	}
+	if took := time.Since(began); took > 15*time.Second {
+		t.Errorf("preflight took %s", took)
+	}
+	if starts := ps.Starts(); len(starts) != 1 {
+		t.Errorf("starts: %q", starts)
 	}
 }
 

@@ -41,6 +41,12 @@ func startFake(handle func(script string) []string) func(io.Writer) (process, er
 			sc.Buffer(make([]byte, 1<<20), 1<<24)
 			re := regexp.MustCompile(`FromBase64String\('([^']*)'\)`)
 			for sc.Scan() {
+				if sc.Text()+"\n" == readyLine {
+					if _, err := io.WriteString(outW, readyMarker+"\r\n"); err != nil {
+						return
+					}
+					continue
+				}
 				m := re.FindStringSubmatch(sc.Text())
 				if m == nil {
 					continue // the setup line
@@ -157,6 +163,34 @@ func TestSessionWithoutPowerShell(t *testing.T) {
 	d = New(Options{Runner: s})
 	if _, err := d.List(context.Background(), "demo"); err == nil || errorAs(err, &ue) || !strings.Contains(err.Error(), "PowerShell's reply: json: cannot unmarshal") {
 		t.Errorf("list with an unreadable reply: %v", err)
+	}
+}
+
+// TestSessionSilentPowerShell: a powershell.exe that starts and never
+// answers (as Wine's stub) fails the first script within the session's
+// start limit, as PowerShell missing: Preflight says the driver is not
+// usable and why, instead of waiting without end.
+func TestSessionSilentPowerShell(t *testing.T) {
+	silent := func(io.Writer) (process, error) {
+		inR, inW := io.Pipe()
+		outR, outW := io.Pipe()
+		go func() { io.Copy(io.Discard, inR); outW.Close() }()
+		return &fakeProcess{in: inW, out: outR}, nil
+	}
+	s := &Session{start: silent, startTimeout: 200 * time.Millisecond}
+	d := New(Options{Runner: s})
+	began := time.Now()
+	_, err := d.Preflight(context.Background())
+	var ue *drivers.UnavailableError
+	if !errorAs(err, &ue) || !strings.Contains(ue.Reason, "powershell.exe started but did not answer in 200ms") {
+		t.Errorf("preflight with a silent PowerShell: %v", err)
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("preflight took %s", took)
+	}
+	// The next script starts PowerShell again, and waits no longer.
+	if err := s.Run(context.Background(), "Write-Output 1", nil); !errors.Is(err, errNoPowerShell) {
+		t.Errorf("a second script: %v", err)
 	}
 }
 

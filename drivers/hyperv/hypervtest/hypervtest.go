@@ -35,3 +35,14 @@ func New(t testing.TB, transcript string) *FakePowerShell {
 		Replies:    filepath.Join(testdata(), "replies"),
 	})
 }
+
+// NewSilent puts first on PATH a powershell.exe that reads the session's
+// stdin to its end and answers nothing, as Wine's does.
+func NewSilent(t testing.TB) *FakePowerShell {
+	t.Helper()
+	return fakeprog.New(t, fakeprog.Config{
+		Program:  "powershell.exe",
+		Protocol: fakeprog.PowerShellSession,
+		Silent:   true,
+	})
+}

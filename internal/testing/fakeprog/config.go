@@ -11,7 +11,8 @@ const (
 	Calls Protocol = "calls"
 	// PowerShellSession: the process is the Hyper-V driver's PowerShell
 	// session (drivers/hyperv/powershell.go): started with -Command -, it
-	// reads a setup line, then one request per line, a base64 script that
+	// reads a setup line and a ready check (answered with its marker
+	// line), then one request per line, a base64 script that
 	// hyperv.Wrap wrapped, and answers each with a framed result line
 	// whose out is a reply's JSON or whose error is an exchange's error
 	// record.
@@ -34,6 +35,11 @@ type Config struct {
 	// the real program answers a failure; "{why}" in its text is the
 	// reason. A session answers with an error record.
 	Refusal Reply `json:"refusal"`
+	// Silent makes a session read its stdin to the end and answer
+	// nothing, as Wine's powershell.exe does (a stub that reads the
+	// commands of -Command - and prints nothing: wine
+	// programs/powershell/main.c).
+	Silent bool `json:"silent"`
 }
 
 // The files of the fake's directory.

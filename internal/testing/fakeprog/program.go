@@ -164,7 +164,11 @@ func (p *program) unexpected(args []string, why string) {
 var (
 	sessionArgs  = []string{"-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-Command", "-"}
 	sessionSetup = "[Console]::OutputEncoding = [Text.UTF8Encoding]::new($false)"
-	requestLine  = regexp.MustCompile(`^& \(\[ScriptBlock\]::Create\(\[Text\.Encoding\]::UTF8\.GetString\(\[Convert\]::FromBase64String\('([A-Za-z0-9+/=]*)'\)\)\)\)$`)
+	// readyLine is a string expression, which PowerShell writes out as
+	// it is, as its own line.
+	readyLine   = "'<<hwk-ready>>'"
+	readyAnswer = "<<hwk-ready>>"
+	requestLine = regexp.MustCompile(`^& \(\[ScriptBlock\]::Create\(\[Text\.Encoding\]::UTF8\.GetString\(\[Convert\]::FromBase64String\('([A-Za-z0-9+/=]*)'\)\)\)\)$`)
 )
 
 // session speaks the Hyper-V driver's session protocol until stdin ends.
@@ -176,14 +180,31 @@ func (p *program) session(args []string, unwrap Unwrap) int {
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 16<<20)
 	out := bufio.NewWriter(os.Stdout)
-	first := true
+	n := 0
 	for in.Scan() {
 		line := in.Text()
-		if first {
-			first = false
+		n++
+		switch {
+		case n == 1:
 			if line != sessionSetup {
 				p.unexpected(args, fmt.Sprintf("first line %q, want the session's setup %q", line, sessionSetup))
 			}
+			continue
+		case n == 2:
+			if line != readyLine {
+				p.unexpected(args, fmt.Sprintf("second line %q, want the session's ready check %q", line, readyLine))
+				continue
+			}
+			if p.cfg.Silent {
+				// As Wine's powershell.exe: it reads on and answers nothing.
+				continue
+			}
+			fmt.Fprintf(out, "%s\r\n", readyAnswer)
+			if err := out.Flush(); err != nil {
+				os.Exit(1)
+			}
+			continue
+		case p.cfg.Silent:
 			continue
 		}
 		m := requestLine.FindStringSubmatch(line)
