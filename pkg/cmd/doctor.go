@@ -3,9 +3,9 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -39,10 +39,13 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 			if err != nil {
 				return err
 			}
+			if err := out.check(); err != nil {
+				return err
+			}
 			p := g.provider(s, "")
 			in := doctor.Input{
 				Probes:  doctor.HostProbes(),
-				Drivers: g.availability(c.Context()),
+				Drivers: g.availability,
 				Cluster: cfg,
 				DataDir: state.DefaultDirs().Data,
 				Source:  flags.source(),
@@ -77,20 +80,17 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 				_, err = pins.Ref(cfg.KubernetesVersion, cfg.Images.Registry)
 			}
 			in.NoLinuxPull = err
-			checks := doctor.Run(c.Context(), in)
-			err = out.print(s.Out, checks, func() {
-				tw := tabwriter.NewWriter(s.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CHECK\tSTATUS\tDETAIL")
-				for _, ch := range checks {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Name, ch.Status, ch.Detail)
-					if ch.Fix != "" && (ch.Status == doctor.Warn || ch.Status == doctor.Fail) {
-						fmt.Fprintf(tw, "\t\t  fix: %s\n", ch.Fix)
-					}
+			// The text report is printed a line per check as each is
+			// made; JSON and YAML once, whole.
+			var emit func(doctor.Check)
+			if out.format == "text" {
+				emit = doctorLines(s.Out, g.registry().Names())
+			}
+			checks := doctor.Run(c.Context(), in, emit)
+			if out.format != "text" {
+				if err := out.print(s.Out, checks, nil); err != nil {
+					return err
 				}
-				tw.Flush()
-			})
-			if err != nil {
-				return err
 			}
 			if doctor.Failed(checks) {
 				return fmt.Errorf("some checks failed; each says how to fix it")
@@ -101,4 +101,22 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 	flags.register(cmd)
 	out.register(cmd, "text", "text", "json")
 	return cmd
+}
+
+// doctorLines prints the header, then returns the printer of each check's
+// line (and its fix), in columns wide enough for every check's name.
+func doctorLines(w io.Writer, driverNames []string) func(doctor.Check) {
+	width := len("virtualization")
+	for _, n := range driverNames {
+		width = max(width, len("driver "+n))
+	}
+	width += 2
+	const status = 8
+	fmt.Fprintf(w, "%-*s%-*s%s\n", width, "CHECK", status, "STATUS", "DETAIL")
+	return func(ch doctor.Check) {
+		fmt.Fprintf(w, "%-*s%-*s%s\n", width, ch.Name, status, ch.Status, ch.Detail)
+		if ch.Fix != "" && (ch.Status == doctor.Warn || ch.Status == doctor.Fail) {
+			fmt.Fprintf(w, "%s  fix: %s\n", strings.Repeat(" ", width+status), ch.Fix)
+		}
+	}
 }

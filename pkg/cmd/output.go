@@ -25,8 +25,8 @@ func (o *outputFlag) register(cmd *cobra.Command, def string, allowed ...string)
 
 // print writes v as JSON or YAML, or calls text for the human format.
 func (o *outputFlag) print(w io.Writer, v any, text func()) error {
-	if !slices.Contains(o.allowed, o.format) {
-		return fmt.Errorf("--output %q is not supported; use %s", o.format, strings.Join(o.allowed, ", "))
+	if err := o.check(); err != nil {
+		return err
 	}
 	switch o.format {
 	case "json":
@@ -44,6 +44,14 @@ func (o *outputFlag) print(w io.Writer, v any, text func()) error {
 		text()
 		return nil
 	}
+}
+
+// check refuses a format the command does not print.
+func (o *outputFlag) check() error {
+	if !slices.Contains(o.allowed, o.format) {
+		return fmt.Errorf("--output %q is not supported; use %s", o.format, strings.Join(o.allowed, ", "))
+	}
+	return nil
 }
 
 // yamlToAny decodes YAML into generic values, for printing as JSON.

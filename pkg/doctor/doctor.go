@@ -84,8 +84,9 @@ type Probes struct {
 // Input is what to judge: the probes, the drivers' own preflights, the
 // cluster that would be made and the subnet up would give it.
 type Input struct {
-	Probes  Probes
-	Drivers []drivers.Availability
+	Probes Probes
+	// Drivers runs the drivers' preflights (drivers.Registry.Check).
+	Drivers func(context.Context) []drivers.Availability
 	Cluster *config.Cluster
 	// Existing says Cluster is the record of a cluster that exists, not
 	// the one up would make; Subnet is then the one it has.
@@ -105,26 +106,55 @@ type Input struct {
 	// NoLinuxPull says why up could not pull a Linux node image (this
 	// build pins none for the version); nil when it could.
 	NoLinuxPull error
+
+	// drivers is what Drivers found, once per Run.
+	drivers []drivers.Availability
 }
 
 // maxSkew is the clock difference past which certificates made on one
 // side look not yet valid, or expired, to the other.
 const maxSkew = 30 * time.Second
 
-// Run makes every check, in the order of the report.
-func Run(ctx context.Context, in Input) []Check {
+// ProbeTimeout bounds each probe of the host (its facts through
+// PowerShell, its memory, the Docker engine, a disk's free space): one
+// that does not answer makes its check a warning that says so.
+const ProbeTimeout = 20 * time.Second
+
+// probeLimit is ProbeTimeout, shortened by tests.
+var probeLimit = ProbeTimeout
+
+// Run makes every check, in the order of the report, and hands each to
+// emit (when not nil) as soon as it is made, so that the report is
+// printed as it goes. While a probe or a driver's preflight is slow, the
+// context's note function (ui.WithNotes) hears what it is waiting for.
+func Run(ctx context.Context, in Input, emit func(Check)) []Check {
 	var out []Check
-	if in.Cluster != nil {
-		out = append(out, target(in))
+	add := func(c Check) {
+		out = append(out, c)
+		if emit != nil {
+			emit(c)
+		}
 	}
-	out = append(out, virtualization(ctx, in))
-	for _, a := range in.Drivers {
-		out = append(out, driverCheck(a, in))
+	if in.Cluster != nil {
+		add(target(in))
+	}
+	in.Probes = in.Probes.timed()
+	if in.Drivers != nil {
+		in.drivers = in.Drivers(ctx)
+	}
+	add(virtualization(ctx, in))
+	for _, a := range in.drivers {
+		add(driverCheck(a, in))
 	}
 	if in.Probes.OS == "windows" {
-		out = append(out, coexistence(ctx, in))
+		add(coexistence(ctx, in))
 	}
-	out = append(out, images(in), memory(ctx, in), disk(in), engine(ctx, in), subnet(in), ports(in))
+	add(images(in))
+	add(memory(ctx, in))
+	add(disk(in))
+	add(engine(ctx, in))
+	add(subnet(in))
+	add(ports(in))
 	return out
 }
 
@@ -170,7 +200,7 @@ func virtualization(ctx context.Context, in Input) Check {
 // emulated names a driver of the cluster's (of any, with no cluster) that
 // works only by emulating the CPU.
 func emulated(in Input) string {
-	for _, a := range in.Drivers {
+	for _, a := range in.drivers {
 		if a.Available && a.Emulated && (in.Cluster == nil || usesDriver(in.Cluster, a.Name)) {
 			return a.Name
 		}

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
+	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 var now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -42,6 +44,11 @@ func cluster(t *testing.T, driver string, windows int) *config.Cluster {
 	return c
 }
 
+// avail is a Drivers that finds as.
+func avail(as ...drivers.Availability) func(context.Context) []drivers.Availability {
+	return func(context.Context) []drivers.Availability { return as }
+}
+
 func find(t *testing.T, cs []Check, name string) Check {
 	t.Helper()
 	for _, c := range cs {
@@ -56,8 +63,8 @@ func find(t *testing.T, cs []Check, name string) Check {
 func TestHealthyHosts(t *testing.T) {
 	for _, os := range []string{"linux", "windows", "darwin"} {
 		in := Input{Probes: healthy(os), Cluster: cluster(t, config.DriverDocker, 0), DataDir: "/data", Subnet: netip.MustParsePrefix("172.31.250.0/24"), Images: []string{"linux v1.35.4"},
-			Drivers: []drivers.Availability{{Name: "docker", Available: true, Detail: "Docker Engine 28.0.1"}}}
-		cs := Run(context.Background(), in)
+			Drivers: avail(drivers.Availability{Name: "docker", Available: true, Detail: "Docker Engine 28.0.1"})}
+		cs := Run(context.Background(), in, nil)
 		for _, c := range cs {
 			if c.Status != OK {
 				t.Errorf("%s: %s is %s: %s", os, c.Name, c.Status, c.Detail)
@@ -95,9 +102,9 @@ func TestLinuxProblems(t *testing.T) {
 	}
 	p.Listening = func(port int) bool { return port == 6443 }
 	in := Input{Probes: p, Cluster: cluster(t, config.DriverLibvirt, 1), DataDir: "/data", Images: []string{"linux v1.35.4"}, WindowsImageHelp: "build one",
-		Drivers:   []drivers.Availability{{Name: "libvirt", Detail: "no libvirt socket", Fix: "sudo apt-get install libvirt-daemon-system"}, {Name: "docker", Detail: "not running", Fix: "start it"}},
+		Drivers:   avail(drivers.Availability{Name: "libvirt", Detail: "no libvirt socket", Fix: "sudo apt-get install libvirt-daemon-system"}, drivers.Availability{Name: "docker", Detail: "not running", Fix: "start it"}),
 		SubnetErr: errors.New("no /24 in 172.31.0.0/16 is free for the node network\n  fix: set networking.nodeSubnet")}
-	cs := Run(context.Background(), in)
+	cs := Run(context.Background(), in, nil)
 	want := map[string]struct {
 		status Status
 		fix    string
@@ -130,19 +137,19 @@ func TestLinuxProblems(t *testing.T) {
 	kvm.Probes.Virtualization = func(context.Context) (Virtualization, error) {
 		return Virtualization{Enabled: true, Detail: "KVM: /dev/kvm"}, nil
 	}
-	kvm.Drivers = []drivers.Availability{{Name: "libvirt", Available: true, Emulated: true, Detail: "TCG"}}
-	if c := find(t, Run(context.Background(), kvm), "virtualization"); c.Status != Warn || !strings.Contains(c.Detail, "libvirt driver cannot use it") {
+	kvm.Drivers = avail(drivers.Availability{Name: "libvirt", Available: true, Emulated: true, Detail: "TCG"})
+	if c := find(t, Run(context.Background(), kvm, nil), "virtualization"); c.Status != Warn || !strings.Contains(c.Detail, "libvirt driver cannot use it") {
 		t.Errorf("KVM that QEMU cannot use: %+v", c)
 	}
 	// ...which a cluster of containers does not mind.
 	kvm.Cluster = cluster(t, config.DriverDocker, 0)
-	if c := find(t, Run(context.Background(), kvm), "virtualization"); c.Status != OK {
+	if c := find(t, Run(context.Background(), kvm, nil), "virtualization"); c.Status != OK {
 		t.Errorf("KVM that QEMU cannot use, docker cluster: %+v", c)
 	}
 
 	// An all-container cluster does not need virtualization.
 	in.Cluster = cluster(t, config.DriverDocker, 0)
-	if c := find(t, Run(context.Background(), in), "virtualization"); c.Status != Warn {
+	if c := find(t, Run(context.Background(), in, nil), "virtualization"); c.Status != Warn {
 		t.Errorf("no virtualization for a docker cluster: %s", c.Status)
 	}
 }
@@ -160,7 +167,7 @@ func TestWindowsProblems(t *testing.T) {
 		return &Engine{Version: "28.0.1", OSType: "windows", Time: now}, nil
 	}
 	in := Input{Probes: p, Cluster: cluster(t, config.DriverDocker, 0), DataDir: `C:\Users\me\AppData\Local\hwk`, Subnet: netip.MustParsePrefix("172.31.251.0/24")}
-	cs := Run(context.Background(), in)
+	cs := Run(context.Background(), in, nil)
 	if c := find(t, cs, "hypervisors"); c.Status != Warn || !strings.Contains(c.Fix, "bcdedit /set hypervisorlaunchtype off") {
 		t.Errorf("VirtualBox beside Hyper-V: %+v", c)
 	}
@@ -175,22 +182,22 @@ func TestWindowsProblems(t *testing.T) {
 		return (&hostFacts{Extensions: true}).virtualization(), nil
 	}
 	in.Cluster = cluster(t, config.DriverHyperV, 1)
-	if c := find(t, Run(context.Background(), in), "virtualization"); c.Status != Fail || !strings.Contains(c.Fix, "firmware (UEFI/BIOS)") {
+	if c := find(t, Run(context.Background(), in, nil), "virtualization"); c.Status != Fail || !strings.Contains(c.Fix, "firmware (UEFI/BIOS)") {
 		t.Errorf("firmware off: %+v", c)
 	}
 
 	// With both images cached a Windows worker has what it needs; with
 	// only the Windows one, up pulls the Linux one.
 	in.Images = []string{"windows v1.35.4", "linux v1.35.4"}
-	if c := find(t, Run(context.Background(), in), "node images"); c.Status != OK || c.Detail != "a linux node image is cached; a windows node image is cached" {
+	if c := find(t, Run(context.Background(), in, nil), "node images"); c.Status != OK || c.Detail != "a linux node image is cached; a windows node image is cached" {
 		t.Errorf("both images: %+v", c)
 	}
 	in.Images = []string{"windows v1.35.4"}
-	if c := find(t, Run(context.Background(), in), "node images"); c.Status != OK || !strings.Contains(c.Detail, "up pulls the one this hwk build pins") {
+	if c := find(t, Run(context.Background(), in, nil), "node images"); c.Status != OK || !strings.Contains(c.Detail, "up pulls the one this hwk build pins") {
 		t.Errorf("no Linux image: %+v", c)
 	}
 	in.NoLinuxPull = errors.New("this hwk build pins no published node image for Kubernetes v1.35.4")
-	if c := find(t, Run(context.Background(), in), "node images"); c.Status != Fail || !strings.Contains(c.Fix, "hwk node-image load -i FILE") {
+	if c := find(t, Run(context.Background(), in, nil), "node images"); c.Status != Fail || !strings.Contains(c.Fix, "hwk node-image load -i FILE") {
 		t.Errorf("no Linux image and none to pull: %+v", c)
 	}
 
@@ -214,7 +221,7 @@ func TestDarwinProblems(t *testing.T) {
 	}
 	p.Engine = func(context.Context) (*Engine, error) { return nil, errors.New("Cannot connect to the Docker daemon") }
 	in := Input{Probes: p, Cluster: cluster(t, config.DriverDocker, 0), DataDir: "/Users/me/.local/share/hwk"}
-	cs := Run(context.Background(), in)
+	cs := Run(context.Background(), in, nil)
 	if c := find(t, cs, "docker engine"); c.Status != Fail || !strings.Contains(c.Fix, "start Docker") {
 		t.Errorf("no engine: %+v", c)
 	}
@@ -223,5 +230,57 @@ func TestDarwinProblems(t *testing.T) {
 	}
 	if c := find(t, cs, "node subnet"); c.Status != Skip {
 		t.Errorf("subnet with nothing found: %+v", c)
+	}
+}
+
+// TestSlowProbes: a probe that does not answer, whether it heeds its
+// context or not, becomes a warning saying which probe and how long,
+// the note function hears what is pending after a second, and every
+// check reaches emit, in the report's order, as it is made.
+func TestSlowProbes(t *testing.T) {
+	old := probeLimit
+	probeLimit = 1500 * time.Millisecond
+	defer func() { probeLimit = old }()
+	release := make(chan struct{})
+	defer close(release)
+	p := healthy("linux")
+	p.Memory = func(ctx context.Context) (uint64, uint64, error) {
+		ui.Waiting(ctx, "free(1)")
+		<-ctx.Done()
+		return 0, 0, ctx.Err()
+	}
+	p.Engine = func(context.Context) (*Engine, error) {
+		<-release
+		return nil, errors.New("late")
+	}
+	var notes []string
+	var mu sync.Mutex
+	ctx := ui.WithNotes(context.Background(), func(s string) {
+		mu.Lock()
+		notes = append(notes, s)
+		mu.Unlock()
+	})
+	in := Input{Probes: p, Cluster: cluster(t, config.DriverDocker, 0), DataDir: "/data", Subnet: netip.MustParsePrefix("172.31.250.0/24"),
+		Drivers: avail(drivers.Availability{Name: "docker", Available: true, Detail: "Docker Engine 28.0.1"})}
+	var emitted []string
+	cs := Run(ctx, in, func(c Check) { emitted = append(emitted, c.Name) })
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	if strings.Join(emitted, ",") != strings.Join(names, ",") || emitted[0] != "cluster" {
+		t.Errorf("emitted %q, returned %q", emitted, names)
+	}
+	if c := find(t, cs, "memory"); c.Status != Warn || c.Detail != "could not read the host's memory: no answer from the host's memory figures in 1.5s" {
+		t.Errorf("memory: %+v", c)
+	}
+	if c := find(t, cs, "docker engine"); c.Status != Fail || !strings.Contains(c.Detail, "no answer from the Docker engine in 1.5s") {
+		t.Errorf("docker engine: %+v", c)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := strings.Join(notes, "\n")
+	if !strings.Contains(got, "waiting 1s for the host's memory figures (free(1)) (at most 1.5s)") || !strings.Contains(got, "waiting 1s for the Docker engine (at most 1.5s)") {
+		t.Errorf("notes:\n%s", got)
 	}
 }

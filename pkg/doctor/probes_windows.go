@@ -3,11 +3,14 @@ package doctor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
+	"strings"
 
 	"golang.org/x/sys/windows"
 
 	"github.com/hwk-dev/hwk/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 func platform(p *Probes) {
@@ -17,13 +20,20 @@ func platform(p *Probes) {
 		if facts != nil {
 			return facts, nil
 		}
+		ui.Waiting(ctx, "powershell.exe to read Win32_Processor, Win32_ComputerSystem and Win32_OperatingSystem")
 		out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hostFactsScript).Output()
 		if err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
-				return nil, errors.New(string(ee.Stderr))
+				return nil, fmt.Errorf("powershell.exe exited with %d: %s", ee.ExitCode(), strings.TrimSpace(string(ee.Stderr)))
+			}
+			if errors.Is(err, exec.ErrNotFound) {
+				return nil, errors.New("Windows PowerShell (powershell.exe) is not on PATH")
 			}
 			return nil, err
+		}
+		if len(strings.TrimSpace(string(out))) == 0 {
+			return nil, errors.New("powershell.exe printed nothing and exited 0: it is not a working Windows PowerShell 5.1 (Wine's, for one, is a stub)")
 		}
 		f, err := parseHostFacts(out)
 		if err != nil {
