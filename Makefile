@@ -35,7 +35,7 @@ HWK_CACHE := $${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: debian-lock workflows ci-cold ci-full nonroot test-race all build test check-ps check-ps-files action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
+.PHONY: test-windows debian-lock workflows ci-cold ci-full nonroot test-race all build test check-ps check-ps-files action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
 
 all: build
 
@@ -83,6 +83,17 @@ test: check-ps-files $(ACTION_CACHE_DEPS)
 	race=$$($(GO) list $(RACE_PKGS)) && rest=$$($(GO) list ./... | grep -vxF "$$race") && \
 	$(TEST_ENV) $(GO) test -vet=off -count=1 -timeout 30m $$rest && \
 	$(TEST_ENV) $(GO) test -vet=off -race -count=1 -timeout 30m $$race
+
+# Every package's tests built for windows/amd64 and run under Wine 10, in
+# a Debian trixie root that hack/wine.sh makes once and caches (Go for
+# Windows too, built from the host Go's source): a table of packages and
+# results, and the failures that are Wine's, each with its reason
+# (hack/wintest/wine.go). Needs root; the docker driver's tests use this
+# machine's engine through a loopback relay. PKGS narrows the packages
+# (a regular expression of paths, e.g. PKGS='pkg/state|drivers/.*').
+PKGS ?=
+test-windows:
+	$(GO) run ./hack/wintest -run '$(PKGS)'
 
 # Every PowerShell file in the tree, and every script hwk generates (the
 # tests of each package that imports internal/testing/pscheck render them; the
