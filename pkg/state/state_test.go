@@ -126,7 +126,9 @@ func TestWriteFileAtomic(t *testing.T) {
 	if string(got) != "new" {
 		t.Errorf("content %q", got)
 	}
-	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
+	// Windows: Chmod sets only the read-only attribute; the file has its
+	// directory's inherited ACL (WriteFileAtomic), so there is no mode to check.
+	if fi, _ := os.Stat(path); runtime.GOOS != "windows" && fi.Mode().Perm() != 0o600 {
 		t.Errorf("mode %v, want 0600", fi.Mode().Perm())
 	}
 	entries, _ := os.ReadDir(dir)
@@ -134,9 +136,22 @@ func TestWriteFileAtomic(t *testing.T) {
 		t.Errorf("temporary files left behind: %v", entries)
 	}
 
-	// A symlinked file is replaced behind the link; the link stays.
+	// A directory that does not exist is an error, not a panic or a stray file.
+	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
+		t.Error("write into a missing directory succeeded")
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("a failed write left %v", entries)
+	}
+}
+
+// A symlinked file is replaced behind the link; the link stays.
+func TestWriteFileAtomicThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
 	real := filepath.Join(dir, "real")
-	os.WriteFile(real, []byte("x"), 0o600)
+	if err := os.WriteFile(real, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink(real, link); err != nil {
 		if runtime.GOOS != "windows" {
@@ -144,19 +159,43 @@ func TestWriteFileAtomic(t *testing.T) {
 		}
 		t.Skipf("Windows makes symlinks only with Developer Mode or as an administrator: %v", err)
 	}
+	if _, err := os.Lstat(link); err != nil {
+		t.Fatalf("os.Symlink succeeded but made no link: %v", err)
+	}
 	if err := WriteFileAtomic(link, []byte("y"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if fi, _ := os.Lstat(link); fi.Mode()&os.ModeSymlink == 0 {
-		t.Error("the symlink was replaced by a file")
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symlink was replaced by a file (%v)", err)
 	}
 	if got, _ := os.ReadFile(real); string(got) != "y" {
 		t.Errorf("link target holds %q", got)
 	}
+}
 
-	// A directory that does not exist is an error, not a panic or a stray file.
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); err == nil {
-		t.Error("write into a missing directory succeeded")
+// A file another process has open is replaced once it is closed: on
+// Windows the rename over it fails until then, and WriteFileAtomic waits.
+func TestWriteFileAtomicWhileOpen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		reader.Close()
+		close(closed)
+	}()
+	if err := WriteFileAtomic(path, []byte("new"), 0o600); err != nil {
+		t.Fatalf("replace a file that is open for a moment: %v", err)
+	}
+	<-closed
+	if got, _ := os.ReadFile(path); string(got) != "new" {
+		t.Errorf("content %q, want new", got)
 	}
 }
 
@@ -170,8 +209,10 @@ func TestStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fi, _ := os.Stat(dir); fi.Mode().Perm() != 0o700 {
-			t.Errorf("cluster dir mode %v, want 0700", fi.Mode().Perm())
+		// Windows: Mkdir's mode is not applied; the directory has its
+		// parent's inherited ACL, so there is no mode to check.
+		if fi, err := os.Stat(dir); err != nil || (runtime.GOOS != "windows" && fi.Mode().Perm() != 0o700) {
+			t.Errorf("cluster dir: %v, %v; want mode 0700", fi, err)
 		}
 	}
 	l, err := s.Lock("a") // lock files must not show up as clusters
@@ -195,23 +236,30 @@ func TestStore(t *testing.T) {
 }
 
 func TestDefaultDirs(t *testing.T) {
-	t.Setenv(HomeEnv, "/tmp/hwk-home")
+	// Absolute paths of this OS: adrg/xdg ignores an XDG variable that is
+	// not absolute, and /x is not on Windows (no drive).
+	root := t.TempDir()
+	home := filepath.Join(root, "hwk-home")
+	t.Setenv(HomeEnv, home)
 	d := DefaultDirs()
-	if d.Data != "/tmp/hwk-home/data" || d.Cache != "/tmp/hwk-home/cache" || d.Config != "/tmp/hwk-home/config" {
+	if d.Data != filepath.Join(home, "data") || d.Cache != filepath.Join(home, "cache") || d.Config != filepath.Join(home, "config") {
 		t.Errorf("HWK_HOME not honoured: %+v", d)
 	}
 	t.Setenv(HomeEnv, "")
-	t.Setenv("XDG_DATA_HOME", "/x/data")
-	t.Setenv("XDG_CACHE_HOME", "/x/cache")
-	t.Setenv("XDG_CONFIG_HOME", "/x/config")
+	x := filepath.Join(root, "x")
+	t.Setenv("XDG_DATA_HOME", filepath.Join(x, "data"))
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(x, "cache"))
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(x, "config"))
 	d = DefaultDirs()
-	if d.Data != "/x/data/hwk" || d.Cache != "/x/cache/hwk" || d.Config != "/x/config/hwk" {
+	if d.Data != filepath.Join(x, "data", "hwk") || d.Cache != filepath.Join(x, "cache", "hwk") || d.Config != filepath.Join(x, "config", "hwk") {
 		t.Errorf("XDG variables not honoured: %+v", d)
 	}
 }
 
 // TestLockRemove: Remove deletes the lock file, and a process that opened
 // the file before it was removed does not take the lock on the dead file.
+// On Windows the file cannot be deleted while that process has it open,
+// so it stays, and that process's lock on it is the current one.
 func TestLockRemove(t *testing.T) {
 	data := t.TempDir()
 	s := NewStore(Dirs{Data: data})
@@ -228,22 +276,41 @@ func TestLockRemove(t *testing.T) {
 	if err := l.Remove(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("the lock file is still there after Remove (%v)", err)
-	}
-	if err := tryLock(early); err != nil {
-		t.Fatalf("lock the removed file: %v", err)
-	}
-	if current(early, path) {
-		t.Error("a lock on the removed file counts as the current lock")
+	if runtime.GOOS == "windows" {
+		// DeleteFile fails with a sharing violation while early is open
+		// (Go opens files without FILE_SHARE_DELETE: syscall.Open).
+		if _, err := os.Stat(path); err != nil {
+			t.Fatalf("Remove deleted a lock file another process has open: %v", err)
+		}
+		if err := tryLock(early); err != nil {
+			t.Fatalf("lock the file Remove left: %v", err)
+		}
+		if !current(early, path) {
+			t.Error("a lock on the file at the lock's path does not count as the current lock")
+		}
+	} else {
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Fatalf("the lock file is still there after Remove (%v)", err)
+		}
+		if err := tryLock(early); err != nil {
+			t.Fatalf("lock the removed file: %v", err)
+		}
+		if current(early, path) {
+			t.Error("a lock on the removed file counts as the current lock")
+		}
 	}
 	unlock(early)
+	early.Close()
 	again, err := s.Lock("demo")
 	if err != nil {
 		t.Fatalf("lock after Remove: %v", err)
 	}
 	if err := again.Remove(); err != nil {
 		t.Fatal(err)
+	}
+	// With no other process holding the file open, it goes on every OS.
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the lock file is still there after the last Remove (%v)", err)
 	}
 }
 
