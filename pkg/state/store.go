@@ -183,8 +183,9 @@ func readSmall(path string) ([]byte, error) {
 
 // ExistingDir is the directory of cluster name, checked to be a real
 // directory inside the clusters directory: fs.ErrNotExist when there is
-// none, a *NotOursError for a symbolic link (which could lead a read of the
-// cluster's record or kubeconfig out of hwk's directory) or a file.
+// none, a *NotOursError for a symbolic link or a Windows junction (which
+// could lead a read of the cluster's record or kubeconfig, or a delete,
+// out of hwk's directory) or a file.
 func (s *Store) ExistingDir(name string) (string, error) {
 	dir, err := s.ClusterDir(name)
 	if err != nil {
@@ -197,6 +198,13 @@ func (s *Store) ExistingDir(name string) (string, error) {
 	case fi.Mode()&fs.ModeSymlink != 0:
 		target, _ := os.Readlink(dir)
 		return "", &NotOursError{Dir: dir, Reason: fmt.Sprintf("is a symbolic link (to %s), not a directory hwk made", target)}
+	case fi.Mode()&fs.ModeIrregular != 0 && !fi.IsDir():
+		// Windows: a junction (any user can make one, mklink /J), or
+		// another name-surrogate reparse point. Since Go 1.23 os.Lstat
+		// reports them neither as directories nor as symlinks but as
+		// irregular (os/types_windows.go, fileStat.mode).
+		target, _ := os.Readlink(dir)
+		return "", &NotOursError{Dir: dir, Reason: fmt.Sprintf("is a junction or another kind of link (to %s), not a directory hwk made", target)}
 	case !fi.IsDir():
 		return "", &NotOursError{Dir: dir, Reason: "is a file, not a directory hwk made"}
 	}
@@ -219,8 +227,9 @@ func (s *Store) CheckOwned(name string) error {
 
 // Remove deletes a cluster's directory and everything in it; a cluster
 // that has none is not an error. It deletes only the real directory of
-// that cluster, marked as hwk's: a symbolic link, a file, or a directory
-// without the marker is refused with a *NotOursError and left as it is.
+// that cluster, marked as hwk's: a symbolic link or junction, a file, or
+// a directory without the marker is refused with a *NotOursError and
+// left as it is.
 func (s *Store) Remove(name string) error {
 	dir, err := s.ClusterDir(name)
 	if err != nil {

@@ -2,8 +2,11 @@ package state
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -60,8 +63,7 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 	root := t.TempDir()
 	s := NewStore(Dirs{Data: filepath.Join(root, "data")})
 	clusters := s.ClustersDir()
-	outside := filepath.Join(root, "outside")
-	for _, d := range []string{clusters, outside, filepath.Join(clusters, "bare"), filepath.Join(clusters, "other"), filepath.Join(clusters, "legacy")} {
+	for _, d := range []string{clusters, filepath.Join(clusters, "bare"), filepath.Join(clusters, "other"), filepath.Join(clusters, "legacy")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -72,41 +74,17 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(filepath.Join(outside, MarkerFile), "link\n") // even a marked target is not followed
 	write(filepath.Join(clusters, "bare", "data"), "x")
 	write(filepath.Join(clusters, "other", MarkerFile), "someone-else\n")
 	write(filepath.Join(clusters, "legacy", "cluster.yaml"), "apiVersion: hwk.dev/v1alpha1\nkind: Cluster\nname: legacy\n")
 	write(filepath.Join(clusters, "file"), "x")
-	if err := os.Symlink(outside, filepath.Join(clusters, "link")); err != nil {
-		t.Fatal(err)
-	}
 
 	for name, want := range map[string]string{
 		"bare":  "holds no .hwk-cluster marker",
 		"other": `is marked as cluster "someone-else"'s`,
 		"file":  "is a file",
-		"link":  "is a symbolic link",
 	} {
-		err := s.Remove(name)
-		var no *NotOursError
-		if !errors.As(err, &no) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "hwk leaves it alone") {
-			t.Errorf("Remove(%s) = %v; want a *NotOursError saying %q", name, err, want)
-		}
-		if err := s.CheckOwned(name); err == nil {
-			t.Errorf("CheckOwned(%s) = nil", name)
-		}
-		if _, err := os.Lstat(filepath.Join(clusters, name)); err != nil {
-			t.Errorf("%s was touched: %v", name, err)
-		}
-		if _, err := s.Create(name); err == nil {
-			t.Errorf("Create(%s) took a directory hwk did not mark for it", name)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(outside, MarkerFile)); err != nil {
-		t.Errorf("the link's target lost its files: %v", err)
-	}
-	if _, err := s.ExistingDir("link"); err == nil {
-		t.Error("ExistingDir followed a link out of the clusters directory")
+		assertNotOurs(t, s, name, want)
 	}
 
 	// An empty directory (an up killed before its marker) holds nothing
@@ -157,5 +135,77 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 	}
 	if _, err := os.Stat(clusters); err != nil {
 		t.Errorf("the clusters directory itself went: %v", err)
+	}
+}
+
+// assertNotOurs: every way into the store refuses cluster name's
+// directory with a *NotOursError saying want, and leaves it as it is.
+func assertNotOurs(t *testing.T, s *Store, name, want string) {
+	t.Helper()
+	err := s.Remove(name)
+	var no *NotOursError
+	if !errors.As(err, &no) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "hwk leaves it alone") {
+		t.Errorf("Remove(%s) = %v; want a *NotOursError saying %q", name, err, want)
+	}
+	if err := s.CheckOwned(name); err == nil {
+		t.Errorf("CheckOwned(%s) = nil", name)
+	}
+	if _, err := os.Lstat(filepath.Join(s.ClustersDir(), name)); err != nil {
+		t.Errorf("%s was touched: %v", name, err)
+	}
+	if _, err := s.Create(name); err == nil {
+		t.Errorf("Create(%s) took a directory hwk did not mark for it", name)
+	}
+}
+
+// The store never follows a link out of the clusters directory, even to a
+// directory marked for that cluster: not a symbolic link, nor on Windows a
+// junction, which any user can make (symbolic links need Developer Mode
+// or an administrator there).
+func TestRemoveRefusesLinks(t *testing.T) {
+	links := map[string]func(target, link string) error{"symlink": os.Symlink}
+	if runtime.GOOS == "windows" {
+		links["junction"] = func(target, link string) error {
+			out, err := exec.Command("cmd", "/c", "mklink", "/J", link, target).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("mklink /J: %v: %s", err, out)
+			}
+			return nil
+		}
+	}
+	for kind, mklink := range links {
+		t.Run(kind, func(t *testing.T) {
+			root := t.TempDir()
+			s := NewStore(Dirs{Data: filepath.Join(root, "data")})
+			outside := filepath.Join(root, "outside")
+			for _, d := range []string{s.ClustersDir(), outside} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Even a target marked for the cluster is not followed.
+			if err := os.WriteFile(filepath.Join(outside, MarkerFile), []byte("link\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(s.ClustersDir(), "link")
+			if err := mklink(outside, link); err != nil {
+				if runtime.GOOS != "windows" || kind != "symlink" {
+					t.Fatal(err)
+				}
+				t.Skipf("Windows makes symlinks only with Developer Mode or as an administrator: %v", err)
+			}
+			if _, err := os.Lstat(link); err != nil {
+				t.Fatalf("the %s was made, yet is not there: %v", kind, err)
+			}
+			want := map[string]string{"symlink": "is a symbolic link", "junction": "is a junction"}[kind]
+			assertNotOurs(t, s, "link", want)
+			var no *NotOursError
+			if _, err := s.ExistingDir("link"); !errors.As(err, &no) || !strings.Contains(err.Error(), want) {
+				t.Errorf("ExistingDir followed a %s out of the clusters directory: %v", kind, err)
+			}
+			if _, err := os.Stat(filepath.Join(outside, MarkerFile)); err != nil {
+				t.Errorf("the link's target lost its files: %v", err)
+			}
+		})
 	}
 }
