@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -52,12 +53,22 @@ func TestErrors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(bad, "hostname"), []byte("a-name-far-too-long-for-windows\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A missing seed is reported in the OS's own words ("no such file or
+	// directory", "The system cannot find the file specified.").
+	missing := filepath.Join(bad, "nope")
+	_, notThere := os.Stat(missing)
+	if !errors.Is(notThere, fs.ErrNotExist) {
+		t.Fatalf("stat %s: %v", missing, notThere)
+	}
+	if err := apply(missing, true, platform, io.Discard, io.Discard); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("apply of a missing seed = %v; want an error wrapping fs.ErrNotExist", err)
+	}
 	for name, c := range map[string]struct {
 		args []string
 		want string
 	}{
 		"bad seed":     {[]string{"--seed", bad, "--print"}, "at most 15"},
-		"missing seed": {[]string{"--seed", filepath.Join(bad, "nope"), "--print"}, "no such file"},
+		"missing seed": {[]string{"--seed", missing, "--print"}, "hwk-seed: seed " + missing + ": " + notThere.Error()},
 		"bad flag":     {[]string{"--nope"}, "flag provided but not defined"},
 	} {
 		t.Run(name, func(t *testing.T) {

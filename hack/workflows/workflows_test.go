@@ -161,18 +161,24 @@ func TestEnvLeavesOutHarness(t *testing.T) {
 	t.Setenv("HWK_ACT", "/x/act")
 	t.Setenv("HWK_REQUIRE_WORKFLOWS", "1")
 	t.Setenv("HWK_BIN", "/x/hwk")
-	t.Setenv("KUBECONFIG", "/home/u/.kube/config")
-	r := &Repo{Home: "/tmp/h", Record: "/tmp/r"}
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), ".kube", "config"))
+	home := filepath.Join(t.TempDir(), "h")
+	r := &Repo{Home: home, Record: filepath.Join(t.TempDir(), "r")}
+	kubeconfig := 0
 	for _, kv := range r.Env() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
 		case "HWK_ACT", "HWK_REQUIRE_WORKFLOWS", "HWK_BIN":
 			t.Errorf("a step would see %s", kv)
 		case "KUBECONFIG":
-			if kv != "KUBECONFIG=/tmp/h/.kube/config" {
+			kubeconfig++
+			if kv != "KUBECONFIG="+filepath.Join(home, ".kube", "config") {
 				t.Errorf("a step would see %s", kv)
 			}
 		}
+	}
+	if kubeconfig != 1 {
+		t.Errorf("a step would see %d KUBECONFIG variables, want the repository's one", kubeconfig)
 	}
 }
 

@@ -2,6 +2,8 @@ package isoimage
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,15 +50,17 @@ func TestWriteRefuses(t *testing.T) {
 		label string
 		files []File
 		want  string
+		is    error // what the error wraps, when it says so in the OS's words
 	}{
-		"label":   {strings.Repeat("x", 33), nil, "1 to 32"},
-		"dotdot":  {"L", []File{{Name: "../x", Data: []byte{}}}, "bad file name"},
-		"twice":   {"L", []File{{Name: "a"}, {Name: "a"}}, "a twice"},
-		"missing": {"L", []File{{Name: "a", Source: filepath.Join(dir, "nope")}}, "no such file"},
+		"label":   {strings.Repeat("x", 33), nil, "1 to 32", nil},
+		"dotdot":  {"L", []File{{Name: "../x", Data: []byte{}}}, "bad file name", nil},
+		"twice":   {"L", []File{{Name: "a"}, {Name: "a"}}, "a twice", nil},
+		"missing": {"L", []File{{Name: "a", Source: filepath.Join(dir, "nope")}}, filepath.Join(dir, "nope"), fs.ErrNotExist},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if err := Write(filepath.Join(dir, "x.iso"), c.label, c.files); err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("err = %v, want %q", err, c.want)
+			err := Write(filepath.Join(dir, "x.iso"), c.label, c.files)
+			if err == nil || !strings.Contains(err.Error(), c.want) || (c.is != nil && !errors.Is(err, c.is)) {
+				t.Errorf("err = %v, want one saying %q (wrapping %v)", err, c.want, c.is)
 			}
 		})
 	}
