@@ -47,7 +47,8 @@ func commandPages(pages map[string][]byte) error {
 	root := cmd.NewRootCommand(cmd.Streams{})
 	root.DisableAutoGenTag = true
 	// Defaults hwk computes from where its executable is would name
-	// wherever gendocs was built.
+	// wherever gendocs was built; what follows that directory is written
+	// with slashes, so that the pages are the same whichever OS made them.
 	exeDir := ""
 	if exe, err := os.Executable(); err == nil {
 		exeDir = filepath.Dir(exe)
@@ -61,7 +62,7 @@ func commandPages(pages map[string][]byte) error {
 		c.DisableAutoGenTag = true
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
 			if exeDir != "" && strings.HasPrefix(f.DefValue, exeDir) {
-				f.DefValue = "<hwk's directory>" + strings.TrimPrefix(f.DefValue, exeDir)
+				f.DefValue = "<hwk's directory>" + filepath.ToSlash(strings.TrimPrefix(f.DefValue, exeDir))
 			}
 		})
 		var b bytes.Buffer
