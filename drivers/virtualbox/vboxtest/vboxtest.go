@@ -32,16 +32,12 @@ func testdata() string {
 // finds the fake.
 func New(t testing.TB, transcript string, vars map[string]string) *Fake {
 	t.Helper()
-	name := "VBoxManage"
-	if runtime.GOOS == "windows" {
-		name += ".exe"
-	}
 	tr, err := fakeprog.ParseFile(filepath.Join(testdata(), "transcripts", transcript))
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := fakeprog.New(t, fakeprog.Config{
-		Program: name, Transcript: tr, Replies: filepath.Join(testdata(), "replies"), Vars: vars,
+		Program: "VBoxManage", Transcript: tr, Replies: filepath.Join(testdata(), "replies"), Vars: vars,
 		// As VBoxManage fails: an error line on stderr, exit status 1.
 		Refusal: fakeprog.Reply{Stderr: "VBoxManage: error: fake VBoxManage: {why}\n", Exit: 1},
 	})

@@ -22,8 +22,9 @@ const (
 // Config is what the fake program is told, kept in its directory as
 // config.json.
 type Config struct {
-	// Program is its file name on PATH ("VBoxManage", "wsl.exe",
-	// "powershell.exe").
+	// Program is its name on PATH ("VBoxManage", "wsl.exe",
+	// "powershell.exe"); on Windows a name with no extension is
+	// installed with ".exe" (VBoxManage.exe), as the real tool is.
 	Program    string      `json:"program"`
 	Protocol   Protocol    `json:"protocol"`
 	Transcript *Transcript `json:"transcript"`

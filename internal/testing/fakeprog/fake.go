@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ var binary = sync.OnceValues(func() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "fakeprog")
+	bin := filepath.Join(dir, installName("fakeprog"))
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/hwk-dev/hwk/internal/testing/fakeprog/cmd/fakeprog").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build the fake program: %v\n%s", err, out)
@@ -82,7 +83,7 @@ func New(t testing.TB, cfg Config) *Fake {
 	if err := os.Mkdir(path, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := install(bin, filepath.Join(path, cfg.Program)); err != nil {
+	if err := install(bin, filepath.Join(path, installName(cfg.Program))); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Protocol == "" {
@@ -101,6 +102,19 @@ func New(t testing.TB, cfg Config) *Fake {
 	f.Write(t)
 	t.Setenv("PATH", path+string(os.PathListSeparator)+os.Getenv("PATH"))
 	return f
+}
+
+// installName is the file name the fake is installed as: on Windows a
+// name with no extension gets ".exe", as the real tool's file has (a
+// test asks for "VBoxManage", the file is VBoxManage.exe). There
+// os/exec's LookPath, like cmd.exe, finds "NAME" only as NAME plus an
+// extension PATHEXT lists (os/exec/lp_windows.go), so a file with none
+// on PATH is never started.
+func installName(program string) string {
+	if runtime.GOOS == "windows" && filepath.Ext(program) == "" {
+		return program + ".exe"
+	}
+	return program
 }
 
 // install links the built program to path, or copies it where it cannot.

@@ -133,3 +133,26 @@ func TestProgramCallCrashAndErrorRecord(t *testing.T) {
 		t.Errorf("unexpected: %q", u)
 	}
 }
+
+// TestExpand: a ${VAR} is the test's value; the path that goes on after
+// one is written with the host's separator up to a space or a quote, and
+// nothing else changes (an unknown ${VAR}, a "/" not after a variable).
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"DATA": `C:\Users\me\data`, "N": "demo"}
+	for _, c := range []struct{ in, slash, back string }{
+		{"--basefolder ${DATA}/clusters/${N}/x --groups /hwk/demo",
+			`--basefolder C:\Users\me\data/clusters/demo/x --groups /hwk/demo`,
+			`--basefolder C:\Users\me\data\clusters\demo\x --groups /hwk/demo`},
+		{`CfgFile="${DATA}/a/{e2a9-5b03}.vbox"` + "\n" + `x="/y"`,
+			`CfgFile="C:\Users\me\data/a/{e2a9-5b03}.vbox"` + "\n" + `x="/y"`,
+			`CfgFile="C:\Users\me\data\a\{e2a9-5b03}.vbox"` + "\n" + `x="/y"`},
+		{"${DATA} ${OTHER}/a ${N}-cp", `C:\Users\me\data ${OTHER}/a demo-cp`, `C:\Users\me\data ${OTHER}/a demo-cp`},
+	} {
+		if got := expand(c.in, vars, '/'); got != c.slash {
+			t.Errorf("expand(%q) with /: %q, want %q", c.in, got, c.slash)
+		}
+		if got := expand(c.in, vars, '\\'); got != c.back {
+			t.Errorf("expand(%q) with \\: %q, want %q", c.in, got, c.back)
+		}
+	}
+}

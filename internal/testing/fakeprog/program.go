@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/pkg/powershell"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // Unwrap is the script a session request wraps, and whether the request
@@ -283,15 +284,20 @@ func (p *program) result(out *bufio.Writer, result string) {
 func (p *program) path(name string) string { return filepath.Join(p.dir, name) }
 
 // lock takes the fake's lock file: the requests of one test are answered
-// one at a time even if the code under test did not serialize them.
+// one at a time even if the code under test did not serialize them. It
+// is an operating-system lock (pkg/state: flock, LockFileEx), which the
+// system drops when its holder dies: a fake the code under test kills in
+// the middle of a request (a timeout) does not leave the next one
+// waiting for a lock nobody holds, and on Windows no file has to be
+// deleted to unlock, which fails while another process (a virus
+// scanner, the indexer) has it open.
 func (p *program) lock() (func(), error) {
 	path := p.path(lockFile)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		l, err := state.AcquireLock(path, "the fake's lock")
 		if err == nil {
-			f.Close()
-			return func() { os.Remove(path) }, nil
+			return func() { l.Release() }, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("lock %s: %w", path, err)

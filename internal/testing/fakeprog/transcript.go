@@ -92,7 +92,9 @@ func ParseFile(path string) (*Transcript, error) {
 // Go-quoted texts. Either answers exactly once; "$*" and "%*" any number
 // of times but at least once (see Unused), "$?" and "%?" any number of
 // times, none included; "@ times N" caps how often. Arguments are split at spaces; 'single quotes' keep spaces.
-// ${VAR} is a variable the test sets (its directories); {name} matches a
+// ${VAR} is a variable the test sets (its directories; a path that goes
+// on after one is written with "/" and stands for the host's path,
+// C:\...\x on Windows: see Expand); {name} matches a
 // word of letters, digits, dots and dashes and binds it, and later uses
 // must be equal (a port the driver chose). "@" lines add conditions on
 // named flags ("when a b", "not c"), changes to them ("set d", "clear e"),
@@ -281,14 +283,44 @@ var (
 	captureRE = regexp.MustCompile(`\{([\w.-]+)\}`)
 )
 
-// Expand replaces ${VAR} in s from vars.
+// Expand replaces ${VAR} in s from vars. A ${VAR} followed by "/" is a
+// host path (a directory of the test's) that the text goes on into:
+// transcripts and replies write it with "/" ("${DATA}/clusters/demo"),
+// and the rest of that path, up to a space, a quote or the end, is
+// written with the host's separator, as filepath.Join makes it and the
+// real tool prints it (C:\...\clusters\demo on Windows).
 func Expand(s string, vars map[string]string) string {
-	return varRE.ReplaceAllStringFunc(s, func(m string) string {
-		if v, ok := vars[varRE.FindStringSubmatch(m)[1]]; ok {
-			return v
+	return expand(s, vars, filepath.Separator)
+}
+
+// pathEnd ends the path that follows a ${VAR}.
+const pathEnd = " \t\r\n\"'`,;$"
+
+func expand(s string, vars map[string]string, sep byte) string {
+	var b strings.Builder
+	last := 0
+	for _, loc := range varRE.FindAllStringSubmatchIndex(s, -1) {
+		if loc[0] < last {
+			continue
 		}
-		return m
-	})
+		v, ok := vars[s[loc[2]:loc[3]]]
+		if !ok {
+			continue
+		}
+		b.WriteString(s[last:loc[0]])
+		b.WriteString(v)
+		last = loc[1]
+		if sep != '/' && strings.HasPrefix(s[last:], "/") {
+			n := strings.IndexAny(s[last:], pathEnd)
+			if n < 0 {
+				n = len(s) - last
+			}
+			b.WriteString(strings.ReplaceAll(s[last:last+n], "/", string(sep)))
+			last += n
+		}
+	}
+	b.WriteString(s[last:])
+	return b.String()
 }
 
 // match matches req against the exchange, returning the words it binds;
