@@ -52,13 +52,13 @@ func connect(sockets []string, uri golibvirt.ConnectURI) (*golibvirt.Libvirt, er
 // connectError turns a failed connection into what the user can act on.
 func connectError(sock string, uri golibvirt.ConnectURI, err error) error {
 	switch {
-	case errors.Is(err, syscall.EACCES) || errors.Is(err, fs.ErrPermission):
+	case errors.Is(err, syscall.EACCES) || errors.Is(err, fs.ErrPermission) || deniedOnHost(err):
 		return &drivers.UnavailableError{
 			Driver: config.DriverLibvirt,
 			Reason: fmt.Sprintf("permission denied on the libvirt socket %s", sock),
 			Fix:    "add yourself to the libvirt group: `sudo usermod -aG libvirt $USER`, then log out and in (or run `newgrp libvirt`)",
 		}
-	case errors.Is(err, syscall.ECONNREFUSED):
+	case errors.Is(err, syscall.ECONNREFUSED) || refusedOnHost(err):
 		return &drivers.UnavailableError{
 			Driver: config.DriverLibvirt,
 			Reason: fmt.Sprintf("the libvirt socket %s is there but no daemon answers", sock),

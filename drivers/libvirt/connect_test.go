@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"testing"
 
@@ -38,10 +39,11 @@ func TestFindSocket(t *testing.T) {
 }
 
 func TestConnectErrors(t *testing.T) {
-	for _, tc := range []struct {
+	type errCase struct {
 		err         error
 		reason, fix string
-	}{
+	}
+	cases := []errCase{
 		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EACCES)},
 			"permission denied on the libvirt socket /s",
 			"add yourself to the libvirt group: `sudo usermod -aG libvirt $USER`, then log out and in (or run `newgrp libvirt`)"},
@@ -51,7 +53,17 @@ func TestConnectErrors(t *testing.T) {
 		{errors.New("rpc: unknown procedure"),
 			"cannot open qemu:///system through /s: rpc: unknown procedure",
 			"check that libvirtd runs and that `virsh -c qemu:///system list` works for you"},
-	} {
+	}
+	if runtime.GOOS == "windows" {
+		// Windows' AF_UNIX connect fails with Winsock's errors, as Go's
+		// net returns them: WSAEACCES (10013), WSAECONNREFUSED (10061).
+		cases = append(cases,
+			errCase{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.Errno(10013))},
+				"permission denied on the libvirt socket /s", cases[0].fix},
+			errCase{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.Errno(10061))},
+				"the libvirt socket /s is there but no daemon answers", cases[1].fix})
+	}
+	for _, tc := range cases {
 		var ue *drivers.UnavailableError
 		if err := connectError("/s", golibvirt.QEMUSystem, tc.err); !errors.As(err, &ue) || ue.Reason != tc.reason || ue.Fix != tc.fix {
 			t.Errorf("connectError(%v) = %v", tc.err, err)
