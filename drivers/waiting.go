@@ -59,15 +59,16 @@ func one(ctx context.Context, d Driver, check func(context.Context) (string, err
 // A check past its limit is an *UnavailableError naming that.
 func timed(ctx context.Context, driver string, w *ui.Wait, check func(context.Context) (string, error)) (string, error) {
 	// The notes are the caller's: nothing under this check repeats them.
+	start := time.Now()
 	detail, late, err := ui.Within(ui.WithNotes(ctx, nil), w, preflightLimit, check)
 	if late {
-		return "", timeoutError(driver, w)
+		return "", timeoutError(driver, w, time.Since(start))
 	}
 	return detail, err
 }
 
-func timeoutError(driver string, w *ui.Wait) error {
-	reason := fmt.Sprintf("its check did not answer in %s", preflightLimit)
+func timeoutError(driver string, w *ui.Wait, waited time.Duration) error {
+	reason := fmt.Sprintf("its check did not answer in %s", waited.Round(100*time.Millisecond))
 	if what := w.What(); what != "" {
 		reason += " (it was waiting for " + what + ")"
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -64,7 +65,7 @@ picked; its known limits are shown.`,
 		},
 	}
 	out.register(cmd, "text", "text", "json", "yaml")
-	cmd.Flags().DurationVar(&timeout, "timeout", 20*time.Second, "how long to wait for each driver's daemon or hypervisor to answer")
+	cmd.Flags().DurationVar(&timeout, "timeout", drivers.PreflightTimeout, "how long to wait for the drivers' daemons and hypervisors to answer")
 	return cmd
 }
 

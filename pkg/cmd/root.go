@@ -12,7 +12,6 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -201,8 +200,8 @@ func (g *globals) host(ctx context.Context) config.Host {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
+	// Each driver's check has its own limit (drivers.PreflightTimeout),
+	// and says why it gave up: an outer limit would only cut that short.
 	h := config.Host{OS: runtime.GOOS, Drivers: map[config.OS]string{}}
 	for _, a := range g.availability(ctx) {
 		for _, os := range a.DefaultFor {

@@ -93,9 +93,10 @@ func within[T any](ctx context.Context, what string, probe func(context.Context)
 	w := ui.NewWait(what)
 	stop := ui.Watch(ctx, probeLimit, w)
 	defer stop()
+	start := time.Now()
 	v, late, err := ui.Within(ctx, w, probeLimit, probe)
 	if late {
-		return v, fmt.Errorf("no answer from %s in %s", what, probeLimit)
+		return v, fmt.Errorf("no answer from %s in %s", what, time.Since(start).Round(100*time.Millisecond))
 	}
 	return v, err
 }

@@ -124,9 +124,9 @@ func Watch(ctx context.Context, limit time.Duration, ws ...*Wait) (stop func()) 
 }
 
 // Within runs probe under w (WithWait) for at most limit and marks w
-// finished. late is true when the limit passed before probe answered
-// (not when ctx itself ended); a probe that ignores its context is then
-// left to finish alone.
+// finished. late is true when a deadline passed before probe answered,
+// limit or one of ctx's own (not when ctx was cancelled); a probe that
+// ignores its context is then left to finish alone.
 func Within[T any](ctx context.Context, w *Wait, limit time.Duration, probe func(context.Context) (T, error)) (v T, late bool, err error) {
 	defer w.Finish()
 	tctx, cancel := context.WithTimeout(WithWait(ctx, w), limit)
@@ -142,14 +142,11 @@ func Within[T any](ctx context.Context, w *Wait, limit time.Duration, probe func
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		if r.err != nil && errors.Is(tctx.Err(), context.DeadlineExceeded) {
 			return v, true, r.err
 		}
 		return r.v, false, r.err
 	case <-tctx.Done():
-		if ctx.Err() != nil {
-			return v, false, ctx.Err()
-		}
-		return v, true, tctx.Err()
+		return v, errors.Is(tctx.Err(), context.DeadlineExceeded), tctx.Err()
 	}
 }
