@@ -35,11 +35,19 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
   hwk doctor --config cluster.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cfg, err := flags.resolve(c, g)
-			if err != nil {
+			if err := out.check(); err != nil {
 				return err
 			}
-			if err := out.check(); err != nil {
+			// The text report starts at once, its header before the
+			// drivers' checks that the config's defaults wait for, and
+			// goes on a line per check as each is made; JSON and YAML
+			// are printed once, whole.
+			var emit func(doctor.Check)
+			if out.format == "text" {
+				emit = doctorLines(s.Out, g.registry().Names())
+			}
+			cfg, err := flags.resolve(c, g)
+			if err != nil {
 				return err
 			}
 			p := g.provider(s, "")
@@ -80,12 +88,6 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 				_, err = pins.Ref(cfg.KubernetesVersion, cfg.Images.Registry)
 			}
 			in.NoLinuxPull = err
-			// The text report is printed a line per check as each is
-			// made; JSON and YAML once, whole.
-			var emit func(doctor.Check)
-			if out.format == "text" {
-				emit = doctorLines(s.Out, g.registry().Names())
-			}
 			checks := doctor.Run(c.Context(), in, emit)
 			if out.format != "text" {
 				if err := out.print(s.Out, checks, nil); err != nil {

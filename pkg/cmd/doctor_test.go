@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,5 +73,35 @@ func TestDoctorChecksTheNamedCluster(t *testing.T) {
 	_, _, stderr = run(t, "doctor", "-o", "json", "--name", "mine", "--windows-workers", "2")
 	if !strings.Contains(stderr, "ignores --windows-workers") {
 		t.Errorf("stderr = %q", stderr)
+	}
+}
+
+// TestDoctorTextReport: the text report is a header, then a line per
+// check with its status in one column, and each fix under the details.
+func TestDoctorTextReport(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HWK_HOME", home)
+	t.Setenv("KUBECONFIG", filepath.Join(home, "kubeconfig"))
+	_, stdout, stderr := run(t, "doctor", "--driver", "docker", "--windows-workers", "0")
+	lines := strings.Split(strings.TrimRight(stdout, "\n"), "\n")
+	header := lines[0]
+	col := strings.Index(header, "STATUS")
+	detail := strings.Index(header, "DETAIL")
+	if !strings.HasPrefix(header, "CHECK ") || col < len("driver virtualbox ") || detail != col+8 {
+		t.Fatalf("header %q\nstderr:\n%s", header, stderr)
+	}
+	names := 0
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, strings.Repeat(" ", detail)+"  fix: ") {
+			continue
+		}
+		names++
+		status := strings.Fields(l[col:])[0]
+		if l[col-1] != ' ' || !slices.Contains([]string{"ok", "warn", "fail", "skip"}, status) {
+			t.Errorf("line %q has no status at column %d", l, col)
+		}
+	}
+	if names < 10 || !strings.HasPrefix(lines[1], "cluster ") {
+		t.Errorf("%d checks:\n%s", names, stdout)
 	}
 }
