@@ -148,8 +148,17 @@ run_in() {
 		# after its last client (-p1); the namespace ends when this shell
 		# does, so wait for that before leaving.
 		[ -z "${WINEPREFIX:-}" ] || chroot "$root" wineserver -p1
+		# This shell is the namespace'"'"'s init, which ignores signals it
+		# has no trap for: SIGTERM or SIGINT (timeout, Ctrl-C) end it, and
+		# with it everything in the namespace. CMD runs in the background
+		# so that the trap runs at once; its stdin stays the caller'"'"'s.
+		trap "exit 143" TERM
+		trap "exit 130" INT
+		exec 3<&0
+		chroot "$root" /usr/bin/env -C "$cwd" "$@" <&3 3<&- &
+		exec 3<&-
 		rc=0
-		chroot "$root" /usr/bin/env -C "$cwd" "$@" || rc=$?
+		wait $! || rc=$?
 		[ -z "${WINEPREFIX:-}" ] || chroot "$root" wineserver -w
 		exit $rc
 	' sh "$root" "${binds[@]}" -- "$@"
