@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,14 +33,21 @@ import (
 // HWK_REQUIRE_SSHD=1 (set by .ci/run).
 func startSSHD(t testing.TB) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
 	t.Helper()
-	return startSSHDWith(t, "Subsystem sftp "+sftpServer(t))
+	sshd := findSSHD(t)
+	return startSSHDWith(t, sshd, "Subsystem sftp "+sftpServer(t))
 }
 
-// startSSHDWith is startSSHD with extra lines of sshd_config.
-func startSSHDWith(t testing.TB, extra string) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
+// findSSHD is the path of OpenSSH's sshd, which the test skips without
+// (before it looks for sftp-server, which comes with sshd).
+func findSSHD(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test; -short skips it")
+	}
+	// The config below is a Linux sshd's (its paths, StrictModes, UsePAM),
+	// and the tests run POSIX commands on the server's side.
+	if runtime.GOOS == "windows" {
+		t.Skip("runs a Linux OpenSSH sshd and POSIX commands on it; the SSH client code is the same on Windows")
 	}
 	sshd, err := exec.LookPath("sshd")
 	if err != nil {
@@ -51,6 +59,12 @@ func startSSHDWith(t testing.TB, extra string) (addr string, hostKey ssh.PublicK
 		}
 		t.Skip("no sshd")
 	}
+	return sshd
+}
+
+// startSSHDWith starts sshd with extra lines of sshd_config.
+func startSSHDWith(t testing.TB, sshd, extra string) (addr string, hostKey ssh.PublicKey, client ssh.Signer) {
+	t.Helper()
 	dir := t.TempDir()
 	writeKey := func(name string) (ssh.Signer, ssh.PublicKey) {
 		_, priv, err := ed25519.GenerateKey(rand.Reader)
@@ -314,7 +328,7 @@ func BenchmarkCopyTo(b *testing.B) {
 // it) fails the copy with a message that says so, and the connection
 // still runs commands.
 func TestCopyToWindowsWithoutSFTP(t *testing.T) {
-	addr, hostKey, key := startSSHDWith(t, "")
+	addr, hostKey, key := startSSHDWith(t, findSSHD(t), "")
 	u, err := user.Current()
 	must(t, err)
 	tr, err := NewSSH(SSHConfig{Addr: addr, User: u.Username, Key: key, HostKey: hostKey, Shell: POSIX})

@@ -76,7 +76,13 @@ func TestModuleDirFetchesMissingModule(t *testing.T) {
 	wrapper := "module hwk.test/tiny-wrapper\n\ngo 1.22\n\nrequire " + mod + " " + ver + "\n"
 
 	modcache := t.TempDir()
-	t.Setenv("GOPROXY", "file://"+filepath.ToSlash(proxy))
+	// A file URL's path is absolute with a slash first: file:///C:/x on
+	// Windows (go help goproxy; cmd/go's urlFromFilePath).
+	proxyURL := filepath.ToSlash(proxy)
+	if !strings.HasPrefix(proxyURL, "/") {
+		proxyURL = "/" + proxyURL
+	}
+	t.Setenv("GOPROXY", "file://"+proxyURL)
 	t.Setenv("GOMODCACHE", modcache)
 	t.Setenv("GONOSUMDB", "example.com")
 	t.Setenv("GOFLAGS", "")

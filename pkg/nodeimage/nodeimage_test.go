@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,6 +44,20 @@ func testBuilder(t *testing.T, source Source) *builder {
 		t.Fatal(err)
 	}
 	b := &builder{opts: opts, recipe: r, bins: map[string]string{}, goVer: "go1.26.8"}
+	if err := b.computeKeys(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// linuxHostBuilder is testBuilder's build as a linux/amd64 host makes it,
+// on whatever host runs the test: one that builds every component from
+// source (runc's cgo too) and runs the node's kubeadm.
+func linuxHostBuilder(t *testing.T, source Source) *builder {
+	t.Helper()
+	b := testBuilder(t, source)
+	yes := true
+	b.hostRunsNode = &yes
 	if err := b.computeKeys(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,16 +132,16 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestKeysFollowInputs(t *testing.T) {
-	a := testBuilder(t, FromSource)
-	b := testBuilder(t, FromSource)
+	a := linuxHostBuilder(t, FromSource)
+	b := linuxHostBuilder(t, FromSource)
 	if a.keys["node"] != b.keys["node"] {
 		t.Fatal("same inputs gave different keys")
 	}
-	c := testBuilder(t, Release)
+	c := linuxHostBuilder(t, Release)
 	if c.keys["node"] == a.keys["node"] || c.keys["component/containerd"] == a.keys["component/containerd"] {
 		t.Error("source and release builds share a key")
 	}
-	d := testBuilder(t, FromSource)
+	d := linuxHostBuilder(t, FromSource)
 	d.goVer = "go1.27.0"
 	if err := d.computeKeys(); err != nil {
 		t.Fatal(err)
@@ -151,11 +167,20 @@ func TestUnknownKubernetesWrapper(t *testing.T) {
 	}
 }
 
-// fakeKubeadm is a script that prints an image list the way kubeadm does.
+// fakeKubeadm is a script that prints an image list the way kubeadm does:
+// a shell script, or on Windows a batch file (CreateProcess runs a .cmd
+// through cmd.exe), which echoes image references as they are.
 func fakeKubeadm(t *testing.T, images ...string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "kubeadm")
 	script := "#!/bin/sh\ncat <<'EOF'\n" + strings.Join(images, "\n") + "\nEOF\n"
+	if runtime.GOOS == "windows" {
+		p += ".cmd"
+		script = "@echo off\r\n"
+		for _, img := range images {
+			script += "echo " + img + "\r\n"
+		}
+	}
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +198,7 @@ var kubeadmList = []string{
 }
 
 func TestImageRefs(t *testing.T) {
-	b := testBuilder(t, FromSource)
+	b := linuxHostBuilder(t, FromSource)
 	b.bins["kubernetes/kubeadm"] = fakeKubeadm(t, kubeadmList...)
 	refs, err := b.imageRefs(context.Background())
 	if err != nil {
@@ -187,13 +212,13 @@ func TestImageRefs(t *testing.T) {
 
 	// A host that cannot run the node's kubeadm (Windows, macOS) takes
 	// the same refs from the recipe alone; stage2.sh checks them.
-	no := false
+	no, yes := false, true
 	b.hostRunsNode = &no
 	b.bins["kubernetes/kubeadm"] = filepath.Join(t.TempDir(), "no-kubeadm")
 	if other, err := b.imageRefs(context.Background()); err != nil || strings.Join(other, " ") != strings.Join(refs, " ") {
 		t.Errorf("refs on a host that cannot run kubeadm: %v, %v\nwant %v", other, err, refs)
 	}
-	b.hostRunsNode = nil
+	b.hostRunsNode = &yes
 
 	for _, tc := range []struct {
 		name  string
@@ -541,7 +566,12 @@ func TestWindowsManifestIsPrivate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.Mode().Perm() != c.mode {
+		// Windows has no mode bits: os.Chmod and os.WriteFile use only
+		// the owner-writable bit there (the read-only attribute), and
+		// os.Stat reports 0666 for any writable file. What keeps others
+		// out there is the ACL the cache inherits from the user's profile
+		// (%LOCALAPPDATA%).
+		if runtime.GOOS != "windows" && st.Mode().Perm() != c.mode {
 			t.Errorf("%s manifest is %v, want %v", c.m.OS, st.Mode().Perm(), c.mode)
 		}
 		back, err := readManifest(c.m.Dir)
@@ -569,6 +599,23 @@ func TestPauseFromSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(dir, "pause")
+	// A static linux/amd64 executable, whichever host built it.
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatalf("pause is not an ELF file: %v", err)
+	}
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Error("pause names a dynamic loader: it is not static")
+		}
+	}
+	if f.Machine != elf.EM_X86_64 || f.Type != elf.ET_EXEC {
+		t.Errorf("pause is %v %v, want an x86-64 executable", f.Machine, f.Type)
+	}
+	f.Close()
+	if runtime.GOOS != "linux" {
+		t.Skip("the rest runs pause, a Linux program; this host built it and cannot run it")
+	}
 	out, err := exec.Command(bin, "-v").Output()
 	if err != nil || string(out) != "pause (hwk) "+c.Version+"\n" {
 		t.Fatalf("pause -v: %q, %v", out, err)
@@ -598,7 +645,7 @@ func TestPauseFromSource(t *testing.T) {
 // takes runc, and only runc, from its release; on linux/amd64 everything
 // is built.
 func TestSourceOfCGO(t *testing.T) {
-	b := testBuilder(t, FromSource)
+	b := linuxHostBuilder(t, FromSource)
 	for i := range b.recipe.Components {
 		if c := &b.recipe.Components[i]; b.sourceOf(c) != FromSource {
 			t.Errorf("on linux/amd64 %s comes from %s", c.Name, b.sourceOf(c))
