@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -51,14 +53,12 @@ func requireDocker(t *testing.T) (*Driver, *client.Client) {
 	return d, c
 }
 
-// busyboxImage imports a tiny image made of the host's static busybox: a
-// locally built node stand-in with sh, cat, mount, ip and sha256sum.
+// busyboxImage imports a tiny image made of a static Linux busybox
+// (staticBusybox): a locally built node stand-in with sh, cat, mount, ip
+// and sha256sum.
 func busyboxImage(t *testing.T, c *client.Client) string {
 	t.Helper()
-	bin, err := os.ReadFile("/bin/busybox")
-	if err != nil {
-		t.Fatalf("this test needs a static busybox at /bin/busybox (Debian: busybox-static): %v", err)
-	}
+	bin := staticBusybox(t, c)
 	applets := []string{"sh", "cat", "mount", "mkdir", "ip", "sha256sum", "sleep", "true", "dirname", "chmod", "mv", "rm", "rmdir", "test", "echo", "head", "ls", "stat"}
 	sum := sha256.Sum256(append(bin, strings.Join(applets, " ")+"v2"...))
 	ref := "hwk-test/busybox:" + hex.EncodeToString(sum[:6])
@@ -70,7 +70,7 @@ func busyboxImage(t *testing.T, c *client.Client) string {
 	tw := tar.NewWriter(&buf)
 	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "bin/", Mode: 0o755}))
 	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(bin))}))
-	_, err = tw.Write(bin)
+	_, err := tw.Write(bin)
 	must(t, err)
 	for _, a := range applets {
 		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777}))
@@ -87,6 +87,86 @@ func busyboxImage(t *testing.T, c *client.Client) string {
 		}})
 	must(t, err)
 	return ref
+}
+
+// staticBusybox is the bytes of a static Linux busybox at /bin/busybox:
+// the host's on Linux. A Windows host has no Linux programs of its own,
+// so there it is the one at /bin/busybox on the engine's machine (Docker
+// Desktop's Linux VM, or under Wine the Linux machine running the test),
+// read through the engine: bound into a container that never starts, of
+// an image holding one empty directory, and copied out of it (GET
+// /containers/{id}/archive mounts a container's volumes and bind mounts
+// for the copy, started or not).
+func staticBusybox(t *testing.T, c *client.Client) []byte {
+	t.Helper()
+	const path = "/bin/busybox"
+	where := "at " + path
+	var bin []byte
+	var err error
+	if runtime.GOOS == "windows" {
+		where += " on the Docker engine's machine"
+		bin, err = engineFile(t, c, path)
+	} else {
+		bin, err = os.ReadFile(path)
+	}
+	if err != nil {
+		t.Fatalf("this test needs a static busybox %s (Debian: busybox-static): %v", where, err)
+	}
+	f, err := elf.NewFile(bytes.NewReader(bin))
+	if err != nil {
+		t.Fatalf("the busybox %s is not a Linux program: %v", where, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Fatalf("the busybox %s is not static (Debian: busybox-static)", where)
+		}
+	}
+	return bin
+}
+
+// engineFile reads the file at path on the engine's machine, through the
+// engine (see staticBusybox).
+func engineFile(t *testing.T, c *client.Client, path string) ([]byte, error) {
+	t.Helper()
+	ctx := context.Background()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "x/", Mode: 0o755}))
+	must(t, tw.Close())
+	ref := "hwk-test/empty:1"
+	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, rc)
+	rc.Close()
+	t.Cleanup(func() { _, _ = c.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{}) })
+	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: ref, Cmd: []string{"/x/file"}},
+		HostConfig: &container.HostConfig{Binds: []string{path + ":/x/file:ro"}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Removed before the image (cleanups run last first).
+	t.Cleanup(func() {
+		_, _ = c.ContainerRemove(context.Background(), res.ID, client.ContainerRemoveOptions{Force: true})
+	})
+	cp, err := c.CopyFromContainer(ctx, res.ID, client.CopyFromContainerOptions{SourcePath: "/x/file"})
+	if err != nil {
+		return nil, err
+	}
+	defer cp.Content.Close()
+	tr := tar.NewReader(cp.Content)
+	h, err := tr.Next()
+	if err != nil {
+		return nil, fmt.Errorf("the copy of %s: %w", path, err)
+	}
+	if h.Typeflag != tar.TypeReg {
+		return nil, fmt.Errorf("%s on the engine's machine is not a regular file", path)
+	}
+	return io.ReadAll(tr)
 }
 
 func must(t *testing.T, err error) {
