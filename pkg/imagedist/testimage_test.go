@@ -36,8 +36,8 @@ type testImage struct {
 func newTestImage(t *testing.T, diskMiB int, withDocker bool) *testImage {
 	t.Helper()
 	if _, err := exec.LookPath("qemu-img"); err != nil {
-		if os.Getenv("HWK_REQUIRE_DOCKER") == "1" {
-			t.Fatal("these tests make disks with qemu-img (Debian: qemu-utils)")
+		if os.Getenv("HWK_REQUIRE_QEMU") == "1" {
+			t.Fatal("HWK_REQUIRE_QEMU=1 but there is no qemu-img (Debian: qemu-utils): these tests make disks with it")
 		}
 		t.Skip("no qemu-img (Debian: qemu-utils)")
 	}
