@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,11 +17,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/moby/moby/client"
 )
 
 // TestHostileInput runs the real hwk binary with every argument that takes
@@ -164,6 +169,9 @@ type hostileFixture struct {
 	env                                                      []string
 	// engine reaches the Docker engine directly (nil: none here).
 	engine *http.Client
+	// objects names the network and volume of cluster real the fixture
+	// made in the engine.
+	objects string
 }
 
 func (f *hostileFixture) engineDo(t *testing.T, method, path, body string) []byte {
@@ -292,7 +300,7 @@ func (f *hostileFixture) snapshot(t *testing.T) map[string]string {
 	if f.engine != nil {
 		for _, what := range []string{"containers/json?all=1&", "networks?", "volumes?"} {
 			b := f.engineGet(t, "/"+what+"filters="+url.QueryEscape(`{"label":["hwk.dev/cluster=real"]}`))
-			snap["docker:"+strings.TrimSuffix(strings.Split(what, "?")[0], "/json")] = string(b)
+			snap["docker:"+strings.TrimSuffix(strings.Split(what, "?")[0], "/json")] = f.ownObjects(t, b)
 		}
 	}
 	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
@@ -364,30 +372,71 @@ func (l *requestLog) count() int {
 	return l.all
 }
 
+// ownObjects is an engine list (containers, networks, or volumes) less
+// the objects another run of this test made at the same time on the same
+// engine (a Linux and a Windows run, say), in a stable order: everything
+// of cluster real, the fixture's own objects included, stays.
+func (f *hostileFixture) ownObjects(t *testing.T, list []byte) string {
+	t.Helper()
+	var items []map[string]any
+	var volumes struct{ Volumes []map[string]any }
+	if err := json.Unmarshal(list, &items); err != nil {
+		if err := json.Unmarshal(list, &volumes); err != nil {
+			t.Fatalf("an engine list that is not one: %v\n%s", err, list)
+		}
+		items = volumes.Volumes
+	}
+	var keep []map[string]any
+	for _, it := range items {
+		labels, _ := it["Labels"].(map[string]any)
+		if other, ok := labels["hwk.dev/hostile-test"]; ok && other != f.objects {
+			continue
+		}
+		keep = append(keep, it)
+	}
+	slices.SortFunc(keep, func(a, b map[string]any) int {
+		return strings.Compare(fmt.Sprint(a["Name"], a["Id"]), fmt.Sprint(b["Name"], b["Id"]))
+	})
+	b, err := json.Marshal(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // dockerProxy puts a proxy in front of the Docker engine and points hwk at
 // it: reads pass, so hwk sees the real engine; anything else is refused
 // and recorded. Without an engine hwk gets a proxy with nothing behind it,
 // which refuses everything (HWK_REQUIRE_DOCKER makes that a failure).
 func (f *hostileFixture) dockerProxy(t *testing.T) *requestLog {
-	engine := "/var/run/docker.sock"
-	if h := os.Getenv("DOCKER_HOST"); strings.HasPrefix(h, "unix://") {
-		engine = strings.TrimPrefix(h, "unix://")
+	// The engine the environment names (DOCKER_HOST, else the platform's
+	// socket or pipe), as hwk itself would find it.
+	cli, err := client.New(client.FromEnv)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(engine); err != nil {
+	defer cli.Close()
+	engine, dialEngine := cli.DaemonHost(), cli.Dialer()
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) { return dialEngine(ctx) }
+	probe, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	conn, err := dialEngine(probe)
+	cancel()
+	if err != nil {
 		if os.Getenv("HWK_REQUIRE_DOCKER") != "" {
-			t.Fatalf("HWK_REQUIRE_DOCKER is set but there is no engine at %s", engine)
+			t.Fatalf("HWK_REQUIRE_DOCKER is set but there is no engine at %s: %v", engine, err)
 		}
 		t.Logf("no Docker engine at %s: the proxy answers every request with an error", engine)
-	}
-	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", engine)
-	}
-	if _, err := os.Stat(engine); err == nil {
+	} else {
+		conn.Close()
 		f.engine = &http.Client{Transport: &http.Transport{DialContext: dial}}
 		// A network and a volume of cluster real, as up makes them: a
 		// command that reached them would change the snapshot.
-		name := fmt.Sprintf("hwk-hostile-%d", os.Getpid())
-		labels := `{"hwk.dev/cluster":"real","hwk.dev/hostile-test":"1"}`
+		// Unique on the engine, which another run of this test (another
+		// machine's, or a Wine prefix's, where pids start again) may
+		// share.
+		name := fmt.Sprintf("hwk-hostile-%d-%s", os.Getpid(), randomSuffix(t))
+		f.objects = name
+		labels := `{"hwk.dev/cluster":"real","hwk.dev/hostile-test":"` + name + `"}`
 		f.engineDo(t, http.MethodPost, "/networks/create", `{"Name":"`+name+`","Labels":`+labels+`}`)
 		f.engineDo(t, http.MethodPost, "/volumes/create", `{"Name":"`+name+`","Labels":`+labels+`}`)
 		t.Cleanup(func() {
@@ -399,8 +448,20 @@ func (f *hostileFixture) dockerProxy(t *testing.T) *requestLog {
 			}
 		})
 	}
-	sock := filepath.Join(f.root, "docker.sock")
-	ln, err := net.Listen("unix", sock)
+	// hwk.exe reaches an engine over a named pipe or TCP, not a Unix
+	// socket: there the proxy listens on loopback TCP.
+	var ln net.Listener
+	var proxyHost string
+	if runtime.GOOS == "windows" {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			proxyHost = "tcp://" + ln.Addr().String()
+		}
+	} else {
+		sock := filepath.Join(f.root, "docker.sock")
+		ln, err = net.Listen("unix", sock)
+		proxyHost = "unix://" + sock
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +484,7 @@ func (f *hostileFixture) dockerProxy(t *testing.T) *requestLog {
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	f.env = append(f.env, "DOCKER_HOST=unix://"+sock)
+	f.env = append(f.env, "DOCKER_HOST="+proxyHost)
 	return log
 }
 
@@ -443,7 +504,13 @@ func buildHwk(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		built = filepath.Join(dir, "hwk")
+		// Windows starts only a file with an executable's extension
+		// (exec.LookPath and CreateProcess look for PATHEXT's).
+		name := "hwk"
+		if runtime.GOOS == "windows" {
+			name += ".exe"
+		}
+		built = filepath.Join(dir, name)
 		out, err := exec.Command("go", "build", "-o", built,
 			"-ldflags", "-X github.com/hwk-dev/hwk/pkg/version.Version=v9.9.9-test -X github.com/hwk-dev/hwk/pkg/version.Commit=abc123", ".").CombinedOutput()
 		if err != nil {
@@ -462,6 +529,14 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(filepath.Dir(built))
 	}
 	os.Exit(code)
+}
+
+func randomSuffix(t *testing.T) string {
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
 }
 
 func containsAny(s string, subs []string) bool {
