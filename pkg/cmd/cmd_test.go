@@ -6,14 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/all"
 	"github.com/hwk-dev/hwk/drivers/driverstest"
+	"github.com/hwk-dev/hwk/drivers/virtualbox"
 	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -21,6 +25,20 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	code = Main(args, Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+// runRegistry is run with the drivers of registry instead of the
+// built-in ones.
+func runRegistry(t *testing.T, registry func() *drivers.Registry, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	root := newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, registry)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		printError(&errOut, err)
+		code = 1
+	}
 	return code, out.String(), errOut.String()
 }
 
@@ -299,15 +317,69 @@ users:
 
 // TestGetDriversVirtualBox: the built-in VirtualBox driver, whose
 // VBoxManage here is the fake program answering preflight, is listed
-// available with the version it found.
+// available with the version it found. On Windows the driver also asks
+// PowerShell whether the Windows hypervisor runs: a fake powershell.exe
+// answers no, as a Windows without Hyper-V or WSL 2 does.
 func TestGetDriversVirtualBox(t *testing.T) {
 	vboxtest.New(t, "preflight-ok.txt", nil)
 	t.Setenv("HWK_HOME", t.TempDir())
-	code, stdout, stderr := run(t, "get", "drivers")
+	var code int
+	var stdout, stderr string
+	if runtime.GOOS == "windows" {
+		noHypervisor(t)
+		// The built-in VirtualBox driver alone: the Hyper-V driver would
+		// start the same fake powershell.exe as its long-lived session,
+		// which a fake of one call per process holds (reading the
+		// session's stdin to its end) until Hyper-V gives up on it,
+		// past the VirtualBox driver's own time limit.
+		vbox, err := all.Registry(all.Options{}).Get(config.DriverVirtualBox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, stdout, stderr = runRegistry(t, func() *drivers.Registry { return drivers.NewRegistry(vbox) }, "get", "drivers")
+	} else {
+		code, stdout, stderr = run(t, "get", "drivers")
+	}
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	if !regexp.MustCompile(`(?m)^virtualbox +linux,windows +yes +\S+ +VirtualBox 7\.1\.4$`).MatchString(stdout) {
 		t.Errorf("no virtualbox row:\n%s", stdout)
 	}
+}
+
+// noHypervisor puts first on PATH a powershell.exe that answers the
+// VirtualBox driver's question (is the Windows hypervisor on?) with
+// False, as Windows PowerShell writes a Boolean, and fails t if the
+// question was not asked. Anything else it is asked (the Hyper-V
+// driver's session) it refuses, as a PowerShell that cannot start.
+func noHypervisor(t *testing.T) {
+	t.Helper()
+	replies := t.TempDir()
+	const reply = `# (CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem).HypervisorPresent on a Windows
+# whose hypervisor does not run: PowerShell writes the Boolean as False and a line end.
+# Source: Win32_ComputerSystem's HypervisorPresent (a Boolean), learn.microsoft.com
+# (windows/win32/cimwin32prov/win32-computersystem); about_Booleans for how it prints.
+# Newlines: crlf
+== off ==
+False
+`
+	if err := os.WriteFile(filepath.Join(replies, "hypervisor.txt"), []byte(reply), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := fakeprog.New(t, fakeprog.Config{
+		Program: "powershell.exe",
+		Transcript: &fakeprog.Transcript{Name: "no-hypervisor", Exchanges: []fakeprog.Exchange{{
+			Name: "is the hypervisor on",
+			Args: []string{"-NoLogo", "-NoProfile", "-NonInteractive", "-Command", virtualbox.Scripts()["hypervisorScript"]},
+			// Any number of times, at least once.
+			Reply: "hypervisor/off",
+		}}},
+		Replies: replies,
+	})
+	t.Cleanup(func() {
+		if u := f.Unused(); len(u) > 0 {
+			t.Errorf("the VirtualBox driver did not ask whether the hypervisor runs: %v", u)
+		}
+	})
 }

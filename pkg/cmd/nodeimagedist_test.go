@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -21,6 +23,15 @@ import (
 func TestNodeImageDistBadInput(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
+	// The system's own words for a missing file: "no such file or
+	// directory" on Linux, "The system cannot find the file specified."
+	// on Windows (ERROR_FILE_NOT_FOUND).
+	missing := filepath.Join(home, "none.tar")
+	_, err := os.Stat(missing)
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stat of a missing file: %v", err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -35,7 +46,7 @@ func TestNodeImageDistBadInput(t *testing.T) {
 		{[]string{"node-image", "save"}, "name the archive to write with -o FILE"},
 		{[]string{"node-image", "save", "-o", "x.tar", "some-image"}, `no cached node image is called "some-image"`},
 		{[]string{"node-image", "load"}, "name the archive to read with -i FILE"},
-		{[]string{"node-image", "load", "-i", filepath.Join(home, "none.tar")}, "no such file"},
+		{[]string{"node-image", "load", "-i", missing}, pe.Err.Error()},
 		{[]string{"up", "--pull", "sometimes"}, `--pull "sometimes" is not a pull policy; use missing (default), always or never`},
 		{[]string{"config", "validate", "--image", "registry.example.com/hwk/node"}, `"registry.example.com/hwk/node" names no tag or digest`},
 	} {

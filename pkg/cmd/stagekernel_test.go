@@ -3,6 +3,7 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -26,6 +27,18 @@ func (booter) RemoveBoot(context.Context, string) error { return nil }
 func TestStageKernel(t *testing.T) {
 	noDocker := func() (client.APIClient, error) {
 		return client.New(client.WithHost("unix:///nonexistent/docker.sock"))
+	}
+	// What auto says of WSL 2 when nothing can take stage 2. On Windows
+	// the real check runs, on a host made one without WSL: no wsl.exe in
+	// System32 or on PATH.
+	noWSL := "\n  WSL 2: only on Windows"
+	if runtime.GOOS == "windows" {
+		t.Setenv("SystemRoot", t.TempDir())
+		t.Setenv("PATH", t.TempDir())
+		noWSL = "\n  WSL 2: wsl.exe not found"
+		if !nativeAMD64() {
+			noWSL = "\n  WSL 2: only on an amd64 Windows"
+		}
 	}
 	for _, c := range []struct {
 		name, where string
@@ -51,7 +64,7 @@ func TestStageKernel(t *testing.T) {
 					t.Fatalf("err = %v, want %q", err, c.err)
 				}
 				if c.where == configureAuto && len(c.reg) > 1 {
-					for _, want := range []string{"\n  WSL 2: only on Windows", "\n  libvirt: libvirt is not installed"} {
+					for _, want := range []string{noWSL, "\n  libvirt: libvirt is not installed"} {
 						if !strings.Contains(err.Error(), want) {
 							t.Errorf("err = %v, want %q", err, want)
 						}
