@@ -141,7 +141,7 @@ func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Opti
 	if err := g.configureIn(ctx, &opts, where); err != nil {
 		return nil, err
 	}
-	status := ui.NewStatus(s.ErrOut, g.quiet)
+	status := g.newStatus(s)
 	opts.Step = status.Step
 	log, closeLog, err := buildLog(opts.CacheDir)
 	if err != nil {

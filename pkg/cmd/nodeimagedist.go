@@ -102,7 +102,7 @@ The pushed reference with its digest is printed on standard output.`,
 			if _, err := imagedist.ParseRef(ref); err != nil {
 				return err
 			}
-			st := ui.NewStatus(s.ErrOut, g.quiet)
+			st := g.newStatus(s)
 			p, err := packCached(c.Context(), s, st, image, formats)
 			if err != nil {
 				return err
@@ -245,7 +245,7 @@ cache, and unpack as they arrive. Credentials come from Docker's config.`,
 			if err != nil {
 				return err
 			}
-			st := ui.NewStatus(s.ErrOut, g.quiet)
+			st := g.newStatus(s)
 			r := &imagedist.Registry{}
 			var im *imagedist.Image
 			if err := st.Step("Resolving "+ref, func() error {
@@ -346,7 +346,7 @@ Linux image of a Kubernetes version (default ` + config.DefaultKubernetesVersion
 			if len(args) == 1 {
 				what = args[0]
 			}
-			st := ui.NewStatus(s.ErrOut, g.quiet)
+			st := g.newStatus(s)
 			p, err := packCached(c.Context(), s, st, what, formats)
 			if err != nil {
 				return err
@@ -401,7 +401,7 @@ digest; nothing enters the cache unless it is whole.`,
 			if err != nil {
 				return err
 			}
-			st := ui.NewStatus(s.ErrOut, g.quiet)
+			st := g.newStatus(s)
 			for _, im := range ims {
 				fs := want
 				if len(fs) == 0 {

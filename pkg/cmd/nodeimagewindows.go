@@ -104,7 +104,7 @@ image's manifest (mode 0600).`,
 			if formats == "" {
 				opts.Formats = nodeimage.DefaultWindowsFormats(nodeimage.Format(inst.InstallFormat()))
 			}
-			status := ui.NewStatus(s.ErrOut, g.quiet)
+			status := g.newStatus(s)
 			if err := status.Step("Check driver "+driver, func() error {
 				_, err := d.Preflight(c.Context())
 				return err

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -45,6 +46,10 @@ type globals struct {
 	// anyway (VirtualBox on the Windows hypervisor), with a warning.
 	force  bool
 	logger *slog.Logger
+	// status is the newest step lines (newStatus), where notes of slow
+	// checks go; mu guards it, for the checks run concurrently.
+	mu     sync.Mutex
+	status *ui.Status
 	// registry makes the driver registry; tests replace it.
 	registry func() *drivers.Registry
 	// checked is what availability found, kept for the rest of the
@@ -107,10 +112,19 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 			if err := config.CheckName(g.name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
-			// A driver's check of the host that takes long says what it
-			// waits for, a line every few seconds, never silence.
+			// A check of the host that takes long says what it waits
+			// for, every few seconds, never silence: in the running
+			// step's line, or a line of its own.
 			if !g.quiet {
-				cmd.SetContext(ui.WithNotes(cmd.Context(), func(m string) { fmt.Fprintf(s.ErrOut, "  %s\n", m) }))
+				cmd.SetContext(ui.WithNotes(cmd.Context(), func(m string) {
+					g.mu.Lock()
+					st := g.status
+					g.mu.Unlock()
+					if st == nil {
+						st = ui.NewStatus(s.ErrOut, false)
+					}
+					st.Note(m)
+				}))
 			}
 			return nil
 		},
@@ -211,6 +225,16 @@ func (g *globals) host(ctx context.Context) config.Host {
 	return h
 }
 
+// newStatus is the step lines of a command on stderr; slow checks of
+// the host add their notes to the newest one's running step.
+func (g *globals) newStatus(s Streams) *ui.Status {
+	st := ui.NewStatus(s.ErrOut, g.quiet)
+	g.mu.Lock()
+	g.status = st
+	g.mu.Unlock()
+	return st
+}
+
 // provider is the cluster provider every cluster command uses: this
 // host's drivers, hwk's directories, and step lines on stderr.
 func (g *globals) provider(s Streams, kubeconfigPath string) *cluster.Provider {
@@ -218,7 +242,7 @@ func (g *globals) provider(s Streams, kubeconfigPath string) *cluster.Provider {
 		Registry:        g.registry(),
 		Dirs:            state.DefaultDirs(),
 		KubeconfigPaths: kubeconfig.Paths{Explicit: kubeconfigPath},
-		Progress:        ui.NewStatus(s.ErrOut, g.quiet),
+		Progress:        g.newStatus(s),
 		Log:             g.logger,
 		Docker:          dockerClient(),
 	}

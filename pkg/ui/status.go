@@ -141,6 +141,22 @@ func (s *Status) Detail(detail string) {
 	s.detail = detail
 }
 
+// Note shows a passing word about the running step (what it waits
+// for): on a terminal as the spinner's detail, which the step's end
+// clears; elsewhere, and between steps, as an indented line of its own.
+// Quiet shows nothing.
+func (s *Status) Note(note string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.quiet:
+	case s.tty && s.stop != nil:
+		s.detail = note
+	default:
+		fmt.Fprintf(s.out, "  %s\n", note)
+	}
+}
+
 // Terminal reports whether the status draws on a terminal.
 func (s *Status) Terminal() bool { return s.tty && !s.quiet }
 

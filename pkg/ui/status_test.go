@@ -104,3 +104,34 @@ func TestLoggerLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestNote: a note is a line of its own in a log, the spinner's detail on
+// a terminal (gone with the step's end), and nothing when quiet.
+func TestNote(t *testing.T) {
+	var out bytes.Buffer
+	s := NewStatus(&out, false)
+	s.Start("Checking the host")
+	s.Note("waiting 1s for the hyperv driver's check")
+	s.End(nil)
+	if !strings.Contains(out.String(), "• Checking the host ...\n  waiting 1s for the hyperv driver's check\n✓ Checking the host") {
+		t.Errorf("log: %q", out.String())
+	}
+
+	var tty syncBuffer
+	s = NewStatus(&tty, false)
+	s.tty = true
+	s.Start("Checking the host")
+	s.Note("waiting 1s for the hyperv driver's check")
+	time.Sleep(250 * time.Millisecond)
+	s.End(nil)
+	if got := tty.String(); !strings.Contains(got, "Checking the host  waiting 1s for the hyperv driver's check") || strings.Contains(got, "check\n") {
+		t.Errorf("terminal: %q", got)
+	}
+
+	out.Reset()
+	s = NewStatus(&out, true)
+	s.Note("waiting")
+	if out.Len() != 0 {
+		t.Errorf("quiet: %q", out.String())
+	}
+}
