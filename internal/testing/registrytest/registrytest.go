@@ -116,7 +116,13 @@ func build() (string, error) {
 	}
 	fmt.Fprintf(key, "%s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	path := filepath.Join(dir, "registry-"+hex.EncodeToString(key.Sum(nil))[:16])
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o100 != 0 {
+	// Windows runs a program by its extension and has no mode bits.
+	executable := func(m os.FileMode) bool { return m&0o100 != 0 }
+	if runtime.GOOS == "windows" {
+		path += ".exe"
+		executable = func(os.FileMode) bool { return true }
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && executable(fi.Mode()) {
 		return path, nil
 	}
 	tmp, err := os.CreateTemp(dir, "registry-*.tmp")
