@@ -142,6 +142,7 @@ type pkg struct {
 	log            string
 
 	tests    map[string]string // top-level test → pass, fail or skip
+	results  map[string]string // every test and subtest → pass, fail or skip
 	order    []string
 	output   map[string][]string // top-level test → its output lines
 	result   string              // the package's own: pass or fail
@@ -215,7 +216,7 @@ type event struct {
 
 // runPackage runs p's test binary under Wine and reads its results.
 func runPackage(ctx context.Context, p *pkg, repo, work, prefix, wine string, relay *dockerrelay.Relay, timeout time.Duration) {
-	p.tests, p.output = map[string]string{}, map[string][]string{}
+	p.tests, p.output, p.results = map[string]string{}, map[string][]string{}, map[string]string{}
 	logf, err := os.Create(p.log)
 	if err != nil {
 		p.runErr = err.Error()
@@ -272,7 +273,11 @@ func runPackage(ctx context.Context, p *pkg, repo, work, prefix, wine string, re
 			}
 		case e.Test == "" && (e.Action == "pass" || e.Action == "fail"):
 			p.result = e.Action
-		case e.Test == top && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
+		case e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
+			p.results[e.Test] = e.Action
+			if e.Test != top {
+				continue
+			}
 			if _, ok := p.tests[top]; !ok {
 				p.order = append(p.order, top)
 			}
@@ -313,19 +318,75 @@ func wineEnv(prefix string, relay *dockerrelay.Relay) []string {
 // and finds listed tests that pass (stale).
 func judge(p *pkg) {
 	for _, t := range p.order {
-		listed := wineFailureFor(p.rel, t)
-		switch {
-		case p.tests[t] == "fail" && listed != nil:
-			p.wine = append(p.wine, t)
-		case p.tests[t] == "fail":
-			p.failures = append(p.failures, t)
-		case p.tests[t] == "pass" && listed != nil:
-			p.stale = append(p.stale, t)
+		switch p.tests[t] {
+		case "fail":
+			if wineOnly(p, t) {
+				p.wine = append(p.wine, t)
+			} else {
+				p.failures = append(p.failures, t)
+			}
+		case "pass":
+			if wineFailureFor(p.rel, t) != nil {
+				p.stale = append(p.stale, t)
+			}
+		}
+	}
+	// A listed subtest that passes is stale too.
+	for _, f := range wineFailures {
+		if f.Package == p.rel && strings.Contains(f.Test, "/") && p.results[f.Test] == "pass" {
+			p.stale = append(p.stale, f.Test)
 		}
 	}
 	if p.result == "fail" && len(p.failures) == 0 && len(p.wine) == 0 && p.runErr == "" {
 		p.runErr = "the package failed, and no test did"
 	}
+}
+
+// wineOnly reports whether the failed top-level test t failed only for
+// Wine's reasons: it is on the list, or each of its failed subtests that
+// has no failed subtest of its own is.
+func wineOnly(p *pkg, t string) bool {
+	if wineFailureFor(p.rel, t) != nil {
+		return true
+	}
+	var leaves []string
+	for name, r := range p.results {
+		if r != "fail" || !strings.HasPrefix(name, t+"/") {
+			continue
+		}
+		leaf := true
+		for other, r2 := range p.results {
+			if r2 == "fail" && strings.HasPrefix(other, name+"/") {
+				leaf = false
+				break
+			}
+		}
+		if leaf {
+			leaves = append(leaves, name)
+		}
+	}
+	for _, l := range leaves {
+		if wineFailureFor(p.rel, l) == nil {
+			return false
+		}
+	}
+	return len(leaves) > 0
+}
+
+// wineReasons are the Wine list's reasons for t's failure: its own entry,
+// or those of its failed subtests.
+func wineReasons(p *pkg, t string) map[string][]string {
+	out := map[string][]string{}
+	if f := wineFailureFor(p.rel, t); f != nil {
+		out[f.Why] = append(out[f.Why], t)
+		return out
+	}
+	for name, r := range p.results {
+		if f := wineFailureFor(p.rel, name); r == "fail" && f != nil && strings.HasPrefix(name, t+"/") {
+			out[f.Why] = append(out[f.Why], name)
+		}
+	}
+	return out
 }
 
 func (p *pkg) count(result string) int {
@@ -377,8 +438,11 @@ func report(w io.Writer, pkgs []*pkg, took time.Duration) bool {
 	byReason := map[string][]string{}
 	for _, p := range pkgs {
 		for _, t := range p.wine {
-			f := wineFailureFor(p.rel, t)
-			byReason[f.Why] = append(byReason[f.Why], p.rel+" "+t)
+			for why, names := range wineReasons(p, t) {
+				for _, n := range names {
+					byReason[why] = append(byReason[why], p.rel+" "+n)
+				}
+			}
 		}
 	}
 	if len(byReason) > 0 {

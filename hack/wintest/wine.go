@@ -5,8 +5,11 @@ package main
 // with what shows it.
 type wineFailure struct {
 	Package string // relative to the module, as in the table
-	Test    string // a top-level test function
-	Why     string
+	// Test is a top-level test function, or a subtest (TestX/sub, as go
+	// test names it): a test whose failed subtests are all listed is
+	// Wine's, and its other subtests still count.
+	Test string
+	Why  string
 }
 
 // Wine 10.0's CreateSymbolicLinkW is a stub that returns TRUE and makes
@@ -28,6 +31,7 @@ const wineAFUnix = "Wine 10 has no AF_UNIX sockets for Windows programs (WSAEAFN
 var wineFailures = []wineFailure{
 	{"drivers/libvirt", "TestFindSocket", wineAFUnix},
 	{"drivers/libvirt", "TestConnectToDeadSocket", wineAFUnix},
+	{"cmd/hwk", "TestHostileInput/down_--name_linked", wineSymlink + ": the fixture's link to another directory is not there, so down finds no cluster and exits 0"},
 	{"pkg/state", "TestWriteFileAtomicThroughSymlink", wineSymlink},
 	{"pkg/state", "TestRemoveRefusesLinks", wineSymlink + "; nor does Wine make junctions: NtFsControlFile has no FSCTL_SET_REPARSE_POINT (dlls/ntdll/unix/file.c), so mklink /J fails, which any Windows user may run"},
 }
