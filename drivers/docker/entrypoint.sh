@@ -44,19 +44,37 @@ mount --make-rshared /
 # node's address in it; either way the NAT rules are new and go in again.
 embedded=127.0.0.11
 node_ip=$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')
-if [ -n "$node_ip" ] && grep -Eq "^nameserver ($embedded|$node_ip)\$" /etc/resolv.conf && command -v iptables-save >/dev/null; then
+# The engine writes those rules with its own iptables, nf_tables or
+# legacy (Docker Desktop's VM is not this host): read them with each
+# and add ours with the one that has them, as kind's entrypoint picks
+# its iptables mode. With no rule found resolv.conf stays as it is.
+if [ -n "$node_ip" ] && grep -Eq "^nameserver ($embedded|$node_ip)\$" /etc/resolv.conf; then
 	# Packets from pods come in on another interface and must be
 	# allowed to reach a loopback address.
 	echo 1 >/proc/sys/net/ipv4/conf/all/route_localnet || true
-	iptables-save -t nat | grep -- "-A DOCKER_OUTPUT -d $embedded/32" | while read -r _ _ _ _ _ proto _ _ _ dport _ _ _ to; do
-		for chain in OUTPUT PREROUTING; do
-			iptables -t nat -A "$chain" -d "$node_ip/32" -p "$proto" --dport "$dport" -j DNAT --to-destination "$to"
-		done
+	added=0
+	for mode in nft legacy; do
+		command -v "iptables-$mode-save" >/dev/null || continue
+		rules=$("iptables-$mode-save" -t nat 2>/dev/null | grep -- "-A DOCKER_OUTPUT -d $embedded/32" || true)
+		[ -n "$rules" ] || continue
+		while read -r _ _ _ _ _ proto _ _ _ dport _ _ _ to; do
+			for chain in OUTPUT PREROUTING; do
+				"iptables-$mode" -t nat -A "$chain" -d "$node_ip/32" -p "$proto" --dport "$dport" -j DNAT --to-destination "$to"
+			done
+			added=$((added + 1))
+		done <<RULES
+$rules
+RULES
+		break
 	done
-	sed "s/^nameserver $embedded\$/nameserver $node_ip/" /etc/resolv.conf >/tmp/resolv.conf
-	# resolv.conf is a bind mount: rewrite it in place.
-	cat /tmp/resolv.conf >/etc/resolv.conf
-	rm -f /tmp/resolv.conf
+	if [ "$added" -gt 0 ]; then
+		sed "s/^nameserver $embedded\$/nameserver $node_ip/" /etc/resolv.conf >/tmp/resolv.conf
+		# resolv.conf is a bind mount: rewrite it in place.
+		cat /tmp/resolv.conf >/etc/resolv.conf
+		rm -f /tmp/resolv.conf
+	else
+		echo "hwk: found none of Docker's DNS rules with iptables-nft-save or iptables-legacy-save; the node keeps $embedded" >&2
+	fi
 fi
 
 exec "$@"
