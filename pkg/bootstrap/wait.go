@@ -69,6 +69,25 @@ func WaitAPIServer(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 	}, nil)
 }
 
+// ClockSkew is how far the API server's clock is ahead of this host's:
+// the creation time it gives a configmap made with dry run (nothing is
+// stored), against this host's clock at the answer. The server's times
+// are whole seconds, so the skew is a second low at most. Node and pod
+// times come from the nodes' clocks, which a Docker Desktop or WSL VM
+// keeps apart from Windows', and which drift after the host sleeps.
+func ClockSkew(ctx context.Context, cs kubernetes.Interface) (time.Duration, error) {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "hwk-clock-"}}
+	made, err := cs.CoreV1().ConfigMaps(metav1.NamespaceDefault).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	now := time.Now()
+	if err != nil {
+		return 0, fmt.Errorf("read the API server's clock: %w", err)
+	}
+	if made.CreationTimestamp.IsZero() {
+		return 0, errors.New("read the API server's clock: the dry-run configmap has no creation time")
+	}
+	return made.CreationTimestamp.Sub(now), nil
+}
+
 // Workload names a DaemonSet or Deployment to wait for.
 type Workload struct {
 	Kind      string // "DaemonSet" or "Deployment"

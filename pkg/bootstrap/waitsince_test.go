@@ -9,7 +9,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // TestWaitNodesReadySince: after a restart, the Ready the API server
@@ -68,5 +70,29 @@ func TestWaitWorkloadsSince(t *testing.T) {
 	}
 	if err := WaitWorkloadsSince(context.Background(), objects("demo-linux-1", restart.Add(-time.Minute)), 300*time.Millisecond, restart, booted, ws); err != nil {
 		t.Errorf("a pod on a node that did not boot: %v", err)
+	}
+}
+
+// TestClockSkew: the skew is the server's creation time of a dry-run
+// configmap against this host's clock, here a VM 40 s behind; a server
+// that gives no time is an error, not a skew of zero.
+func TestClockSkew(t *testing.T) {
+	cs := fake.NewClientset()
+	var dryRun []string
+	cs.PrependReactor("create", "configmaps", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		dryRun = a.(k8stesting.CreateActionImpl).GetCreateOptions().DryRun
+		cm := a.(k8stesting.CreateAction).GetObject().(*corev1.ConfigMap).DeepCopy()
+		cm.CreationTimestamp = metav1.NewTime(time.Now().Add(-40 * time.Second).Truncate(time.Second))
+		return true, cm, nil
+	})
+	skew, err := ClockSkew(context.Background(), cs)
+	if err != nil || skew > -39*time.Second || skew < -42*time.Second {
+		t.Errorf("skew %s, %v; want about -40s", skew, err)
+	}
+	if len(dryRun) != 1 || dryRun[0] != metav1.DryRunAll {
+		t.Errorf("the configmap was made with dry run %q; want All, so that nothing is stored", dryRun)
+	}
+	if _, err := ClockSkew(context.Background(), fake.NewClientset()); err == nil {
+		t.Error("a server that gave no creation time: no error")
 	}
 }

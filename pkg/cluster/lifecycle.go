@@ -91,12 +91,14 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		}
 	}
 	began := time.Now()
+	var skew time.Duration // the API server's clock against this host's
 	res := &StartResult{}
 	workers, cp := split(rec)
 	// The docker nodes this start boots: their pods must start again
 	// before they count (bootstrap.WaitWorkloadsSince). Only stopped ones:
 	// a saved or paused VM resumes without restarting anything. Only
-	// docker's: a node container keeps the host's clock, while a VM's may
+	// docker's: a node container keeps its engine's clock, the API
+	// server's (the times are compared on it, below), while a VM's may
 	// run behind after boot until its time sync catches up, and a
 	// container start time from such a clock would never count.
 	var (
@@ -125,6 +127,15 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 			return err
 		}
 		res.APIReady = time.Since(began)
+		// The nodes' heartbeats and pods' start times are on the nodes'
+		// clock, which may be behind this host's (a Docker Desktop VM
+		// after the laptop slept): "since the start" is taken on the API
+		// server's clock.
+		if d, err := bootstrap.ClockSkew(ctx, cs); err == nil {
+			skew = d
+		} else if p.Log != nil {
+			p.Log.Warn(err.Error() + "; taking this host's clock for the node's")
+		}
 		return nil
 	}); err != nil {
 		return nil, err
@@ -139,8 +150,9 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		names[i] = n.Name
 	}
 	if err := p.stepOf(name, "Waiting for nodes and system pods to be Ready", func() error {
-		// A second of slack for a node whose clock is a little behind.
-		since := began.Add(-time.Second)
+		// Two seconds of slack: the server's clock is read in whole
+		// seconds, and a node's clock may be a little behind it.
+		since := began.Add(skew).Add(-2 * time.Second)
 		err := bootstrap.WaitNodesReadySince(ctx, cs, t.NodesReady, since, names...)
 		if err == nil {
 			res.NodesReady = time.Since(began)
