@@ -280,8 +280,12 @@ func (d *Driver) Start(ctx context.Context, m drivers.Ref) error {
 		return err
 	}
 	if _, err := c.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		if strings.Contains(err.Error(), "port is already allocated") || strings.Contains(err.Error(), "address already in use") {
-			return fmt.Errorf("start node %s: its pinned host port is taken by another program: %w\n  fix: stop that program and run `hwk start --name %s`, or delete the cluster (`hwk down --name %s`) and up it again on a new port", m.Name, err, m.Cluster, m.Cluster)
+		// Docker Desktop says "Ports are not available" for a port in a
+		// range Windows has excluded since (netsh int ipv4 show
+		// excludedportrange protocol=tcp: Hyper-V and WinNAT reserve
+		// blocks of the dynamic range, which may move at a reboot).
+		if msg := err.Error(); strings.Contains(msg, "port is already allocated") || strings.Contains(msg, "address already in use") || strings.Contains(msg, "Ports are not available") {
+			return fmt.Errorf("start node %s: its pinned host port is taken by another program, or (on Windows) now in a range the system excludes: %w\n  fix: stop that program and run `hwk start --name %s` (on Windows `netsh int ipv4 show excludedportrange protocol=tcp` lists the excluded ranges), or delete the cluster (`hwk down --name %s`) and up it again on a new port", m.Name, err, m.Cluster, m.Cluster)
 		}
 		return d.wrap(c, fmt.Errorf("start node %s: %w", m.Name, err))
 	}
