@@ -48,14 +48,15 @@ type Status struct {
 
 // NewStatus writes to out. The spinner is used only when out is a
 // terminal that can draw it: not TERM=dumb, which a pseudo-terminal that
-// is only a log (nektos/act's steps, an editor's shell) sets.
+// is only a log (nektos/act's steps, an editor's shell) sets, and on
+// Windows a console that takes escape sequences.
 func NewStatus(out io.Writer, quiet bool) *Status {
 	return &Status{out: out, tty: isTerminal(out), quiet: quiet, now: time.Now}
 }
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb"
+	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb" && drawsEscapes(f)
 }
 
 // Start begins a step, ending any step still running as a success.
