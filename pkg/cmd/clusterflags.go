@@ -3,6 +3,7 @@ package cmd
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -51,7 +52,14 @@ func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster,
 	if cmd.Flags().Changed("linux-workers") {
 		o.LinuxWorkers = &f.linuxWorkers
 	}
-	c, err := config.Resolve(f.file, o, g.host(cmd.Context()))
+	// The host's default drivers matter only to nodes that name none:
+	// with --driver every node names one, and no driver's check runs
+	// (on Windows each starts PowerShell, wsl.exe or VBoxManage).
+	host := config.Host{OS: runtime.GOOS}
+	if o.Driver == "" {
+		host = g.host(cmd.Context())
+	}
+	c, err := config.Resolve(f.file, o, host)
 	if err != nil {
 		var errs config.Errors
 		if errors.As(err, &errs) {
