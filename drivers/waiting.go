@@ -11,8 +11,10 @@ import (
 // PreflightTimeout bounds one driver's preflight: a driver whose host
 // tool does not answer (a PowerShell that never replies, a hung wsl.exe)
 // is reported unusable, saying what it was waiting for, instead of
-// holding up every command that probes the host.
-const PreflightTimeout = 30 * time.Second
+// holding up every command that probes the host. It covers the Hyper-V
+// driver's PowerShell start (hyperv.StartTimeout) and its checks, CIM
+// queries that take seconds on a laptop.
+const PreflightTimeout = time.Minute
 
 // preflightLimit is PreflightTimeout, shortened by tests.
 var preflightLimit = PreflightTimeout

@@ -115,7 +115,7 @@ const (
 // StartTimeout is how long a new session waits for PowerShell's first
 // answer. Windows PowerShell 5.1 answers in about a second, and up to
 // several the first time after a boot or with an antivirus scanning it.
-const StartTimeout = 20 * time.Second
+const StartTimeout = 30 * time.Second
 
 // reply is one framed answer.
 type reply struct {
@@ -340,7 +340,7 @@ func (s *Session) awaitReady(ctx context.Context, log io.Writer) error {
 		}
 		s.reset()
 	case <-t.C:
-		err = fmt.Errorf("powershell.exe started but did not answer in %s: it is not a working Windows PowerShell 5.1 (Wine's powershell.exe, for one, is a stub that never answers)", limit)
+		err = fmt.Errorf("powershell.exe started but did not answer in %s: it is not a working Windows PowerShell 5.1, or something holds it up (an antivirus scanning it; Wine's powershell.exe is a stub that never answers)", limit)
 		s.reset()
 		<-done
 	case <-ctx.Done():

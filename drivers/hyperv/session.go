@@ -5,6 +5,7 @@ import (
 	"io"
 	"os/exec"
 	"runtime"
+	"time"
 
 	"github.com/hwk-dev/hwk/drivers/internal/winhost"
 )
@@ -40,6 +41,12 @@ func startPowerShell(stderr io.Writer) (process, error) {
 		return nil, err
 	}
 	cmd := exec.Command(exe, "-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-Command", "-")
+	// The session sets its console's output code page to UTF-8; in a
+	// console of its own, the user's keeps its own.
+	ownConsole(cmd)
+	// A child of PowerShell's that keeps its stderr open (a cmdlet's
+	// helper) must not hold Kill's wait, and the session's lock with it.
+	cmd.WaitDelay = 5 * time.Second
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err

@@ -10,13 +10,15 @@ import (
 // memory checks need, from the CIM classes Win32_Processor
 // (VirtualizationFirmwareEnabled, VMMonitorModeExtensions),
 // Win32_ComputerSystem (HypervisorPresent) and Win32_OperatingSystem
-// (TotalVisibleMemorySize, FreePhysicalMemory, in kiB):
+// (TotalVisibleMemorySize, FreePhysicalMemory, in kiB), each asking for
+// only those properties (-Property: WMI reads the others, some slowly,
+// when they are asked for; Win32_Processor's all can take seconds):
 // https://learn.microsoft.com/en-us/windows/win32/cimwin32prov/win32-processor,
 // .../win32-computersystem, .../win32-operatingsystem.
 const hostFactsScript = `$ErrorActionPreference = 'Stop'
-$cpu = CimCmdlets\Get-CimInstance -ClassName Win32_Processor | Microsoft.PowerShell.Utility\Select-Object -First 1
-$cs = CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem
-$os = CimCmdlets\Get-CimInstance -ClassName Win32_OperatingSystem
+$cpu = CimCmdlets\Get-CimInstance -ClassName Win32_Processor -Property @('VirtualizationFirmwareEnabled', 'VMMonitorModeExtensions') | Microsoft.PowerShell.Utility\Select-Object -First 1
+$cs = CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem -Property HypervisorPresent
+$os = CimCmdlets\Get-CimInstance -ClassName Win32_OperatingSystem -Property @('TotalVisibleMemorySize', 'FreePhysicalMemory')
 [pscustomobject]@{
     firmware   = [bool]$cpu.VirtualizationFirmwareEnabled
     extensions = [bool]$cpu.VMMonitorModeExtensions

@@ -1,0 +1,8 @@
+//go:build !windows
+
+package hyperv
+
+import "os/exec"
+
+// ownConsole: only Windows has consoles to keep apart.
+func ownConsole(*exec.Cmd) {}

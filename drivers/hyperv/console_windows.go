@@ -1,0 +1,18 @@
+package hyperv
+
+import (
+	"os/exec"
+	"syscall"
+
+	"golang.org/x/sys/windows"
+)
+
+// ownConsole starts cmd in a console of its own, with no window
+// (CREATE_NO_WINDOW: Process Creation Flags, learn.microsoft.com): what
+// it sets there, such as the output code page ([Console]::OutputEncoding
+// calls SetConsoleOutputCP, which would change the console hwk runs in
+// for as long as that console lives), and a Ctrl-C typed at hwk's, stay
+// apart; hwk ends the session itself.
+func ownConsole(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{CreationFlags: windows.CREATE_NO_WINDOW}
+}
