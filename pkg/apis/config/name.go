@@ -84,7 +84,8 @@ var imageNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,127}$`)
 // CheckImageName refuses a node image name that could not be a directory
 // of the cache (a path, "..", an empty name, an option).
 func CheckImageName(name string) error {
-	if !imageNameRE.MatchString(name) || strings.Contains(name, "..") {
+	// Windows drops a trailing dot from a file name: "x." would be x.
+	if !imageNameRE.MatchString(name) || strings.Contains(name, "..") || strings.HasSuffix(name, ".") {
 		return fmt.Errorf("%q is not a node image name (lowercase letters, digits, '.', '_' and '-', at most 128)", Shorten(name))
 	}
 	if ReservedOnWindows(name) {

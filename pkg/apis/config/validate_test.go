@@ -321,6 +321,9 @@ func TestReservedOnWindows(t *testing.T) {
 	if err := CheckImageName("nul.v1"); err == nil || !strings.Contains(err.Error(), "Windows keeps \"nul\" for a device") {
 		t.Errorf("CheckImageName(nul.v1) = %v", err)
 	}
+	if err := CheckImageName("linux-v1.35."); err == nil {
+		t.Error("CheckImageName(linux-v1.35.) = nil; Windows would name its directory linux-v1.35")
+	}
 	if err := CheckImageName("linux-v1.35.4"); err != nil {
 		t.Errorf("CheckImageName(linux-v1.35.4) = %v", err)
 	}
