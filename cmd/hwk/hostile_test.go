@@ -233,7 +233,7 @@ func newHostileFixture(t *testing.T, bin string) *hostileFixture {
 	// record-like file, a link to victim/, and a file.
 	must(t, os.MkdirAll(filepath.Join(clusters, "notours"), 0o700))
 	must(t, os.WriteFile(filepath.Join(clusters, "notours", "data"), []byte("someone's\n"), 0o600))
-	must(t, os.Symlink(f.victim, filepath.Join(clusters, "linked")))
+	must(t, link(f.victim, filepath.Join(clusters, "linked")))
 	must(t, os.WriteFile(filepath.Join(f.victim, "cluster.yaml"), []byte(strings.Replace(stdoutOnly(rec), "name: real", "name: linked", 1)), 0o600))
 	must(t, os.WriteFile(filepath.Join(clusters, "afile"), []byte("a file\n"), 0o600))
 	// The lock file any earlier command on real left (hwk keeps a
@@ -546,6 +546,21 @@ func containsAny(s string, subs []string) bool {
 		}
 	}
 	return false
+}
+
+// link makes a link at name to the directory target: a symbolic link,
+// or on a Windows that does not let this user make one (no Developer
+// Mode, not elevated: ERROR_PRIVILEGE_NOT_HELD) a junction, which any
+// user can make and which hwk must refuse the same way.
+func link(target, name string) error {
+	err := os.Symlink(target, name)
+	if err == nil || runtime.GOOS != "windows" {
+		return err
+	}
+	if out, jerr := exec.Command("cmd", "/c", "mklink", "/J", name, target).CombinedOutput(); jerr != nil {
+		return fmt.Errorf("%w; mklink /J: %v: %s", err, jerr, out)
+	}
+	return nil
 }
 
 func must(t *testing.T, err error) {

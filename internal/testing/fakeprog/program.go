@@ -60,15 +60,18 @@ type program struct {
 
 // call answers one call: its arguments are the request.
 func (p *program) call(args []string) int {
+	// What the caller writes to stdin is kept beside the call, for the
+	// test to read (a nil stdin in Go is /dev/null: nothing). It is read
+	// before the lock is taken: a caller that keeps stdin open (a session
+	// started on a one-call fake) must not hold up the other calls.
+	in, _ := io.ReadAll(os.Stdin)
 	unlock, err := p.lock()
 	if err != nil {
 		return p.refuse(args, err.Error())
 	}
 	defer unlock()
-	// What the caller writes to stdin is kept beside the call, for the
-	// test to read (a nil stdin in Go is /dev/null: nothing).
 	n := countLines(p.path(callsFile))
-	if in, _ := io.ReadAll(os.Stdin); len(in) > 0 {
+	if len(in) > 0 {
 		if err := os.WriteFile(p.path(fmt.Sprintf("stdin.%d", n)), in, 0o644); err != nil {
 			return p.refuse(args, err.Error())
 		}
