@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -256,7 +258,15 @@ func lockAll(paths []string) (func(), error) {
 			os.Remove(l)
 		}
 	}
+	var locked []string
 	for _, path := range sorted {
+		// A file named twice (KUBECONFIG=a;A on Windows, whose names
+		// differ in case only, or a:a) is locked once: a second lock would
+		// wait for the first.
+		if slices.ContainsFunc(locked, func(p string) bool { return samePath(p, path) }) {
+			continue
+		}
+		locked = append(locked, path)
 		lock := path + ".lock"
 		if err := os.MkdirAll(filepath.Dir(lock), 0o755); err != nil {
 			release()
@@ -281,4 +291,14 @@ func lockAll(paths []string) (func(), error) {
 		}
 	}
 	return release, nil
+}
+
+// samePath reports whether a and b name one file: Windows' file names
+// are case-insensitive (NTFS as Windows opens it), Unix's are not.
+func samePath(a, b string) bool {
+	a, b = filepath.Clean(a), filepath.Clean(b)
+	if runtime.GOOS == "windows" {
+		return strings.EqualFold(a, b)
+	}
+	return a == b
 }

@@ -357,3 +357,28 @@ contexts:
 		t.Error("EntryFrom without a current context succeeded")
 	}
 }
+
+// TestFileNamedTwice: a KUBECONFIG that names one file twice is merged
+// into once, without waiting for a lock it holds itself. client-go drops
+// a name given twice as it is; on Windows the second is in another case
+// (config, CONFIG), which client-go keeps and Windows opens as one file:
+// under Wine this failed on the lock before samePath.
+func TestFileNamedTwice(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "config")
+	write(t, a, existingA)
+	again := a
+	if runtime.GOOS == "windows" {
+		again = filepath.Join(dir, "CONFIG")
+	}
+	t.Setenv("KUBECONFIG", strings.Join([]string{a, again}, string(os.PathListSeparator)))
+	defer func(d time.Duration) { lockWait = d }(lockWait)
+	lockWait = 200 * time.Millisecond
+	if err := Merge(Paths{}, "demo", entry("https://172.31.250.10:6443"), false); err != nil {
+		t.Fatalf("merge: %v", err)
+	}
+	assertHwk(t, loadFile(t, a), "hwk-demo", "https://172.31.250.10:6443")
+	if _, err := os.Stat(a + ".lock"); !os.IsNotExist(err) {
+		t.Errorf("the lock file is left (%v)", err)
+	}
+}
