@@ -35,7 +35,7 @@ HWK_CACHE := $${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-
 # Packages with Windows-only files, whose tests must at least compile for Windows.
 WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
 
-.PHONY: test-windows debian-lock workflows ci-cold ci-full nonroot test-race all build test check-ps check-ps-files action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
+.PHONY: test-windows e2e-wine debian-lock workflows ci-cold ci-full nonroot test-race all build test check-ps check-ps-files action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
 
 all: build
 
@@ -94,6 +94,21 @@ test: check-ps-files $(ACTION_CACHE_DEPS)
 PKGS ?=
 test-windows:
 	$(GO) run ./hack/wintest -run '$(PKGS)'
+
+# hwk.exe end to end under Wine against this machine's Docker engine
+# (through a loopback TCP relay to its socket): doctor, up of a
+# Linux-only cluster, the kubeconfig it writes read by the Linux kubectl,
+# load-image, stop/start, export logs and down with nothing left; then
+# hwk.exe's own build of the Linux node image through the engine, and a
+# cluster from it. Needs root, a Docker engine and the node image built
+# on Linux first (its kubectl, and the runc a Windows host downloads).
+# WINE_RUN narrows the tests (go test -run).
+WINE_RUN ?= ^TestWindowsHost
+e2e-wine: build
+	$(BIN)/hwk node-image build linux --source source --formats docker
+	CGO_ENABLED=0 GOOS=windows GOARCH=amd64 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/hwk.exe ./cmd/hwk
+	hack/wine.sh root >/dev/null
+	HWK_E2E_WINE=1 HWK_EXE=$(CURDIR)/$(BIN)/hwk.exe $(GO) test -tags e2e -count=1 -timeout 80m -v -run '$(WINE_RUN)' ./e2e/
 
 # Every PowerShell file in the tree, and every script hwk generates (the
 # tests of each package that imports internal/testing/pscheck render them; the
