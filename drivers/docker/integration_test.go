@@ -26,6 +26,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/testing/enginefile"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
@@ -105,7 +106,7 @@ func staticBusybox(t *testing.T, c *client.Client) []byte {
 	var err error
 	if runtime.GOOS == "windows" {
 		where += " on the Docker engine's machine"
-		bin, err = engineFile(t, c, path)
+		bin, err = enginefile.Read(t, c, path)
 	} else {
 		bin, err = os.ReadFile(path)
 	}
@@ -123,50 +124,6 @@ func staticBusybox(t *testing.T, c *client.Client) []byte {
 		}
 	}
 	return bin
-}
-
-// engineFile reads the file at path on the engine's machine, through the
-// engine (see staticBusybox).
-func engineFile(t *testing.T, c *client.Client, path string) ([]byte, error) {
-	t.Helper()
-	ctx := context.Background()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "x/", Mode: 0o755}))
-	must(t, tw.Close())
-	ref := "hwk-test/empty:1"
-	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
-	if err != nil {
-		return nil, err
-	}
-	_, _ = io.Copy(io.Discard, rc)
-	rc.Close()
-	t.Cleanup(func() { _, _ = c.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{}) })
-	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: ref, Cmd: []string{"/x/file"}},
-		HostConfig: &container.HostConfig{Binds: []string{path + ":/x/file:ro"}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Removed before the image (cleanups run last first).
-	t.Cleanup(func() {
-		_, _ = c.ContainerRemove(context.Background(), res.ID, client.ContainerRemoveOptions{Force: true})
-	})
-	cp, err := c.CopyFromContainer(ctx, res.ID, client.CopyFromContainerOptions{SourcePath: "/x/file"})
-	if err != nil {
-		return nil, err
-	}
-	defer cp.Content.Close()
-	tr := tar.NewReader(cp.Content)
-	h, err := tr.Next()
-	if err != nil {
-		return nil, fmt.Errorf("the copy of %s: %w", path, err)
-	}
-	if h.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("%s on the engine's machine is not a regular file", path)
-	}
-	return io.ReadAll(tr)
 }
 
 func must(t *testing.T, err error) {

@@ -24,9 +24,9 @@ import (
 	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/testing/enginefile"
 	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/state"
-	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 )
 
@@ -365,11 +365,7 @@ func isStatic(p string) bool {
 
 // staticBusybox is a static Linux busybox: the first on PATH, here. A
 // Windows host has no Linux programs, so there it is /bin/busybox of the
-// engine's machine (Docker Desktop's Linux VM; under Wine, the Linux
-// machine running the test), read through the engine: bound into a
-// container that never starts, of an image holding one empty directory,
-// and copied out of it (GET /containers/{id}/archive mounts a
-// container's volumes and bind mounts for the copy, started or not).
+// engine's machine, read through the engine (enginefile).
 func staticBusybox(t *testing.T, c *client.Client) ([]byte, error) {
 	t.Helper()
 	if runtime.GOOS != "windows" {
@@ -383,42 +379,7 @@ func staticBusybox(t *testing.T, c *client.Client) ([]byte, error) {
 		return os.ReadFile(p)
 	}
 	const path = "/bin/busybox"
-	ctx := context.Background()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "x/", Mode: 0o755}); err != nil {
-		return nil, err
-	}
-	tw.Close()
-	ref := "hwk-test/empty:1"
-	rc, err := c.ImageImport(ctx, client.ImageImportSource{Source: &buf, SourceName: "-"}, ref, client.ImageImportOptions{})
-	if err != nil {
-		return nil, err
-	}
-	_, _ = io.Copy(io.Discard, rc)
-	rc.Close()
-	t.Cleanup(func() { _, _ = c.ImageRemove(context.Background(), ref, client.ImageRemoveOptions{}) })
-	res, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
-		Config:     &container.Config{Image: ref, Cmd: []string{"/x/file"}},
-		HostConfig: &container.HostConfig{Binds: []string{path + ":/x/file:ro"}},
-	})
-	if err != nil {
-		return nil, err
-	}
-	// Removed before the image (cleanups run last first).
-	t.Cleanup(func() {
-		_, _ = c.ContainerRemove(context.Background(), res.ID, client.ContainerRemoveOptions{Force: true})
-	})
-	cp, err := c.CopyFromContainer(ctx, res.ID, client.CopyFromContainerOptions{SourcePath: "/x/file"})
-	if err != nil {
-		return nil, fmt.Errorf("%s on the engine's machine: %w", path, err)
-	}
-	defer cp.Content.Close()
-	tr := tar.NewReader(cp.Content)
-	if h, err := tr.Next(); err != nil || h.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("%s on the engine's machine is not a file (%v)", path, err)
-	}
-	data, err := io.ReadAll(tr)
+	data, err := enginefile.Read(t, c, path)
 	if err == nil && bytes.Contains(data, []byte("/lib64/ld-linux")) {
 		err = fmt.Errorf("%s on the engine's machine is not static", path)
 	}
