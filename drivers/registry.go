@@ -71,19 +71,8 @@ type Availability struct {
 // context's note function (ui.WithNotes) hears of checks still running
 // after a second.
 func (r *Registry) Check(ctx context.Context, hostOS string) []Availability {
-	names := r.Names()
-	out := make([]Availability, len(names))
-	waits := make([]*ui.Wait, len(names))
-	for i, n := range names {
-		waits[i] = newWait(n)
-	}
-	stop := ui.Watch(ctx, preflightLimit, waits...)
-	var wg sync.WaitGroup
-	for i, n := range names {
-		wg.Go(func() { out[i] = check(ctx, r.byName[n], waits[i]) })
-	}
-	wg.Wait()
-	stop()
+	out := make([]Availability, len(r.byName))
+	r.each(ctx, func(i int, d Driver, w *ui.Wait) { out[i] = check(ctx, d, w) })
 	for _, os := range []config.OS{config.Linux, config.Windows} {
 		if name, ok := pick(out, hostOS, os); ok {
 			i := slices.IndexFunc(out, func(a Availability) bool { return a.Name == name })
@@ -95,32 +84,33 @@ func (r *Registry) Check(ctx context.Context, hostOS string) []Availability {
 
 // Reachable is every driver whose Preflight passes here now, in name
 // order: the drivers that may hold machines to remove. The preflights run
-// concurrently, each within PreflightTimeout, with progress as Check's.
+// concurrently, each within PreflightTimeout, with notes as Check's.
 func (r *Registry) Reachable(ctx context.Context) []Driver {
+	ok := make([]Driver, len(r.byName))
+	r.each(ctx, func(i int, d Driver, w *ui.Wait) {
+		if _, err := timed(ctx, d.Name(), w, d.Preflight); err == nil {
+			ok[i] = d
+		}
+	})
+	return slices.DeleteFunc(ok, func(d Driver) bool { return d == nil })
+}
+
+// each runs check on every driver at once, the i-th in name order with
+// its own wait, and tells the context's note function about those still
+// running.
+func (r *Registry) each(ctx context.Context, check func(i int, d Driver, w *ui.Wait)) {
 	names := r.Names()
-	ok := make([]bool, len(names))
 	waits := make([]*ui.Wait, len(names))
 	for i, n := range names {
 		waits[i] = newWait(n)
 	}
 	stop := ui.Watch(ctx, preflightLimit, waits...)
+	defer stop()
 	var wg sync.WaitGroup
 	for i, n := range names {
-		d := r.byName[n]
-		wg.Go(func() {
-			_, err := timed(ctx, n, waits[i], d.Preflight)
-			ok[i] = err == nil
-		})
+		wg.Go(func() { check(i, r.byName[n], waits[i]) })
 	}
 	wg.Wait()
-	stop()
-	var out []Driver
-	for i, n := range names {
-		if ok[i] {
-			out = append(out, r.byName[n])
-		}
-	}
-	return out
 }
 
 func check(ctx context.Context, d Driver, w *ui.Wait) Availability {
