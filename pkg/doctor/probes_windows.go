@@ -28,7 +28,7 @@ func platform(p *Probes) {
 				return nil, fmt.Errorf("powershell.exe exited with %d: %s", ee.ExitCode(), strings.TrimSpace(string(ee.Stderr)))
 			}
 			if errors.Is(err, exec.ErrNotFound) {
-				return nil, errors.New("Windows PowerShell (powershell.exe) is not on PATH")
+				return nil, errors.New("powershell.exe (Windows PowerShell) is not on PATH")
 			}
 			return nil, err
 		}
