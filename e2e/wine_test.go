@@ -468,8 +468,15 @@ func TestWindowsHostBuildsNodeImage(t *testing.T) {
 		t.Fatalf("no runc download in the plan:\n%s", plan)
 	}
 	host := filepath.Join(w.prefix, "drive_c", filepath.FromSlash(strings.ReplaceAll(strings.TrimPrefix(runcDir, `C:\`), `\`, "/")))
+	// The Linux build's cache, as hwk on Linux finds it (state.DefaultDirs).
 	linuxCache := os.Getenv("HWK_LINUX_CACHE")
-	if linuxCache == "" {
+	switch {
+	case linuxCache != "":
+	case os.Getenv("HWK_HOME") != "":
+		linuxCache = filepath.Join(os.Getenv("HWK_HOME"), "cache")
+	case os.Getenv("XDG_CACHE_HOME") != "":
+		linuxCache = filepath.Join(os.Getenv("XDG_CACHE_HOME"), "hwk")
+	default:
 		linuxCache = filepath.Join(os.Getenv("HOME"), ".cache", "hwk")
 	}
 	built, _ := filepath.Glob(filepath.Join(linuxCache, "build", "runc-*", "runc"))
