@@ -25,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/internal/vmnode"
@@ -36,6 +37,10 @@ import (
 // StopGrace is how long Stop waits for the guest to shut down before it
 // turns the VM off, in seconds.
 const StopGrace = 60
+
+// adapterTimeout is how long EnsureNetwork waits for Windows to make the
+// IPv4 interface of the host's adapter to hwk's new switch.
+const adapterTimeout = 30 * time.Second
 
 // BuildCommand is what makes the Linux node image this driver boots.
 const BuildCommand = "hwk node-image build linux --formats vhdx"
@@ -80,6 +85,9 @@ type Driver struct {
 	handle func(name string, os config.OS, ip netip.Addr) (*node.Node, error)
 	// mu serializes making a cluster's SSH key.
 	mu sync.Mutex
+	// adapterWait bounds the wait for the IPv4 interface of the host's
+	// adapter to a new switch; it is asked again every adapterPoll.
+	adapterWait, adapterPoll time.Duration
 }
 
 var (
@@ -96,7 +104,7 @@ func New(o Options) *Driver {
 	if o.Warn == nil {
 		o.Warn = func(string) {}
 	}
-	return &Driver{dirs: o.Dirs, ps: o.Runner, warn: o.Warn, handle: o.Handle}
+	return &Driver{dirs: o.Dirs, ps: o.Runner, warn: o.Warn, handle: o.Handle, adapterWait: adapterTimeout, adapterPoll: 500 * time.Millisecond}
 }
 
 // Name implements drivers.Driver.

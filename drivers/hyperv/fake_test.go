@@ -117,6 +117,13 @@ func (f *fakePS) fail(err *PSError, match ...string) *fakePS {
 	return f.add(fakeprog.Exchange{Script: match, Error: rec})
 }
 
+// failTimes answers with an error record n times.
+func (f *fakePS) failTimes(n int, err *PSError, match ...string) *fakePS {
+	f.fail(err, match...)
+	f.tr.Exchanges[len(f.tr.Exchanges)-1].Times = n
+	return f
+}
+
 // patch is the reply called key with the top-level properties in change
 // replaced, for variations of a real-format reply; it returns the new
 // reply's key.
@@ -177,6 +184,7 @@ const (
 	preflightMark   = "Win32_ComputerSystem"
 	netFactsMark    = "[pscustomobject]@{\n    switch"
 	netMakeMark     = "Hyper-V\\New-VMSwitch"
+	addressMark     = "NetTCPIP\\New-NetIPAddress -InterfaceAlias 'vEthernet (hwk)'"
 	netDeleteMark   = "$kept = @()"
 	createFactsMark = "System.IO.DriveInfo"
 	createMark      = "Hyper-V\\New-VM "

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -118,8 +119,13 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 	if (!haveAddress || !haveNAT) && !f.Elevated {
 		return &drivers.UnavailableError{Driver: config.DriverHyperV, Reason: fmt.Sprintf("cluster %s needs its gateway %s on hwk's switch and hwk's NAT, and this PowerShell is not elevated", n.Cluster, gw), Fix: elevationFix}
 	}
-	if script := ensureNetworkScript(gw, subnet.Bits(), f.Switch == "", !haveAddress, !haveNAT); script != "" {
-		if err := d.run(ctx, script, nil); err != nil {
+	if f.Switch == "" {
+		if err := d.run(ctx, switchScript(), nil); err != nil {
+			return fmt.Errorf("make hwk's Hyper-V switch for %s: %w", subnet, err)
+		}
+	}
+	if script := addressScript(gw, subnet.Bits(), !haveAddress, !haveNAT); script != "" {
+		if err := d.runOnAdapter(ctx, script); err != nil {
 			return fmt.Errorf("make hwk's Hyper-V network for %s: %w", subnet, err)
 		}
 	}
@@ -127,6 +133,45 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 		return err
 	}
 	return state.WriteFileAtomic(d.subnetFile(n.Cluster), []byte(subnet.String()+"\n"), 0o644)
+}
+
+// runOnAdapter runs a script that addresses the host's adapter to hwk's
+// switch, again while the adapter's IPv4 interface is not there yet, for
+// up to d.adapterWait: Windows may make it after New-VMSwitch has
+// returned, and New-NetIPAddress then fails with "Element not found"
+// (Windows System Error 1168; Siemens-Healthineers/K2s#1131).
+func (d *Driver) runOnAdapter(ctx context.Context, script string) error {
+	deadline := time.Now().Add(d.adapterWait)
+	for {
+		err := d.run(ctx, script, nil)
+		if err == nil || !adapterMissing(err) {
+			return err
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("the host's adapter %s to hwk's switch had no IPv4 interface after %s (run hwk up again; if it fails the same way, see what Get-NetAdapter and Get-NetIPInterface say of it): %w",
+				quote(adapterAlias), d.adapterWait, err)
+		}
+		drivers.Waiting(ctx, "Windows to make the IPv4 interface of "+adapterAlias)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d.adapterPoll):
+		}
+	}
+}
+
+// adapterMissing reports whether err is Windows saying the host's adapter
+// to hwk's switch has no IPv4 interface yet: Get-NetIPInterface finding
+// none (FullyQualifiedErrorId CmdletizationQuery_NotFound_InterfaceAlias,
+// as the CIM cmdlets name a query that matched nothing), or
+// New-NetIPAddress's "Element not found" (Windows System Error 1168).
+func adapterMissing(err error) bool {
+	var pe *PSError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return strings.HasPrefix(pe.ID, "CmdletizationQuery_NotFound") && strings.HasSuffix(pe.ID, ",Get-NetIPInterface") ||
+		pe.ID == "Windows System Error 1168,New-NetIPAddress"
 }
 
 // clusterSubnet is the subnet EnsureNetwork recorded for cluster.

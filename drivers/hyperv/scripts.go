@@ -63,15 +63,21 @@ func networkFactsScript() string {
 }`
 }
 
-// ensureNetworkScript makes what is missing of hwk's switch, the
-// cluster's gateway address on it and hwk's NAT.
-func ensureNetworkScript(gateway netip.Addr, bits int, makeSwitch, addAddress, makeNAT bool) string {
+// switchScript makes hwk's internal switch.
+func switchScript() string {
+	return fmt.Sprintf("Hyper-V\\New-VMSwitch -Name %s -SwitchType Internal -Notes %s | Microsoft.PowerShell.Core\\Out-Null\n",
+		quote(switchName), quote("hwk: the NAT network of hwk's Hyper-V nodes"))
+}
+
+// addressScript puts the cluster's gateway address on the host's adapter
+// to hwk's switch and makes hwk's NAT, each when asked. The adapter's
+// IPv4 interface is asked for first: it may appear only after
+// New-VMSwitch has returned, and until then the script fails with the
+// not-found error (adapterMissing) that EnsureNetwork waits out.
+func addressScript(gateway netip.Addr, bits int, addAddress, makeNAT bool) string {
 	var b strings.Builder
-	if makeSwitch {
-		fmt.Fprintf(&b, "Hyper-V\\New-VMSwitch -Name %s -SwitchType Internal -Notes %s | Microsoft.PowerShell.Core\\Out-Null\n",
-			quote(switchName), quote("hwk: the NAT network of hwk's Hyper-V nodes"))
-	}
 	if addAddress {
+		fmt.Fprintf(&b, "NetTCPIP\\Get-NetIPInterface -InterfaceAlias %s -AddressFamily IPv4 | Microsoft.PowerShell.Core\\Out-Null\n", quote(adapterAlias))
 		fmt.Fprintf(&b, "NetTCPIP\\New-NetIPAddress -InterfaceAlias %s -IPAddress %s -PrefixLength %d | Microsoft.PowerShell.Core\\Out-Null\n",
 			quote(adapterAlias), quote(gateway.String()), bits)
 	}
@@ -341,7 +347,8 @@ func Scripts() map[string]string {
 	for name, s := range map[string]string{
 		"preflightScript":          preflightScript(),
 		"networkFactsScript":       networkFactsScript(),
-		"ensureNetworkScript":      ensureNetworkScript(gw, 24, true, true, true),
+		"switchScript":             switchScript(),
+		"addressScript":            addressScript(gw, 24, true, true),
 		"deleteNetworkScript":      deleteNetworkScript(gw),
 		"inspectScript+vmFields":   inspectScript("demo-cp"),
 		"listScript+vmFields":      listScript(),

@@ -84,7 +84,7 @@ func TestHyperVUpDown(t *testing.T) {
 		t.Errorf("up: %+v", res)
 	}
 	scripts := ps.Requests()
-	for _, rule := range []string{"preflight", "list, none yet", "make the network", "create demo-cp", "create demo-win-1", "inspect demo-cp", "inspect demo-win-1"} {
+	for _, rule := range []string{"preflight", "list, none yet", "address the adapter, before Windows made its interface", "make the switch", "address and NAT", "create demo-cp", "create demo-win-1", "inspect demo-cp", "inspect demo-win-1"} {
 		if !strings.Contains(scripts, "# --- "+rule+"\n") {
 			t.Errorf("up sent no script of rule %q", rule)
 		}

@@ -70,7 +70,7 @@ func TestWSLUpDown(t *testing.T) {
 	ps.Check(t)
 	nodes.check(t)
 	scripts := ps.Requests()
-	for _, rule := range []string{"make the network", "create demo-win-1", "route demo-cp's address to WSL's VM"} {
+	for _, rule := range []string{"make the switch", "address and NAT", "create demo-win-1", "route demo-cp's address to WSL's VM"} {
 		if !strings.Contains(scripts, "# --- "+rule+"\n") {
 			t.Errorf("up sent no script of rule %q", rule)
 		}

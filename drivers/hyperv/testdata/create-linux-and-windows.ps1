@@ -8,10 +8,13 @@ $switch = Hyper-V\Get-VMSwitch -Name 'hwk' -ErrorAction SilentlyContinue
 }
 # --- script 2
 Hyper-V\New-VMSwitch -Name 'hwk' -SwitchType Internal -Notes 'hwk: the NAT network of hwk''s Hyper-V nodes' | Microsoft.PowerShell.Core\Out-Null
+
+# --- script 3
+NetTCPIP\Get-NetIPInterface -InterfaceAlias 'vEthernet (hwk)' -AddressFamily IPv4 | Microsoft.PowerShell.Core\Out-Null
 NetTCPIP\New-NetIPAddress -InterfaceAlias 'vEthernet (hwk)' -IPAddress '172.31.250.1' -PrefixLength 24 | Microsoft.PowerShell.Core\Out-Null
 NetNat\New-NetNat -Name 'hwk' -InternalIPInterfaceAddressPrefix '172.31.0.0/16' | Microsoft.PowerShell.Core\Out-Null
 
-# --- script 3
+# --- script 4
 $vm = Hyper-V\Get-VM -Name 'demo-cp' -ErrorAction SilentlyContinue
 $image = Hyper-V\Get-VHD -Path 'C:\hwk\cache\images\linux\disk.vhdx'
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path 'C:\hwk\clusters\demo\hyperv\demo-cp' | Microsoft.PowerShell.Core\Out-Null
@@ -26,7 +29,7 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
     image = [int64]$image.Size
     dns = $dns
 }
-# --- script 4
+# --- script 5
 if (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx') { Microsoft.PowerShell.Management\Remove-Item -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -Force }
 Hyper-V\New-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -ParentPath 'C:\hwk\cache\images\linux\disk.vhdx' -Differencing | Microsoft.PowerShell.Core\Out-Null
 $vm = $null
@@ -50,7 +53,7 @@ try {
     throw
 }
 [pscustomobject]@{ tpm = $tpm }
-# --- script 5
+# --- script 6
 $vm = Hyper-V\Get-VM -Name 'demo-win-1' -ErrorAction SilentlyContinue
 $image = Hyper-V\Get-VHD -Path 'C:\hwk\cache\images\windows\disk.vhdx'
 Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1' | Microsoft.PowerShell.Core\Out-Null
@@ -65,7 +68,7 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
     image = [int64]$image.Size
     dns = $dns
 }
-# --- script 6
+# --- script 7
 if (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx') { Microsoft.PowerShell.Management\Remove-Item -LiteralPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -Force }
 Hyper-V\New-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -ParentPath 'C:\hwk\cache\images\windows\disk.vhdx' -Differencing | Microsoft.PowerShell.Core\Out-Null
 $vm = $null

@@ -63,7 +63,7 @@ var modules = map[string][]string{
 	"CimCmdlets":                       {"Get-CimInstance", "Invoke-CimMethod"},
 	"Hyper-V":                          {"Get-VM", "New-VM", "Set-VM", "Start-VM", "Stop-VM", "Remove-VM", "New-VHD", "Get-VHD", "Resize-VHD", "Get-VMSwitch", "New-VMSwitch", "Remove-VMSwitch", "Set-VMNetworkAdapter", "Get-VMNetworkAdapter", "Remove-VMNetworkAdapter", "Set-VMFirmware", "Set-VMKeyProtector", "Enable-VMTPM", "Add-VMDvdDrive", "Set-VMComPort", "Get-VMHardDiskDrive"},
 	"NetNat":                           {"Get-NetNat", "New-NetNat", "Remove-NetNat"},
-	"NetTCPIP":                         {"Get-NetIPAddress", "New-NetIPAddress", "Remove-NetIPAddress", "Get-NetRoute", "New-NetRoute", "Remove-NetRoute", "Find-NetRoute", "Set-NetIPInterface"},
+	"NetTCPIP":                         {"Get-NetIPAddress", "New-NetIPAddress", "Remove-NetIPAddress", "Get-NetRoute", "New-NetRoute", "Remove-NetRoute", "Find-NetRoute", "Get-NetIPInterface", "Set-NetIPInterface"},
 	"DnsClient":                        {"Get-DnsClientServerAddress", "Set-DnsClientServerAddress"},
 	"NetAdapter":                       {"Get-NetAdapter"},
 	// The Hyper-V firewall's cmdlets: Windows 11 22H2 and later (the
@@ -234,6 +234,8 @@ var messages = map[string]string{
 	"pkg/cmd.newExecCommand":                        "an example command for hwk exec on a Windows node",
 	"drivers/hyperv.Driver.Create":                  "how to remove a VM of the node's name",
 	"drivers/hyperv.confirmAddress":                 "where to look for a VM's addresses",
+	"drivers/hyperv.Driver.runOnAdapter":            "where to look at an adapter that never got its IPv4 interface",
+	"drivers/hyperv.adapterMissing":                 "the FullyQualifiedErrorIds of the errors EnsureNetwork waits out",
 	"pkg/winimage.UnattendOptions.check":            "dism /Get-WimInfo, where the edition names come from",
 	"drivers/wsl2.Driver.unroute":                   "how to remove the firewall rule kept for want of elevation",
 	"pkg/cluster/internal/actions.bootPhase.lookAt": "where to look when a Windows node's first boot stops (Get-Service containerd)",
