@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
+	"github.com/hwk-dev/hwk/pkg/powershell"
 	"github.com/hwk-dev/hwk/pkg/sshkey"
 )
 
@@ -151,5 +153,30 @@ func TestRetries(t *testing.T) {
 	errOut.Reset()
 	if code := runWith(nil, st, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "no disk labelled cidata") {
 		t.Errorf("past the bound: exit %d: %s", code, errOut.String())
+	}
+}
+
+// TestRunEncodedDecodesCLIXML: the script runs in a powershell.exe (a fake
+// first on PATH) whose error record comes as CLIXML on stderr, as Windows
+// PowerShell writes it to a pipe; hwk-seed's log and its error get the
+// record as text.
+func TestRunEncodedDecodesCLIXML(t *testing.T) {
+	const script = "Write-Output 'hwk-seed: renamed the computer to demo-win-1'\nthrow 'x'\n"
+	tr := &fakeprog.Transcript{Name: t.Name(), Exchanges: []fakeprog.Exchange{{Name: "apply", Args: powershell.Args(script), Times: 1, Reply: "apply/dns-refused"}}}
+	fake := fakeprog.New(t, fakeprog.Config{Program: "powershell.exe", Transcript: tr, Replies: "testdata/replies"})
+	var out, errOut bytes.Buffer
+	err := runEncoded("powershell.exe", script, &out, &errOut)
+	if u := fake.Unexpected(); u != "" {
+		t.Fatalf("powershell.exe was called in a way it did not expect:\n%s", u)
+	}
+	if err == nil || !strings.HasSuffix(err.Error(), ": exit status 1: Set-DnsClientServerAddress : The parameter is incorrect.") {
+		t.Errorf("err = %v", err)
+	}
+	if out.String() != "hwk-seed: renamed the computer to demo-win-1\r\n" {
+		t.Errorf("stdout %q", out.String())
+	}
+	log := errOut.String()
+	if !strings.HasPrefix(log, "Set-DnsClientServerAddress : The parameter is incorrect. \nAt line:41 char:5\n") || strings.Contains(log, "CLIXML") || strings.Contains(log, "_x000D_") {
+		t.Errorf("stderr as logged:\n%s", log)
 	}
 }

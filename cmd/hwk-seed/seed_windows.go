@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/windows"
 
-	"github.com/hwk-dev/hwk/pkg/powershell"
 	"github.com/hwk-dev/hwk/pkg/winseed"
 )
 
@@ -52,9 +50,7 @@ func waitReady(out io.Writer) error {
 // runScript runs the script in Windows PowerShell, encoded so that no
 // quoting layer touches it.
 func runScript(script string, out, errOut io.Writer) error {
-	cmd := exec.Command("powershell.exe", powershell.Args(script)...)
-	cmd.Stdout, cmd.Stderr = out, errOut
-	return cmd.Run()
+	return runEncoded("powershell.exe", script, out, errOut)
 }
 
 // logPath is where hwk-seed also writes what it says: its scheduled task

@@ -77,7 +77,9 @@ type ExitError struct {
 	Args []string
 	Code int
 	// Stderr holds the end of what the command wrote to stderr, for the
-	// message; the caller's own Stderr writer still got all of it.
+	// message (on a Windows node the error records' messages, decoded from
+	// PowerShell's CLIXML: powershell.ErrorText); the caller's own Stderr
+	// writer still got all of it (as text: powershell.NewCLIXMLWriter).
 	Stderr string
 }
 
@@ -120,10 +122,21 @@ func (n *Node) Run(ctx context.Context, cmd Cmd) error {
 	if cmd.Stdout == nil {
 		cmd.Stdout = io.Discard
 	}
-	tail := NewTail(4096)
-	if cmd.Stderr == nil {
+	// Windows PowerShell's stderr is CLIXML, several times the text it
+	// carries, and decoded for the message.
+	size := 4096
+	if n.shell == PowerShell {
+		size = 16 << 10
+	}
+	tail := NewTail(size)
+	switch {
+	case cmd.Stderr == nil:
 		cmd.Stderr = tail
-	} else {
+	case n.shell == PowerShell:
+		dec := powershell.NewCLIXMLWriter(cmd.Stderr)
+		defer dec.Close()
+		cmd.Stderr = io.MultiWriter(dec, tail)
+	default:
 		cmd.Stderr = io.MultiWriter(cmd.Stderr, tail)
 	}
 	var in *inputReader
@@ -141,6 +154,9 @@ func (n *Node) Run(ctx context.Context, cmd Cmd) error {
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		ee.Node, ee.Args, ee.Stderr = n.name, cmd.Args, tail.String()
+		if n.shell == PowerShell {
+			ee.Stderr = powershell.ErrorText(ee.Stderr)
+		}
 		return ee
 	}
 	if err != nil {

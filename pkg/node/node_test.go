@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -115,6 +116,41 @@ line3
 last words`
 	if err.Error() != want {
 		t.Errorf("got\n%s\nwant\n%s", err, want)
+	}
+}
+
+// clixmlFailure is a transport whose command writes stderr and exits code.
+type clixmlFailure struct {
+	stderr string
+	code   int
+}
+
+func (f clixmlFailure) Run(_ context.Context, c Cmd) error {
+	_, _ = io.WriteString(c.Stderr, f.stderr)
+	return &ExitError{Code: f.code}
+}
+
+// TestExitErrorDecodesCLIXML: a Windows node's script that throws fails
+// with the thrown message, not the CLIXML that Windows PowerShell writes
+// to a redirected stderr; the caller's writer (a node's log) gets the
+// record as text.
+func TestExitErrorDecodesCLIXML(t *testing.T) {
+	b, err := os.ReadFile("../powershell/testdata/throw.clixml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, _ := strings.Cut(string(b), "\n--\n")
+	n := New("demo-win-1", config.Windows, clixmlFailure{stderr: stderr, code: 1})
+	var raw strings.Builder
+	err = n.RunScript(context.Background(), "throw 'x'", Cmd{Stderr: &raw})
+	want := `exited with status 1: the service was restarted once
+containerd did not start within 60 s; its log (C:\ProgramData\containerd\root\containerd.log) ends with <fatal>
+& the service stays Stopped`
+	if err == nil || !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("err = %v, want it to end with\n%s", err, want)
+	}
+	if got := raw.String(); !strings.HasPrefix(got, "the service was restarted once\r\ncontainerd did not start within 60 s;") || strings.Contains(got, "CLIXML") {
+		t.Errorf("the caller's stderr: %q", got)
 	}
 }
 

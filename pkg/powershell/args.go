@@ -2,7 +2,9 @@
 // powershell.exe's -EncodedCommand (base64 of UTF-16LE), so that no
 // quoting layer between hwk and it (SSH, cmd.exe, a scheduled task) can
 // mangle the script. It is the one place both hwk's node handle and
-// hwk-seed.exe encode, and fakes of powershell.exe decode.
+// hwk-seed.exe encode, and fakes of powershell.exe decode; and where the
+// CLIXML that such a run writes to a redirected stderr becomes text
+// (clixml.go).
 package powershell
 
 import (

@@ -213,7 +213,9 @@ func runPowerShell(ctx context.Context, script string) (string, error) {
 	cmd := exec.CommandContext(ctx, "powershell.exe", powershell.Args(script)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		if msg := strings.TrimSpace(stderr.String()); msg != "" {
+		// The error record is CLIXML: the command is encoded and stderr
+		// is a pipe.
+		if msg := strings.TrimSpace(powershell.ErrorText(stderr.String())); msg != "" {
 			return "", fmt.Errorf("powershell.exe: %w: %s", err, msg)
 		}
 		return "", fmt.Errorf("powershell.exe: %w", err)

@@ -156,3 +156,20 @@ func TestExpand(t *testing.T) {
 		}
 	}
 }
+
+// TestRepliesLiteralHash: "\#" starts a reply line with # (Windows
+// PowerShell's "#< CLIXML"); "#" alone is a comment.
+func TestRepliesLiteralHash(t *testing.T) {
+	dir := t.TempDir()
+	text := "# Source: a test\n# Newlines: crlf\n== err ==\n# a note\n--- stderr\n\\#< CLIXML\n<Objs/>\n--- exit 1\n"
+	if err := os.WriteFile(filepath.Join(dir, "ps.txt"), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := LoadReplies(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rs["ps/err"]; r.Stderr != "#< CLIXML\r\n<Objs/>\r\n" || r.Stdout != "" || r.Exit != 1 {
+		t.Errorf("reply %+v", r)
+	}
+}

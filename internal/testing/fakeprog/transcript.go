@@ -494,7 +494,8 @@ type Replies map[string]Reply
 // reply the program writes in UTF-16LE (wsl.exe's own messages). Lines
 // end in CRLF where the file's "# Newlines: crlf" says so. A line
 // starting with # is a comment wherever it is (a note on the next
-// section), so no reply's output has a line starting with #.
+// section); a reply's line that starts with # is written \# (Windows
+// PowerShell's "#< CLIXML").
 func LoadReplies(dir string) (Replies, error) {
 	files, err := filepath.Glob(filepath.Join(dir, "*.txt"))
 	if err != nil || len(files) == 0 {
@@ -567,8 +568,12 @@ func (rs Replies) parse(path string) error {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		literal := strings.HasPrefix(line, `\#`)
+		if literal {
+			line = line[1:]
+		}
 		switch {
-		case strings.HasPrefix(line, "#"):
+		case !literal && strings.HasPrefix(line, "#"):
 			if name == "" && strings.Contains(line, "Source:") {
 				sourced = true
 			}
