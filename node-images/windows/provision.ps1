@@ -177,14 +177,15 @@ function Invoke-Phase1 {
     Say 'phase 1: enabling the Containers feature and Hyper-V networking'
     Dism\Enable-WindowsOptionalFeature -Online -FeatureName Containers -All -NoRestart | Microsoft.PowerShell.Core\Out-Null
     # Calico's HNS network needs the Hyper-V virtual switch, not the
-    # hypervisor: enable the role, then turn its hypervisor part off, so no
-    # nested virtualization is needed (sig-windows-tools
-    # Install-Containerd.ps1, -skipHypervisorSupportCheck).
+    # hypervisor: enable the role and its PowerShell module, then turn the
+    # hypervisor part off last, so no nested virtualization is needed and
+    # no later -All can turn it on again (sig-windows-tools
+    # Install-Containerd.ps1, -skipHypervisorSupportCheck, in that order).
     Invoke-Native 'dism enable Hyper-V' { dism.exe /online /enable-feature /featurename:Microsoft-Hyper-V /all /NoRestart } $dismDone
-    Invoke-Native 'dism disable Hyper-V-Online' { dism.exe /online /disable-feature /featurename:Microsoft-Hyper-V-Online /NoRestart } $dismDone
     # -All: the feature's parents (the management tools) come with it;
     # without them DISM refuses it.
     Dism\Enable-WindowsOptionalFeature -Online -FeatureName Microsoft-Hyper-V-Management-PowerShell -All -NoRestart | Microsoft.PowerShell.Core\Out-Null
+    Invoke-Native 'dism disable Hyper-V-Online' { dism.exe /online /disable-feature /featurename:Microsoft-Hyper-V-Online /NoRestart } $dismDone
 
     Set-Phase 2
     Say 'phase 1: done, restarting'

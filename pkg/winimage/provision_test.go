@@ -3,6 +3,7 @@ package winimage
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -218,5 +219,33 @@ func TestProvisionFailureOneLine(t *testing.T) {
 	}
 	if failed == "" || strings.Contains(failed, "\n") || !strings.Contains(failed, "(at provision.ps1 line ") {
 		t.Errorf("FAILED line %q", failed)
+	}
+}
+
+// TestProvisionHypervisorOffLast: the node gets Hyper-V's switch and its
+// PowerShell module without the hypervisor, which is turned off after
+// every other Hyper-V feature change, so that no -All (which enables a
+// feature's parents) can turn it on again (review 4, D7).
+func TestProvisionHypervisorOffLast(t *testing.T) {
+	m, err := provisioned(t, inputs(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hyperv []string
+	for _, c := range m.FeatureChanges {
+		if strings.Contains(c, "Hyper-V") {
+			hyperv = append(hyperv, c)
+		}
+	}
+	if len(hyperv) == 0 || hyperv[len(hyperv)-1] != "disable Microsoft-Hyper-V-Online" {
+		t.Errorf("Hyper-V's feature changes, in order: %q", hyperv)
+	}
+	for _, want := range []string{"Containers", "Microsoft-Hyper-V", "Microsoft-Hyper-V-Management-PowerShell"} {
+		if !slices.Contains(m.Features, want) {
+			t.Errorf("features %q lack %s", m.Features, want)
+		}
+	}
+	if slices.Contains(m.Features, "Microsoft-Hyper-V-Online") {
+		t.Errorf("the hypervisor stays on: %q", m.Features)
 	}
 }

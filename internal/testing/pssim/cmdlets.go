@@ -101,7 +101,7 @@ func init() {
 		}},
 		"new-scheduledtasksettingsset": {"scheduledtasks", func(_ *Machine, c *call) (any, error) { return newSettings(c), nil }},
 		"enable-windowsoptionalfeature": {"dism", func(m *Machine, c *call) (any, error) {
-			m.Features = append(m.Features, c.Str("FeatureName"))
+			m.changeFeature(true, c.Str("FeatureName"))
 			return nil, nil
 		}},
 		"new-netfirewallrule": {"netsecurity", func(m *Machine, c *call) (any, error) {

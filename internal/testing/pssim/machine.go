@@ -98,8 +98,11 @@ type Machine struct {
 	Generalized bool
 	// Halted is "restart" or "poweroff" once the machine went down.
 	Halted string
-	// Features are the optional features enabled.
-	Features []string
+	// Features are the optional features enabled; FeatureChanges every
+	// change to them, in order ("enable X", "disable Y"), through DISM's
+	// cmdlets and dism.exe alike.
+	Features       []string
+	FeatureChanges []string
 	// DiskBytes and PartitionBytes: C:'s disk and partition sizes.
 	DiskBytes, PartitionBytes int64
 	// Adapters are the physical network adapters' states.
@@ -285,3 +288,30 @@ type winMsg string
 func (w winMsg) Error() string { return string(w) }
 
 func winErr(format string, args ...any) error { return winMsg(fmt.Sprintf(format, args...)) }
+
+// hyperVParts are the features that come with Microsoft-Hyper-V on
+// Windows Server: after `dism /enable-feature /featurename:Microsoft-Hyper-V
+// /all`, Get-WindowsOptionalFeature lists Microsoft-Hyper-V-Offline and
+// Microsoft-Hyper-V-Online Enabled too (the hypervisor, which a guest
+// without nested virtualization cannot start: sig-windows-tools
+// Install-Containerd.ps1 disables Microsoft-Hyper-V-Online for that).
+var hyperVParts = []string{"Microsoft-Hyper-V-Offline", "Microsoft-Hyper-V-Online"}
+
+// changeFeature enables or disables an optional feature.
+func (m *Machine) changeFeature(enable bool, name string) {
+	verb := "disable"
+	if enable {
+		verb = "enable"
+	}
+	m.FeatureChanges = append(m.FeatureChanges, verb+" "+name)
+	names := []string{name}
+	if enable && strings.EqualFold(name, "Microsoft-Hyper-V") {
+		names = append(names, hyperVParts...)
+	}
+	for _, n := range names {
+		m.Features = slices.DeleteFunc(m.Features, func(f string) bool { return strings.EqualFold(f, n) })
+		if enable {
+			m.Features = append(m.Features, n)
+		}
+	}
+}

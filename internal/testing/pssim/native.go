@@ -58,7 +58,23 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 		return ""
 	}
 	switch lower {
-	case "netsh.exe", "dism.exe", "wevtutil.exe":
+	case "dism.exe":
+		// dism.exe /online /enable-feature|/disable-feature
+		// /featurename:NAME [/all] [/NoRestart]
+		var change, name string
+		for _, a := range args {
+			switch l := strings.ToLower(a); {
+			case l == "/enable-feature" || l == "/disable-feature":
+				change = l
+			case strings.HasPrefix(l, "/featurename:"):
+				name = a[len("/featurename:"):]
+			}
+		}
+		if change != "" && name != "" {
+			m.changeFeature(change == "/enable-feature", name)
+		}
+		return 0, nil, nil
+	case "netsh.exe", "wevtutil.exe":
 		return 0, nil, nil
 	case "sc.exe":
 		return m.sc(args), nil, nil
