@@ -329,6 +329,19 @@ function Invoke-Phase2 {
     # re-runs a task only when it could not be started, never when its
     # program exits non-zero (MS-TSCH 2.5.4.2, RestartOnFailure).
     ScheduledTasks\Register-ScheduledTask -TaskName 'hwk-seed' -Action $action -Trigger $trigger -Settings (New-TaskSettings 2) -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
+    # Insurance for each clone's first boot, where nobody has seen the
+    # AtStartup trigger fire yet (it is Setup's OOBE boot): Setup runs
+    # SetupComplete.cmd as SYSTEM once it has finished, before the logon
+    # screen, and it starts the task. A start while the task runs is
+    # ignored (MultipleInstances IgnoreNew, the default). Nothing in it
+    # restarts the machine: Setup would not run the rest of it again.
+    $scripts = "$env:SystemRoot\Setup\Scripts"
+    Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $scripts | Microsoft.PowerShell.Core\Out-Null
+    Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath "$scripts\SetupComplete.cmd" -Encoding ascii -Value @(
+        '@echo off',
+        'rem hwk: start hwk-seed, in case its AtStartup trigger did not fire at this first boot',
+        'schtasks.exe /run /tn hwk-seed',
+        'exit /b 0')
 
     Say 'phase 2: generalizing'
     # Every clone must make its own host keys, or get the one hwk pinned

@@ -249,3 +249,23 @@ func TestProvisionHypervisorOffLast(t *testing.T) {
 		t.Errorf("the hypervisor stays on: %q", m.Features)
 	}
 }
+
+// TestCloneStartsSeed: a clone's first boot starts hwk-seed once whether
+// or not its AtStartup trigger fires at that boot (Setup's OOBE boot,
+// which nobody has seen run it yet): SetupComplete.cmd starts it too, and
+// Task Scheduler ignores the second start (review 4, D8).
+func TestCloneStartsSeed(t *testing.T) {
+	for _, atStartup := range []bool{false, true} {
+		m, err := provisioned(t, inputs(t), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, err := m.FirstBoot(atStartup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(started, []string{"hwk-seed"}) {
+			t.Errorf("AtStartup fired %v: the first boot started %q, want hwk-seed once", atStartup, started)
+		}
+	}
+}

@@ -108,6 +108,8 @@ type Machine struct {
 	// Adapters are the physical network adapters' states.
 	Adapters []string
 
+	running  map[string]bool   // tasks running at this boot, by lower-case name
+	started  []string          // tasks started at this boot (FirstBoot)
 	volumes  map[string]string // drive letter -> label
 	methods  map[string]func(*Object, []any) (any, error)
 	statics  map[string]func([]any) (any, error)

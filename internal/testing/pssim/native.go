@@ -76,6 +76,9 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 		return 0, nil, nil
 	case "netsh.exe", "wevtutil.exe":
 		return 0, nil, nil
+	case "schtasks.exe":
+		code, out := m.schtasks(args)
+		return code, out, nil
 	case "sc.exe":
 		return m.sc(args), nil, nil
 	case "icacls.exe":

@@ -109,3 +109,25 @@ Microsoft.PowerShell.Utility\Write-Output "$($one.Name) $($list.Count) $($list[0
 		t.Errorf("%+v", r)
 	}
 }
+
+// TestFirstBoot: a clone's first boot runs SetupComplete.cmd, whose
+// schtasks.exe /run starts a task once and fails on a task that is not
+// there, as schtasks.exe does.
+func TestFirstBoot(t *testing.T) {
+	m := NewServer2022()
+	if _, err := m.FirstBoot(true); err == nil {
+		t.Error("a machine never generalized booted as a clone")
+	}
+	m.Tasks["seed"] = &Task{Name: "seed", AtStartup: true}
+	m.Generalized = true
+	m.WriteFile(setupComplete, []byte("@echo off\r\nrem start it\r\nschtasks.exe /run /tn seed\r\nexit /b 0\r\n"))
+	started, err := m.FirstBoot(true)
+	if err != nil || len(started) != 1 || started[0] != "seed" {
+		t.Errorf("started %q, %v", started, err)
+	}
+	m.Generalized = true
+	m.WriteFile(setupComplete, []byte("schtasks.exe /run /tn other\r\n"))
+	if _, err := m.FirstBoot(false); err == nil || !strings.Contains(err.Error(), "ERROR: The system cannot find the file specified.") {
+		t.Errorf("a missing task: %v", err)
+	}
+}
