@@ -88,6 +88,9 @@ type Driver struct {
 	// adapterWait bounds the wait for the IPv4 interface of the host's
 	// adapter to a new switch; it is asked again every adapterPoll.
 	adapterWait, adapterPoll time.Duration
+	// openPipe opens a VM's COM1 pipe, again every pipePoll until it can.
+	openPipe func(string) (io.ReadCloser, error)
+	pipePoll time.Duration
 }
 
 var (
@@ -104,7 +107,8 @@ func New(o Options) *Driver {
 	if o.Warn == nil {
 		o.Warn = func(string) {}
 	}
-	return &Driver{dirs: o.Dirs, ps: o.Runner, warn: o.Warn, handle: o.Handle, adapterWait: adapterTimeout, adapterPoll: 500 * time.Millisecond}
+	return &Driver{dirs: o.Dirs, ps: o.Runner, warn: o.Warn, handle: o.Handle, adapterWait: adapterTimeout, adapterPoll: 500 * time.Millisecond,
+		openPipe: openNamedPipe, pipePoll: 500 * time.Millisecond}
 }
 
 // Name implements drivers.Driver.

@@ -43,7 +43,7 @@ func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) (err err
 			err = fmt.Errorf("install %s: remove the VM: %w", spec.Name, rerr)
 		}
 	}()
-	stop := followPipe(ctx, pipeName(spec.Name), spec.ConsoleLog)
+	stop, console := d.followPipe(ctx, pipeName(spec.Name), spec.ConsoleLog)
 	defer stop()
 	if err := d.run(ctx, installScript(spec.Name, dir, spec.Disk, spec.DiskBytes, spec.CPUs, spec.MemoryBytes, spec.Media), nil); err != nil {
 		return fmt.Errorf("install %s: make and start the VM: %w", spec.Name, err)
@@ -67,6 +67,8 @@ func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) (err err
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("install %s: %w", spec.Name, ctx.Err())
+		case err := <-console:
+			return fmt.Errorf("install %s: %w", spec.Name, err)
 		case <-time.After(installPoll):
 		}
 	}

@@ -2,8 +2,8 @@
 
 package hyperv
 
-import "context"
+import "io"
 
-// followPipe has no pipe to follow off Windows, where Install cannot get
+// openNamedPipe has no pipe to open off Windows, where Install cannot get
 // as far as starting a VM.
-func followPipe(context.Context, string, string) func() { return func() {} }
+func openNamedPipe(string) (io.ReadCloser, error) { return nil, errNoPipes }

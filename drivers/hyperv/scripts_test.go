@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -222,6 +224,59 @@ func TestInstall(t *testing.T) {
 	f.scripts = nil
 	err := d.Install(context.Background(), spec)
 	if err == nil || !strings.Contains(err.Error(), "the VM was removed from outside") {
+		t.Errorf("err = %v", err)
+	}
+	if last := f.scripts[len(f.scripts)-1]; !strings.Contains(last, "Remove-Item -LiteralPath") {
+		t.Errorf("a failed install keeps its disk:\n%s", last)
+	}
+}
+
+// TestInstallConsole: the install VM's console is copied to the log once
+// its pipe is there (opens fail with "not found" until Hyper-V makes it);
+// a pipe hwk is refused fails the install at once with what to do, and
+// the VM goes with its disk, instead of a build that waits out its time
+// on a dark console (review 4, D9).
+func TestInstallConsole(t *testing.T) {
+	const removeInstall, stateMark = "if ($vm) {\n    if ($vm.State -ne 'Off')", "if ($vm) { [string]$vm.State } else { '' }"
+	old := installPoll
+	installPoll = 20 * time.Millisecond
+	defer func() { installPoll = old }()
+
+	f := (&fakePS{t: t}).quiet(removeInstall).quiet("-SizeBytes").quiet("Msvm_Keyboard")
+	f.add(fakeprog.Exchange{Script: []string{stateMark}, Reply: "vm/state-running", Times: 5}).
+		add(fakeprog.Exchange{Script: []string{stateMark}, Reply: "vm/state-off"})
+	d, root, _ := testDriver(t, f)
+	spec := drivers.InstallSpec{Name: "hwk-build-x", Media: []string{filepath.Join(root, "server.iso")},
+		Disk: filepath.Join(root, "disk.vhdx"), DiskBytes: 40 << 30, CPUs: 2, MemoryBytes: 4 << 30, ConsoleLog: filepath.Join(root, "console.log")}
+	var opens int
+	d.pipePoll = time.Millisecond
+	d.openPipe = func(p string) (io.ReadCloser, error) {
+		if p != `\\.\pipe\hwk-hwk-build-x` {
+			t.Errorf("opened %s", p)
+		}
+		if opens++; opens < 3 {
+			return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+		}
+		if opens == 3 {
+			return io.NopCloser(strings.NewReader("hwk-provision: phase 1\r\n")), nil
+		}
+		return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrNotExist}
+	}
+	if err := d.Install(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(spec.ConsoleLog); err != nil || string(b) != "hwk-provision: phase 1\r\n" {
+		t.Errorf("console log %q, %v", b, err)
+	}
+
+	f.reset().quiet(removeInstall).quiet("-SizeBytes").quiet("Msvm_Keyboard")
+	f.add(fakeprog.Exchange{Script: []string{stateMark}, Reply: "vm/state-running"})
+	f.scripts = nil
+	d.openPipe = func(p string) (io.ReadCloser, error) {
+		return nil, &fs.PathError{Op: "open", Path: p, Err: fs.ErrPermission}
+	}
+	err := d.Install(context.Background(), spec)
+	if err == nil || !strings.Contains(err.Error(), `read the VM's console: open \\.\pipe\hwk-hwk-build-x`) || !strings.Contains(err.Error(), "Run as administrator") {
 		t.Errorf("err = %v", err)
 	}
 	if last := f.scripts[len(f.scripts)-1]; !strings.Contains(last, "Remove-Item -LiteralPath") {
