@@ -139,6 +139,10 @@ func TestProvisionLeavesNoPassword(t *testing.T) {
 	if where := m.Secrets(in.Unattend.AdminPassword); len(where) > 0 {
 		t.Errorf("the password is in plain text in %v", where)
 	}
+	// The answer file sysprep was given is gone once it is cached.
+	if m.File(`C:\hwk\sysprep-unattend.xml`) != nil {
+		t.Error(`C:\hwk\sysprep-unattend.xml, with the hidden password, is on the captured disk`)
+	}
 	cached := m.File(`C:\Windows\Panther\unattend.xml`)
 	if cached == nil || !strings.Contains(string(cached.Data), "<Value>"+HiddenPassword(in.Unattend.AdminPassword, "AdministratorPassword")+"</Value>") ||
 		!strings.Contains(string(cached.Data), "<PlainText>false</PlainText>") {
