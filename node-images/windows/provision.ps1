@@ -92,12 +92,17 @@ function New-TaskSettings([int]$hours) {
 # from the build disk would stay read-only: OpenSSH's installer rewrites
 # one of its files, sshd copies sshd_config_default to sshd_config, and
 # a later update of a binary replaces it.
-# Add-FirewallRule allows inbound $protocol $port, unless a rule of the
-# name is there (Windows' own OpenSSH rule, or this build's before a
-# restart).
+# Add-FirewallRule allows inbound $protocol $port on every network
+# profile: a node's network (a static address, no domain) is Public. A
+# rule of the name that is there already (Windows' own OpenSSH rule, or
+# this build's before a restart) is enabled for every profile: Windows
+# Server 2025's preinstalled OpenSSH-Server-In-TCP is for Domain and
+# Private only (OpenNebula/one-apps#345).
 function Add-FirewallRule([string]$name, [string]$display, [string]$protocol, [int]$port) {
-    if (-not (NetSecurity\Get-NetFirewallRule -Name $name -ErrorAction SilentlyContinue)) {
-        NetSecurity\New-NetFirewallRule -Name $name -DisplayName $display -Protocol $protocol -LocalPort $port -Action Allow -Enabled True | Microsoft.PowerShell.Core\Out-Null
+    if (NetSecurity\Get-NetFirewallRule -Name $name -ErrorAction SilentlyContinue) {
+        NetSecurity\Set-NetFirewallRule -Name $name -Enabled True -Profile Any
+    } else {
+        NetSecurity\New-NetFirewallRule -Name $name -DisplayName $display -Protocol $protocol -LocalPort $port -Action Allow -Enabled True -Profile Any | Microsoft.PowerShell.Core\Out-Null
     }
 }
 
@@ -301,7 +306,10 @@ function Invoke-Phase2 {
         -Value "$env:SystemRoot\System32\WindowsPowerShell\v1.0\powershell.exe" | Microsoft.PowerShell.Core\Out-Null
     # Keys only; administrators' keys come from
     # administrators_authorized_keys (sshd's default Match block), which
-    # hwk-seed writes on each clone's first boot.
+    # hwk-seed writes on each clone's first boot. A start type first: a
+    # preinstalled sshd (Windows Server 2025) may be Disabled, which
+    # Start-Service refuses.
+    Microsoft.PowerShell.Management\Set-Service -Name sshd -StartupType Manual
     Microsoft.PowerShell.Management\Start-Service -Name sshd
     Microsoft.PowerShell.Management\Stop-Service -Name sshd
     $sshdConfig = "$env:ProgramData\ssh\sshd_config"

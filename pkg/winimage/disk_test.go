@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hwk-dev/hwk/internal/testing/pssim"
 	recipe "github.com/hwk-dev/hwk/node-images/windows"
 	"github.com/hwk-dev/hwk/pkg/isoimage"
 )
@@ -32,7 +33,7 @@ func inputs(t *testing.T) BuildInputs {
 	for _, f := range []string{"install-sshd.ps1", "sshd.exe", "ssh-agent.exe", "sftp-server.exe", "openssh-events.man"} {
 		file("openssh/" + f)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "openssh", "sshd_config_default"), []byte(sshdConfigDefault), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "openssh", "sshd_config_default"), []byte(pssim.SSHDConfigDefault), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return BuildInputs{
@@ -125,15 +126,3 @@ func TestBuildDiskRefusesMissingParts(t *testing.T) {
 		t.Errorf("empty OpenSSH dir: %v", err)
 	}
 }
-
-// sshdConfigDefault is the part of Win32-OpenSSH's sshd_config_default
-// (openssh-portable contrib/win32/openssh/sshd_config) that provision.ps1
-// edits.
-const sshdConfigDefault = `#PubkeyAuthentication yes
-#PasswordAuthentication yes
-# override default of no subsystems
-Subsystem	sftp	sftp-server.exe
-
-Match Group administrators
-       AuthorizedKeysFile __PROGRAMDATA__/ssh/administrators_authorized_keys
-`

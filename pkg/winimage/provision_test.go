@@ -16,6 +16,12 @@ import (
 // two phases, sysprep.
 func provisioned(t *testing.T, in BuildInputs, change func(*pssim.Machine)) (*pssim.Machine, error) {
 	t.Helper()
+	return provisionedOn(t, pssim.NewServer2022(), in, change)
+}
+
+// provisionedOn is provisioned on the model machine m.
+func provisionedOn(t *testing.T, m *pssim.Machine, in BuildInputs, change func(*pssim.Machine)) (*pssim.Machine, error) {
+	t.Helper()
 	image := filepath.Join(t.TempDir(), "build.iso")
 	if err := BuildDisk(image, in); err != nil {
 		t.Fatal(err)
@@ -24,7 +30,6 @@ func provisioned(t *testing.T, in BuildInputs, change func(*pssim.Machine)) (*ps
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := pssim.NewServer2022()
 	if change != nil {
 		change(m)
 	}
@@ -271,5 +276,39 @@ func TestCloneStartsSeed(t *testing.T) {
 		if !slices.Equal(started, []string{"hwk-seed"}) {
 			t.Errorf("AtStartup fired %v: the first boot started %q, want hwk-seed once", atStartup, started)
 		}
+	}
+}
+
+// TestProvisionOpensPorts: on Windows Server 2022 and 2025 alike the node
+// takes SSH, the kubelet and Calico's VXLAN on its network, which is
+// Public (a static address, no domain). 2025 comes with sshd and its
+// rule OpenSSH-Server-In-TCP for Domain and Private only, and the build
+// must open that rule to every profile and start a service that may be
+// Disabled (review 4, D4).
+func TestProvisionOpensPorts(t *testing.T) {
+	for name, m := range map[string]*pssim.Machine{"2022": pssim.NewServer2022(), "2025": pssim.NewServer2025()} {
+		t.Run(name, func(t *testing.T) {
+			m, err := provisionedOn(t, m, inputs(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last := m.Console[len(m.Console)-1]; !strings.HasPrefix(last, "hwk-provision: done:") {
+				t.Fatalf("the build ended with %q", last)
+			}
+			if m.NetworkCategory != "Public" {
+				t.Fatalf("the model's network is %s", m.NetworkCategory)
+			}
+			for _, p := range []struct {
+				protocol string
+				port     int
+			}{{"TCP", 22}, {"TCP", 10250}, {"UDP", 4789}} {
+				if !m.Allows(p.protocol, p.port) {
+					t.Errorf("%s %d is not let in on a Public network", p.protocol, p.port)
+				}
+			}
+			if s := m.Services["sshd"]; s == nil || s.StartType != "Automatic" {
+				t.Errorf("sshd: %+v", s)
+			}
+		})
 	}
 }

@@ -104,11 +104,9 @@ func init() {
 			m.changeFeature(true, c.Str("FeatureName"))
 			return nil, nil
 		}},
-		"new-netfirewallrule": {"netsecurity", func(m *Machine, c *call) (any, error) {
-			m.Registry["firewall:"+strings.ToLower(c.Str("Name"))] = map[string]any{}
-			return nil, nil
-		}},
+		"new-netfirewallrule":        {"netsecurity", (*Machine).newFirewallRule},
 		"get-netfirewallrule":        {"netsecurity", (*Machine).getFirewallRule},
+		"set-netfirewallrule":        {"netsecurity", (*Machine).setFirewallRule},
 		"get-netadapter":             {"netadapter", (*Machine).getNetAdapter},
 		"set-netipinterface":         {"nettcpip", none},
 		"get-netipaddress":           {"nettcpip", none},

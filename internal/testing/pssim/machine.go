@@ -107,6 +107,12 @@ type Machine struct {
 	DiskBytes, PartitionBytes int64
 	// Adapters are the physical network adapters' states.
 	Adapters []string
+	// Firewall are the inbound firewall rules by lower-case name, and
+	// NetworkCategory the profile of the machine's network: Public for
+	// the network of a static address with no domain (Windows files an
+	// unidentified network as Public).
+	Firewall        map[string]*FirewallRule
+	NetworkCategory string
 
 	running  map[string]bool   // tasks running at this boot, by lower-case name
 	started  []string          // tasks started at this boot (FirstBoot)
@@ -115,6 +121,41 @@ type Machine struct {
 	statics  map[string]func([]any) (any, error)
 	sysprepQ []string // a sysprep started in the background
 }
+
+// NewServer2025 is a Windows Server 2025 Datacenter (Server Core) just
+// installed: a 2022 but for its build and OpenSSH's server, which 2025
+// has preinstalled (in System32\OpenSSH) with its firewall rule
+// OpenSSH-Server-In-TCP enabled for the Domain and Private profiles only
+// (OpenNebula/one-apps#345: "inbound SSH is dropped on Public networks").
+// Its sshd service is modelled Disabled: whether 2025 ships it Disabled
+// or Manual nobody here has seen, and Disabled is the one a script must
+// cope with (Start-Service fails on it).
+func NewServer2025() *Machine {
+	m := NewServer2022()
+	m.Build = 26100
+	dir := `C:\Windows\System32\OpenSSH`
+	m.fs.mkdirAll(dir)
+	for _, f := range []string{"sshd.exe", "ssh-agent.exe", "sftp-server.exe"} {
+		m.WriteFile(join(dir, f), []byte("MZ"))
+	}
+	m.WriteFile(join(dir, "sshd_config_default"), []byte(SSHDConfigDefault))
+	m.Services["sshd"] = &Service{Name: "sshd", Status: "Stopped", StartType: "Disabled", BinPath: join(dir, "sshd.exe")}
+	m.Firewall["openssh-server-in-tcp"] = &FirewallRule{Name: "OpenSSH-Server-In-TCP", DisplayName: "OpenSSH SSH Server (sshd)",
+		Protocol: "TCP", LocalPort: 22, Enabled: true, Allow: true, Profiles: []string{"Domain", "Private"}}
+	return m
+}
+
+// SSHDConfigDefault is the part of Win32-OpenSSH's sshd_config_default
+// (openssh-portable contrib/win32/openssh/sshd_config) that hwk's build
+// edits.
+const SSHDConfigDefault = `#PubkeyAuthentication yes
+#PasswordAuthentication yes
+# override default of no subsystems
+Subsystem	sftp	sftp-server.exe
+
+Match Group administrators
+       AuthorizedKeysFile __PROGRAMDATA__/ssh/administrators_authorized_keys
+`
 
 // NewServer2022 is a Windows Server 2022 Datacenter (Server Core) just
 // installed: Defender on, no sshd, one adapter up, a 40 GiB disk.
@@ -135,13 +176,15 @@ func NewServer2022() *Machine {
 			"wuauserv": {Name: "wuauserv", Status: "Running", StartType: "Manual"},
 			"winrm":    {Name: "WinRM", Status: "Running", StartType: "Automatic"},
 		},
-		Tasks:        map[string]*Task{},
-		Build:        20348,
-		ComputerName: "WIN-HWKBUILD",
-		Defender:     true,
-		DiskBytes:    40 << 30,
-		Adapters:     []string{"Up"},
-		volumes:      map[string]string{"C": ""},
+		Tasks:           map[string]*Task{},
+		Build:           20348,
+		ComputerName:    "WIN-HWKBUILD",
+		Defender:        true,
+		DiskBytes:       40 << 30,
+		Adapters:        []string{"Up"},
+		Firewall:        map[string]*FirewallRule{},
+		NetworkCategory: "Public",
+		volumes:         map[string]string{"C": ""},
 	}
 	m.PartitionBytes = m.DiskBytes - 600<<20
 	for _, d := range []string{`C:\Windows\System32\Sysprep`, `C:\Windows\Panther`, `C:\ProgramData`, `C:\Program Files`, `C:\Users\Administrator`} {

@@ -131,3 +131,25 @@ func TestFirstBoot(t *testing.T) {
 		t.Errorf("a missing task: %v", err)
 	}
 }
+
+// TestFirewallProfiles: Server 2025's OpenSSH rule lets nothing in on a
+// Public network until it is set to every profile; a new rule is for
+// every profile by default, and a disabled sshd does not start.
+func TestFirewallProfiles(t *testing.T) {
+	m := NewServer2025()
+	if m.Allows("TCP", 22) {
+		t.Error("2025's OpenSSH rule lets SSH in on a Public network")
+	}
+	r := run(t, m, "$ErrorActionPreference = 'Stop'\n(NetSecurity\\Get-NetFirewallRule -Name OpenSSH-Server-In-TCP).Profile\n")
+	if r.Err != nil || strings.Join(r.Output, "|") != "Domain, Private" {
+		t.Errorf("%+v", r)
+	}
+	r = run(t, m, "$ErrorActionPreference = 'Stop'\nNetSecurity\\Set-NetFirewallRule -Name OpenSSH-Server-In-TCP -Enabled True -Profile Any\nNetSecurity\\New-NetFirewallRule -Name k -DisplayName k -Protocol TCP -LocalPort 10250 -Action Allow\n")
+	if r.Err != nil || !m.Allows("TCP", 22) || !m.Allows("TCP", 10250) || m.Allows("UDP", 4789) {
+		t.Errorf("%+v", r)
+	}
+	r = run(t, m, "$ErrorActionPreference = 'Stop'\nMicrosoft.PowerShell.Management\\Start-Service -Name sshd\n")
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "disabled") {
+		t.Errorf("a disabled sshd: %+v", r)
+	}
+}

@@ -106,13 +106,6 @@ func (m *Machine) resizePartition(c *call) (any, error) {
 	return nil, nil
 }
 
-func (m *Machine) getFirewallRule(c *call) (any, error) {
-	if _, ok := m.Registry["firewall:"+strings.ToLower(c.Str("Name"))]; ok {
-		return newObject("FirewallRule", "Name", c.Str("Name")), nil
-	}
-	return nil, nonTerminating{fmt.Sprintf("No MSFT_NetFirewallRule objects found with property 'InstanceID' equal to '%s'.", c.Str("Name"))}
-}
-
 func (m *Machine) getNetAdapter(c *call) (any, error) {
 	var out []any
 	for i, st := range m.Adapters {
