@@ -6,35 +6,31 @@ import (
 	"strings"
 )
 
-// hostFactsScript reads, on a Windows host, what the virtualization and
-// memory checks need, from the CIM classes Win32_Processor
-// (VirtualizationFirmwareEnabled, VMMonitorModeExtensions),
-// Win32_ComputerSystem (HypervisorPresent) and Win32_OperatingSystem
-// (TotalVisibleMemorySize, FreePhysicalMemory, in kiB), each asking for
-// only those properties (-Property: WMI reads the others, some slowly,
-// when they are asked for; Win32_Processor's all can take seconds):
+// hostFactsScript reads, on a Windows host, what the virtualization check
+// needs, from the CIM classes Win32_Processor
+// (VirtualizationFirmwareEnabled, VMMonitorModeExtensions) and
+// Win32_ComputerSystem (HypervisorPresent), each asking for only those
+// properties (-Property: WMI reads the others, some slowly, when they are
+// asked for; Win32_Processor's all can take seconds):
 // https://learn.microsoft.com/en-us/windows/win32/cimwin32prov/win32-processor,
-// .../win32-computersystem, .../win32-operatingsystem.
+// .../win32-computersystem. Memory comes from GlobalMemoryStatusEx
+// (internal/hostmem), whose Available counts the standby list that
+// Win32_OperatingSystem's FreePhysicalMemory leaves out.
 const hostFactsScript = `$ErrorActionPreference = 'Stop'
 $cpu = CimCmdlets\Get-CimInstance -ClassName Win32_Processor -Property @('VirtualizationFirmwareEnabled', 'VMMonitorModeExtensions') | Microsoft.PowerShell.Utility\Select-Object -First 1
 $cs = CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem -Property HypervisorPresent
-$os = CimCmdlets\Get-CimInstance -ClassName Win32_OperatingSystem -Property @('TotalVisibleMemorySize', 'FreePhysicalMemory')
 [pscustomobject]@{
     firmware   = [bool]$cpu.VirtualizationFirmwareEnabled
     extensions = [bool]$cpu.VMMonitorModeExtensions
     hypervisor = [bool]$cs.HypervisorPresent
-    totalKiB   = [uint64]$os.TotalVisibleMemorySize
-    freeKiB    = [uint64]$os.FreePhysicalMemory
 } | Microsoft.PowerShell.Utility\ConvertTo-Json -Compress
 `
 
 // hostFacts is hostFactsScript's answer.
 type hostFacts struct {
-	Firmware   bool   `json:"firmware"`
-	Extensions bool   `json:"extensions"`
-	Hypervisor bool   `json:"hypervisor"`
-	TotalKiB   uint64 `json:"totalKiB"`
-	FreeKiB    uint64 `json:"freeKiB"`
+	Firmware   bool `json:"firmware"`
+	Extensions bool `json:"extensions"`
+	Hypervisor bool `json:"hypervisor"`
 }
 
 func parseHostFacts(out []byte) (*hostFacts, error) {

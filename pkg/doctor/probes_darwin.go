@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hwk-dev/hwk/internal/hostmem"
 )
 
 func platform(p *Probes) {
@@ -18,12 +20,7 @@ func platform(p *Probes) {
 		}
 		return Virtualization{Detail: "kern.hv_support is 0: no Hypervisor.framework"}, nil
 	}
-	p.Memory = func(context.Context) (uint64, uint64, error) {
-		total, err := unix.SysctlUint64("hw.memsize")
-		// macOS does not say how much is free in a way that means
-		// available (it keeps files cached): report the total for both.
-		return total, total, err
-	}
+	p.Memory = func(context.Context) (uint64, uint64, error) { return hostmem.Read() }
 	p.DiskFree = statfsFree
 	p.VirtualBox = func() string { return "" }
 }

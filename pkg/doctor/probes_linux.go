@@ -1,19 +1,18 @@
 package doctor
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
+
+	"github.com/hwk-dev/hwk/internal/hostmem"
 )
 
 func platform(p *Probes) {
 	p.OS = "linux"
 	p.Virtualization = func(context.Context) (Virtualization, error) { return linuxVirtualization("/proc/cpuinfo", "/dev/kvm") }
-	p.Memory = func(context.Context) (uint64, uint64, error) { return meminfo("/proc/meminfo") }
+	p.Memory = func(context.Context) (uint64, uint64, error) { return hostmem.Read() }
 	p.DiskFree = statfsFree
 	p.VirtualBox = func() string { return "" }
 }
@@ -46,34 +45,4 @@ func linuxVirtualization(cpuinfo, kvm string) (Virtualization, error) {
 		return Virtualization{Enabled: true, Detail: fmt.Sprintf("KVM: %s", kvm)}, nil
 	}
 	return Virtualization{Detail: fmt.Sprintf("the CPU shows neither vmx nor svm and there is no %s: no hardware virtualization (VMs would be emulated, many times slower)", kvm)}, nil
-}
-
-// meminfo reads MemTotal and MemAvailable (kiB) from /proc/meminfo.
-func meminfo(path string) (total, avail uint64, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 {
-			continue
-		}
-		n, err := strconv.ParseUint(fields[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch fields[0] {
-		case "MemTotal:":
-			total = n << 10
-		case "MemAvailable:":
-			avail = n << 10
-		}
-	}
-	if total == 0 {
-		return 0, 0, errors.New(path + " has no MemTotal")
-	}
-	return total, avail, sc.Err()
 }

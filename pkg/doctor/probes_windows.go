@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/windows"
 
 	"github.com/hwk-dev/hwk/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/internal/hostmem"
 	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
@@ -20,7 +21,7 @@ func platform(p *Probes) {
 		if facts != nil {
 			return facts, nil
 		}
-		ui.Waiting(ctx, "powershell.exe to read Win32_Processor, Win32_ComputerSystem and Win32_OperatingSystem")
+		ui.Waiting(ctx, "powershell.exe to read Win32_Processor and Win32_ComputerSystem")
 		out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hostFactsScript).Output()
 		if err != nil {
 			var ee *exec.ExitError
@@ -49,13 +50,7 @@ func platform(p *Probes) {
 		}
 		return f.virtualization(), nil
 	}
-	p.Memory = func(ctx context.Context) (uint64, uint64, error) {
-		f, err := read(ctx)
-		if err != nil {
-			return 0, 0, err
-		}
-		return f.TotalKiB << 10, f.FreeKiB << 10, nil
-	}
+	p.Memory = func(context.Context) (uint64, uint64, error) { return hostmem.Read() }
 	p.DiskFree = func(path string) (uint64, error) {
 		for {
 			var free uint64
