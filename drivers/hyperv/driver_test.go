@@ -132,10 +132,10 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 		want   []string
 		not    []string
 	}{
-		{lin, []string{"-Differencing", "-Generation 2", "-MemoryStartupBytes 4294967296", "-ProcessorCount 2 -StaticMemory", "-StaticMacAddress '00155D1FFA0A'",
+		{lin, []string{"-Differencing", "-Generation 2", "-MemoryStartupBytes 2147483648", "-ProcessorCount 2 -DynamicMemory -MemoryMinimumBytes 1073741824 -MemoryMaximumBytes 4294967296", "-StaticMacAddress '00155D1FFA0A'",
 			"-EnableSecureBoot Off", "Hyper-V\\Add-VMDvdDrive -VM $vm -Path", "cidata.iso", `-Path '\\.\pipe\hwk-demo-cp'`, "Hyper-V\\Start-VM -VM $vm",
 			`"cluster":"demo"`, `"role":"control-plane"`, `"os":"linux"`}, []string{"MicrosoftWindows", "Enable-VMTPM", "Resize-VHD"}},
-		{wn, []string{"-SecureBootTemplate MicrosoftWindows", "Hyper-V\\Enable-VMTPM -VM $vm", "-MemoryStartupBytes 6442450944", "-StaticMacAddress '00155D1FFA0B'",
+		{wn, []string{"-SecureBootTemplate MicrosoftWindows", "Hyper-V\\Enable-VMTPM -VM $vm", "-MemoryStartupBytes 3221225472", "-DynamicMemory -MemoryMinimumBytes 1073741824 -MemoryMaximumBytes 6442450944", "-StaticMacAddress '00155D1FFA0B'",
 			`"os":"windows"`, "disk.vhdx' -SizeBytes 68719476736"}, []string{"-EnableSecureBoot Off"}},
 	} {
 		for _, w := range c.want {

@@ -149,8 +149,11 @@ if ($route) { $dns = @((DnsClient\Get-DnsClientServerAddress -InterfaceIndex $ro
 // vmSpec is what createScript makes.
 type vmSpec struct {
 	Name, Dir, Disk, Parent, Seed string
-	MemoryBytes                   int64
-	CPUs                          int
+	// The VM's Dynamic Memory: it starts with StartupBytes, and Hyper-V
+	// gives it more as the guest asks, up to MemoryBytes, and takes back
+	// what it does not use, down to MinimumBytes.
+	MemoryBytes, StartupBytes, MinimumBytes int64
+	CPUs                                    int
 	MAC                           string // Hyper-V's form, 00155D1FFA0A
 	// DiskBytes, when not 0, is the size the node's disk is grown to
 	// from its image's: a differencing disk starts at its parent's.
@@ -178,7 +181,7 @@ func startAction(autostart bool) string {
 
 // createScript makes a node's VM: a differencing disk over the golden
 // image (grown to DiskBytes when given), a Generation 2 VM on hwk's
-// switch with static memory and a static MAC, its seed ISO as a DVD, COM1 on a named pipe, and Secure
+// switch with Dynamic Memory and a static MAC, its seed ISO as a DVD, COM1 on a named pipe, and Secure
 // Boot as the OS wants it: Windows with Microsoft's template (and a vTPM
 // where the host can give one); Linux off, since hwk's Linux image boots
 // an unsigned systemd-boot. It reports whether the vTPM was added.
@@ -198,9 +201,9 @@ func createScript(s vmSpec) string {
 	// PowerShell process killed mid-script) leaves Notes that say partial,
 	// which the next Create replaces.
 	fmt.Fprintf(&b, `$vm = Hyper-V\New-VM -Name %[1]s -Generation 2 -MemoryStartupBytes %[2]d -VHDPath %[3]s -SwitchName %[4]s -Path %[5]s
-Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStartAction %[9]s -AutomaticStopAction ShutDown -Notes %[7]s
+Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -DynamicMemory -MemoryMinimumBytes %[10]d -MemoryMaximumBytes %[11]d -AutomaticCheckpointsEnabled $false -AutomaticStartAction %[9]s -AutomaticStopAction ShutDown -Notes %[7]s
 Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress %[8]s
-`, quote(s.Name), s.MemoryBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Partial), quote(s.MAC), startAction(s.Autostart))
+`, quote(s.Name), s.StartupBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Partial), quote(s.MAC), startAction(s.Autostart), s.MinimumBytes, s.MemoryBytes)
 	if s.Windows {
 		b.WriteString(`Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
 $tpm = $false
@@ -338,7 +341,7 @@ if ($vm) {
 func Scripts() map[string]string {
 	gw := netip.MustParseAddr("172.31.250.1")
 	spec := vmSpec{Name: "demo-cp", Dir: `C:\hwk\demo-cp`, Disk: `C:\hwk\demo-cp\disk.vhdx`, Parent: `C:\cache\disk.vhdx`, Seed: `C:\hwk\demo-cp\cidata.iso`,
-		MemoryBytes: 4 << 30, CPUs: 2, MAC: "00155D1FFA0A", Partial: `hwk:{"cluster":"demo","partial":true}`, Notes: `hwk:{"cluster":"demo"}`, Start: true}
+		MemoryBytes: 4 << 30, StartupBytes: 2 << 30, MinimumBytes: 1 << 30, CPUs: 2, MAC: "00155D1FFA0A", Partial: `hwk:{"cluster":"demo","partial":true}`, Notes: `hwk:{"cluster":"demo"}`, Start: true}
 	win := spec
 	win.Windows = true
 	grow := win

@@ -66,8 +66,9 @@ type Driver struct {
 }
 
 var (
-	_ drivers.Driver       = (*Driver)(nil)
-	_ drivers.ImageChecker = (*Driver)(nil)
+	_ drivers.Driver          = (*Driver)(nil)
+	_ drivers.ImageChecker    = (*Driver)(nil)
+	_ drivers.MemoryCommitter = (*Driver)(nil)
 )
 
 // New returns a libvirt driver.
@@ -95,6 +96,12 @@ func hostRoutes() ([]route, error) {
 
 // Name implements drivers.Driver.
 func (d *Driver) Name() string { return config.DriverLibvirt }
+
+// StartupMemory implements drivers.MemoryCommitter: QEMU maps a VM's
+// memory when it starts and the host backs it as the guest touches it,
+// which a Windows guest does to all of it at boot (it zeroes its free
+// pages); a node counts as all its memory.
+func (d *Driver) StartupMemory(_ config.OS, memory int64) int64 { return memory }
 
 // GuestOSes implements drivers.Driver.
 func (d *Driver) GuestOSes() []config.OS { return config.DriverGuests(config.DriverLibvirt) }

@@ -82,11 +82,12 @@ type Driver struct {
 }
 
 var (
-	_ drivers.Driver        = (*Driver)(nil)
-	_ drivers.ImageChecker  = (*Driver)(nil)
-	_ drivers.SubnetChecker = (*Driver)(nil)
-	_ drivers.Autostarter   = (*Driver)(nil)
-	_ drivers.Installer     = (*Driver)(nil)
+	_ drivers.Driver          = (*Driver)(nil)
+	_ drivers.ImageChecker    = (*Driver)(nil)
+	_ drivers.SubnetChecker   = (*Driver)(nil)
+	_ drivers.Autostarter     = (*Driver)(nil)
+	_ drivers.Installer       = (*Driver)(nil)
+	_ drivers.MemoryCommitter = (*Driver)(nil)
 )
 
 // New returns a VirtualBox driver.
@@ -105,6 +106,10 @@ func New(o Options) *Driver {
 
 // Name implements drivers.Driver.
 func (d *Driver) Name() string { return config.DriverVirtualBox }
+
+// StartupMemory implements drivers.MemoryCommitter: VirtualBox gives a
+// VM all its memory when it starts.
+func (d *Driver) StartupMemory(_ config.OS, memory int64) int64 { return memory }
 
 // GuestOSes implements drivers.Driver.
 func (d *Driver) GuestOSes() []config.OS { return config.DriverGuests(config.DriverVirtualBox) }

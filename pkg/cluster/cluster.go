@@ -38,6 +38,9 @@ type Provider struct {
 	// hostInterface finds host interfaces over a subnet (nil: the real
 	// host's); tests give a host whose networks they know.
 	hostInterface func(netip.Prefix) string
+	// hostMemory is the host's total and available memory (nil: the
+	// real host's); tests give a host of the size they mean.
+	hostMemory func() (total, available uint64, err error)
 }
 
 func (p *Provider) store() *state.Store { return state.NewStore(p.Dirs) }

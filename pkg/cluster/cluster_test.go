@@ -160,6 +160,7 @@ func testProvider(t *testing.T, d drivers.Driver) (*Provider, string) {
 	return &Provider{
 		// A host with no interface on hwk's range, whatever this one has.
 		hostInterface:   func(netip.Prefix) string { return "" },
+		hostMemory:      laptop,
 		Registry:        drivers.NewRegistry(d),
 		Dirs:            state.Dirs{Config: filepath.Join(home, "config"), Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache")},
 		KubeconfigPaths: kubeconfig.Paths{Explicit: kc},

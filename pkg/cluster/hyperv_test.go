@@ -346,3 +346,30 @@ func (readyzDiscovery) RESTClient() rest.Interface {
 		}),
 	}
 }
+
+// TestHyperVUpNeedsMemory: on a host with less memory available than the
+// nodes' VMs start with (Dynamic Memory's startup: 2 GiB for the Linux
+// control plane, 3 GiB for the Windows worker), up refuses with the
+// figures and what to do, before it makes anything; on the 16 GB laptop
+// of TestHyperVUpDown (7 GiB free), where 10 GiB of static memory did
+// not fit, it goes on.
+func TestHyperVUpNeedsMemory(t *testing.T) {
+	ps := hypervtest.New(t, "no-memory.txt")
+	u := newUpDown(t, config.DriverHyperV, config.DriverHyperV, config.DriverHyperV, nil)
+	cachedVHDX(t, u.dirs.Cache, "linux-test", u.cfg.KubernetesVersion, nil)
+	cachedVHDX(t, u.dirs.Cache, "windows-2022-test", u.cfg.KubernetesVersion, &nodeimage.Windows{Version: u.cfg.Nodes[1].WindowsVersion, Build: 20348})
+	s := hyperv.NewSession(io.Discard)
+	defer s.Close()
+	p := u.provider(hyperv.New(hyperv.Options{Dirs: u.dirs, Runner: s, Handle: u.nodes.handle}))
+	p.hostMemory = func() (uint64, uint64, error) { return 16 << 30, 4 << 30, nil }
+	_, err := p.Up(context.Background(), u.cfg, upOptions)
+	want := "the cluster's VMs need 5.0 GiB of memory to start (demo-cp 2.0 GiB, demo-win-1 3.0 GiB), and the host has 4.0 GiB available of 16.0 GiB\n  fix: close programs"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want %q", err, want)
+	}
+	s.Close()
+	ps.Check(t)
+	if exists, err := p.store().Exists("demo"); err != nil || exists {
+		t.Errorf("the refused cluster exists: %v %v", exists, err)
+	}
+}

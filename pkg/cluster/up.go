@@ -117,6 +117,7 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 		Status:            p.Progress,
 		NewClient:         p.newClient,
 		HostInterface:     p.hostInterface,
+		HostMemory:        p.hostMemory,
 	}
 	if c.Pull == "" {
 		c.Pull = PullMissing

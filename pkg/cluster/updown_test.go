@@ -51,10 +51,14 @@ func newUpDown(t *testing.T, cp, worker, host string, adjust func(*config.Cluste
 	return u
 }
 
+// laptop is the memory of a 16 GB laptop with a browser and an IDE open
+// (7-10 GB free: shared/research/windows-review-4.md, D2).
+func laptop() (uint64, uint64, error) { return 16 << 30, 7 << 30, nil }
+
 // provider is a provider over ds, as one hwk command makes it.
 func (u *upDown) provider(ds ...drivers.Driver) *Provider {
 	return &Provider{Registry: drivers.NewRegistry(ds...), Dirs: u.dirs, KubeconfigPaths: u.kc, newClient: inMemoryCluster(u.cfg),
-		hostInterface: func(netip.Prefix) string { return "" }}
+		hostInterface: func(netip.Prefix) string { return "" }, hostMemory: laptop}
 }
 
 // upOptions gives each stage of up time no slow machine runs out of.

@@ -31,8 +31,12 @@ func TestVirtualBoxUpDown(t *testing.T) {
 	cachedVDI(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, "b07e2d94-61c3-4f25-8a1e-93d4c6e5f208", 64<<30,
 		&nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
 	provider := func() *Provider {
-		return u.provider(virtualbox.New(virtualbox.Options{Dirs: dirs, Runner: &virtualbox.CLI{}, Handle: nodes.handle,
+		p := u.provider(virtualbox.New(virtualbox.Options{Dirs: dirs, Runner: &virtualbox.CLI{}, Handle: nodes.handle,
 			Hypervisor: func(context.Context) (bool, error) { return false, nil }}))
+		// VirtualBox gives a VM all its memory at start: the default
+		// cluster's 10 GiB need a roomier host than the laptop.
+		p.hostMemory = func() (uint64, uint64, error) { return 32 << 30, 16 << 30, nil }
+		return p
 	}
 	ctx := context.Background()
 	res, err := provider().Up(ctx, cfg, upOptions)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster"
 	"github.com/hwk-dev/hwk/pkg/doctor"
 	"github.com/hwk-dev/hwk/pkg/imagedist"
@@ -55,6 +57,9 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 				Probes:  doctor.HostProbes(),
 				Drivers: g.availability,
 				Cluster: cfg,
+				NodeDriver: func(n config.Node) (drivers.Driver, error) {
+					return g.registry().Get(n.Driver)
+				},
 				DataDir: state.DefaultDirs().Data,
 				Source:  flags.source(),
 			}

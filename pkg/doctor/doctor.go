@@ -88,6 +88,9 @@ type Input struct {
 	// Drivers runs the drivers' preflights (drivers.Registry.Check).
 	Drivers func(context.Context) []drivers.Availability
 	Cluster *config.Cluster
+	// NodeDriver is a node's driver, for the memory its VM takes when it
+	// starts (drivers.StartupMemory); nil counts none.
+	NodeDriver func(config.Node) (drivers.Driver, error)
 	// Existing says Cluster is the record of a cluster that exists, not
 	// the one up would make; Subnet is then the one it has.
 	Existing bool
@@ -368,7 +371,7 @@ func memory(ctx context.Context, in Input) Check {
 		return c
 	}
 	c.Status = OK
-	c.Detail = fmt.Sprintf("%s available of %s", gib(avail), gib(total))
+	c.Detail = fmt.Sprintf("%s available of %s", drivers.GiB(avail), drivers.GiB(total))
 	if in.Cluster == nil {
 		return c
 	}
@@ -377,11 +380,30 @@ func memory(ctx context.Context, in Input) Check {
 		c.Status, c.Detail = Warn, err.Error()
 		return c
 	}
-	c.Detail += fmt.Sprintf("; the cluster asks %s for its %s", gib(uint64(want)), nodes(len(in.Cluster.Nodes)))
+	c.Detail += fmt.Sprintf("; the cluster asks %s for its %s", drivers.GiB(uint64(want)), nodes(len(in.Cluster.Nodes)))
+	var need uint64
+	if in.NodeDriver != nil {
+		var shares []string
+		need, shares, err = drivers.StartupMemory(in.Cluster.Nodes, in.NodeDriver)
+		if err != nil {
+			c.Status, c.Detail = Warn, err.Error()
+			return c
+		}
+		if need > 0 {
+			c.Detail += fmt.Sprintf(", and its VMs take %s to start (%s)", drivers.GiB(need), strings.Join(shares, ", "))
+		}
+	}
 	switch {
-	case uint64(want) > total:
+	case need > avail:
+		// What up refuses.
 		c.Status = Fail
-		c.Fix = "give the nodes less memory (nodes[].memory in the config) or fewer workers (--linux-workers, --windows-workers)"
+		c.Fix = "close programs to free memory, give the nodes less (nodes[].memory in a config), or make fewer workers (--linux-workers, --windows-workers): up refuses VMs that cannot start"
+	case uint64(want) > total:
+		c.Status = Warn
+		c.Fix = "give the nodes less memory (nodes[].memory in the config) or fewer workers (--linux-workers, --windows-workers): they cannot all have what they ask"
+	case uint64(want) > avail && need > 0:
+		c.Status = Warn
+		c.Fix = "the VMs start in what is free and may grow to what the nodes ask, more than is free now: if the nodes run short, close programs or give them less (nodes[].memory)"
 	case uint64(want) > avail:
 		c.Status = Warn
 		c.Fix = "close programs to free memory, or give the nodes less (nodes[].memory); VMs that cannot get their memory fail to start, containers are killed"
@@ -396,7 +418,7 @@ func disk(in Input) Check {
 		c.Status, c.Detail = Warn, fmt.Sprintf("could not read the free space under %s: %v", in.DataDir, err)
 		return c
 	}
-	c.Status, c.Detail = OK, fmt.Sprintf("%s free under %s", gib(free), in.DataDir)
+	c.Status, c.Detail = OK, fmt.Sprintf("%s free under %s", drivers.GiB(free), in.DataDir)
 	if in.Cluster == nil {
 		return c
 	}
@@ -409,10 +431,10 @@ func disk(in Input) Check {
 	// ask for is a ceiling. A tenth of it, and at least 10Gi, is what a
 	// fresh cluster writes with its images.
 	need := max(want/10, 10<<30)
-	c.Detail += fmt.Sprintf("; the cluster's disks may grow to %s, a fresh one writes about %s", gib(uint64(want)), gib(uint64(need)))
+	c.Detail += fmt.Sprintf("; the cluster's disks may grow to %s, a fresh one writes about %s", drivers.GiB(uint64(want)), drivers.GiB(uint64(need)))
 	if int64(free) < need {
 		c.Status = Fail
-		c.Fix = fmt.Sprintf("free at least %s on the drive of %s (`hwk node-image list` shows cached images; delete unused clusters with `hwk down`)", gib(uint64(need-int64(free))), in.DataDir)
+		c.Fix = fmt.Sprintf("free at least %s on the drive of %s (`hwk node-image list` shows cached images; delete unused clusters with `hwk down`)", drivers.GiB(uint64(need-int64(free))), in.DataDir)
 	}
 	return c
 }
@@ -499,7 +521,6 @@ func nodes(n int) string {
 	return fmt.Sprintf("%d nodes", n)
 }
 
-func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/drivers/hyperv"
+	"github.com/hwk-dev/hwk/drivers/libvirt"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/ui"
 )
@@ -42,6 +44,12 @@ func cluster(t *testing.T, driver string, windows int) *config.Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// nodeDrivers gives every node the driver its config names, from ds.
+func nodeDrivers(ds ...drivers.Driver) func(config.Node) (drivers.Driver, error) {
+	r := drivers.NewRegistry(ds...)
+	return func(n config.Node) (drivers.Driver, error) { return r.Get(n.Driver) }
 }
 
 // avail is a Drivers that finds as.
@@ -102,6 +110,7 @@ func TestLinuxProblems(t *testing.T) {
 	}
 	p.Listening = func(port int) bool { return port == 6443 }
 	in := Input{Probes: p, Cluster: cluster(t, config.DriverLibvirt, 1), DataDir: "/data", Images: []string{"linux v1.35.4"}, WindowsImageHelp: "build one",
+		NodeDriver: nodeDrivers(libvirt.New(libvirt.Options{})),
 		Drivers:   avail(drivers.Availability{Name: "libvirt", Detail: "no libvirt socket", Fix: "sudo apt-get install libvirt-daemon-system"}, drivers.Availability{Name: "docker", Detail: "not running", Fix: "start it"}),
 		SubnetErr: errors.New("no /24 in 172.31.0.0/16 is free for the node network\n  fix: set networking.nodeSubnet")}
 	cs := Run(context.Background(), in, nil)
@@ -125,7 +134,7 @@ func TestLinuxProblems(t *testing.T) {
 			t.Errorf("%s: %s %q (fix %q), want %s with %q", name, c.Status, c.Detail, c.Fix, w.status, w.fix)
 		}
 	}
-	if c := find(t, cs, "memory"); !strings.Contains(c.Detail, "asks 10.0 GiB for its 2 nodes") {
+	if c := find(t, cs, "memory"); !strings.Contains(c.Detail, "asks 10.0 GiB for its 2 nodes, and its VMs take 10.0 GiB to start (hwk-cp 4.0 GiB, hwk-win-1 6.0 GiB)") {
 		t.Errorf("memory: %q", c.Detail)
 	}
 	if c := find(t, cs, "docker engine"); !strings.Contains(c.Detail, "3m0s off") {
@@ -282,5 +291,24 @@ func TestSlowProbes(t *testing.T) {
 	got := strings.Join(notes, "\n")
 	if !strings.Contains(got, "waiting 1s for the host's memory figures (free(1)) (at most 1.5s)") || !strings.Contains(got, "waiting 1s for the Docker engine (at most 1.5s)") {
 		t.Errorf("notes:\n%s", got)
+	}
+}
+
+// TestMemoryOnHyperV: doctor judges memory as up does, by what the VMs
+// take when they start: Hyper-V's Dynamic Memory starts the default
+// cluster with 5 GiB, which a 16 GB laptop with 7 GiB free has (a
+// warning: the nodes may grow to 10 GiB) and one with 4 GiB free has not.
+func TestMemoryOnHyperV(t *testing.T) {
+	for _, c := range []struct {
+		avail  uint64
+		status Status
+	}{{12 << 30, OK}, {7 << 30, Warn}, {4 << 30, Fail}} {
+		p := healthy("windows")
+		p.Memory = func(context.Context) (uint64, uint64, error) { return 16 << 30, c.avail, nil }
+		in := Input{Probes: p, Cluster: cluster(t, config.DriverHyperV, 1), NodeDriver: nodeDrivers(hyperv.New(hyperv.Options{})), DataDir: "/data"}
+		got := find(t, Run(context.Background(), in, nil), "memory")
+		if got.Status != c.status || !strings.Contains(got.Detail, "its VMs take 5.0 GiB to start (hwk-cp 2.0 GiB, hwk-win-1 3.0 GiB)") {
+			t.Errorf("%s free: %+v, want %s", drivers.GiB(c.avail), got, c.status)
+		}
 	}
 }

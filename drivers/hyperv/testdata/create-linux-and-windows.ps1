@@ -34,8 +34,8 @@ if (Microsoft.PowerShell.Management\Test-Path -LiteralPath 'C:\hwk\clusters\demo
 Hyper-V\New-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -ParentPath 'C:\hwk\cache\images\linux\disk.vhdx' -Differencing | Microsoft.PowerShell.Core\Out-Null
 $vm = $null
 try {
-    $vm = Hyper-V\New-VM -Name 'demo-cp' -Generation 2 -MemoryStartupBytes 4294967296 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-cp'
-    Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStartAction Nothing -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-cp","role":"control-plane","os":"linux","ip":"172.31.250.10","partial":true}'
+    $vm = Hyper-V\New-VM -Name 'demo-cp' -Generation 2 -MemoryStartupBytes 2147483648 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-cp\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-cp'
+    Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -DynamicMemory -MemoryMinimumBytes 1073741824 -MemoryMaximumBytes 4294967296 -AutomaticCheckpointsEnabled $false -AutomaticStartAction Nothing -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-cp","role":"control-plane","os":"linux","ip":"172.31.250.10","partial":true}'
     Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress '00155D1FFA0A'
     Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot Off
     $tpm = $false
@@ -74,8 +74,8 @@ Hyper-V\New-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -Parent
 $vm = $null
 try {
     Hyper-V\Resize-VHD -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -SizeBytes 68719476736
-    $vm = Hyper-V\New-VM -Name 'demo-win-1' -Generation 2 -MemoryStartupBytes 6442450944 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1'
-    Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -StaticMemory -AutomaticCheckpointsEnabled $false -AutomaticStartAction StartIfRunning -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-win-1","role":"worker","os":"windows","ip":"172.31.250.11","partial":true}'
+    $vm = Hyper-V\New-VM -Name 'demo-win-1' -Generation 2 -MemoryStartupBytes 3221225472 -VHDPath 'C:\hwk\clusters\demo\hyperv\demo-win-1\disk.vhdx' -SwitchName 'hwk' -Path 'C:\hwk\clusters\demo\hyperv\demo-win-1'
+    Hyper-V\Set-VM -VM $vm -ProcessorCount 2 -DynamicMemory -MemoryMinimumBytes 1073741824 -MemoryMaximumBytes 6442450944 -AutomaticCheckpointsEnabled $false -AutomaticStartAction StartIfRunning -AutomaticStopAction ShutDown -Notes 'hwk:{"cluster":"demo","name":"demo-win-1","role":"worker","os":"windows","ip":"172.31.250.11","partial":true}'
     Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress '00155D1FFA0B'
     Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
     $tpm = $false

@@ -109,9 +109,10 @@ type Node struct {
 	IP string `yaml:"ip,omitempty" json:"ip,omitempty"`
 	// CPUs the machine gets. Default: 2.
 	CPUs int `yaml:"cpus,omitempty" json:"cpus,omitempty"`
-	// Memory the machine gets, a Kubernetes quantity (4Gi, 4096Mi).
-	// Default: 4Gi for the control plane, 2Gi for a Linux worker, 6Gi for
-	// a Windows node.
+	// Memory the machine gets, a Kubernetes quantity (4Gi, 4096Mi): on
+	// Hyper-V the most its VM's Dynamic Memory grows to, from a start of
+	// 2Gi (Linux) or 3Gi (Windows). Default: 4Gi for the control plane,
+	// 2Gi for a Linux worker, 6Gi for a Windows node.
 	Memory string `yaml:"memory,omitempty" json:"memory,omitempty"`
 	// Disk is the size the node's disk may grow to, a Kubernetes
 	// quantity. Default: 20Gi for Linux nodes, 64Gi for Windows nodes.

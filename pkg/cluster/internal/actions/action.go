@@ -81,6 +81,9 @@ type Context struct {
 	// subnet, or ""; nil is drivers.OverlappingInterface (tests give a
 	// host of their own).
 	HostInterface func(netip.Prefix) string
+	// HostMemory is the host's total and available memory; nil is
+	// hostmem.Read (tests give a host of their own).
+	HostMemory func() (total, available uint64, err error)
 
 	// Dir is the cluster's directory (set by the record Network writes
 	// first).

@@ -17,7 +17,8 @@ import (
 )
 
 // Preflight checks everything `up` needs before anything is made: that
-// the cluster does not exist, that every node's driver works here, and
+// the cluster does not exist, that every node's driver works here, that
+// the host has the memory the nodes' VMs take when they start, and
 // that every node image is there or can be pulled (it asks the registry,
 // so an unreachable one fails here, with the other ways to get the
 // image).
@@ -86,6 +87,9 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		}
 	}
 
+	if err := c.checkMemory(); err != nil {
+		return err
+	}
 	if err := c.planImages(ctx, cached); err != nil {
 		return err
 	}
