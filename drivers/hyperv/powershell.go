@@ -255,6 +255,10 @@ type Session struct {
 	stderr *node.Tail
 	// startTimeout replaces StartTimeout (tests).
 	startTimeout time.Duration
+	// failed is why PowerShell did not start or answer: every later
+	// script fails with it at once, so that a command whose PowerShell
+	// is missing or silent waits for it once, not once per check.
+	failed error
 }
 
 // Run implements Runner.
@@ -265,11 +269,15 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 	if log == nil {
 		log = io.Discard
 	}
+	if s.failed != nil {
+		return s.failed
+	}
 	if s.proc == nil {
 		s.stderr = node.NewTail(1024)
 		p, err := s.start(io.MultiWriter(log, s.stderr))
 		if err != nil {
-			return &noPowerShellError{err}
+			s.failed = &noPowerShellError{err}
+			return s.failed
 		}
 		starts.Add(1)
 		s.proc, s.out = p, bufio.NewReaderSize(p.Stdout(), 1<<16)
@@ -278,6 +286,9 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 			return fmt.Errorf("start PowerShell: %w", err)
 		}
 		if err := s.awaitReady(ctx, log); err != nil {
+			if errors.Is(err, errNoPowerShell) {
+				s.failed = err
+			}
 			return err
 		}
 	}
@@ -371,11 +382,13 @@ func (s *Session) reset() {
 	s.proc, s.out = nil, nil
 }
 
-// Close ends the session.
+// Close ends the session; the next script starts PowerShell again, even
+// after one that did not start.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reset()
+	s.failed = nil
 	return nil
 }
 

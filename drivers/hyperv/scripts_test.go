@@ -173,7 +173,9 @@ func TestSessionWithoutPowerShell(t *testing.T) {
 // start limit, as PowerShell missing: Preflight says the driver is not
 // usable and why, instead of waiting without end.
 func TestSessionSilentPowerShell(t *testing.T) {
+	var started int
 	silent := func(io.Writer) (process, error) {
+		started++
 		inR, inW := io.Pipe()
 		outR, outW := io.Pipe()
 		go func() { io.Copy(io.Discard, inR); outW.Close() }()
@@ -190,9 +192,20 @@ func TestSessionSilentPowerShell(t *testing.T) {
 	if took := time.Since(began); took > 10*time.Second {
 		t.Errorf("preflight took %s", took)
 	}
-	// The next script starts PowerShell again, and waits no longer.
-	if err := s.Run(context.Background(), "Write-Output 1", nil); !errors.Is(err, errNoPowerShell) {
-		t.Errorf("a second script: %v", err)
+	// The next scripts of the command fail the same way without starting
+	// PowerShell again: doctor's and up's checks wait for it once.
+	for range 2 {
+		if err := s.Run(context.Background(), "Write-Output 1", nil); !errors.Is(err, errNoPowerShell) || !strings.Contains(err.Error(), "did not answer in 200ms") {
+			t.Errorf("a later script: %v", err)
+		}
+	}
+	if started != 1 {
+		t.Errorf("PowerShell started %d times in one command", started)
+	}
+	// A new command's session tries again.
+	s.Close()
+	if err := s.Run(context.Background(), "Write-Output 1", nil); !errors.Is(err, errNoPowerShell) || started != 2 {
+		t.Errorf("after Close: %v, %d starts", err, started)
 	}
 }
 
