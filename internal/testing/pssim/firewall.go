@@ -46,15 +46,8 @@ func profiles(v any) ([]string, error) {
 func (m *Machine) newFirewallRule(c *call) (any, error) {
 	r := &FirewallRule{Name: c.Str("Name"), DisplayName: c.Str("DisplayName"), Protocol: strings.ToUpper(c.Str("Protocol")),
 		LocalPort: toInt(c.Arg("LocalPort")), Enabled: true, Allow: !strings.EqualFold(c.Str("Action"), "Block"), Profiles: slices.Clone(allProfiles)}
-	if c.Has("Enabled") {
-		r.Enabled = strings.EqualFold(c.Str("Enabled"), "True")
-	}
-	if c.Has("Profile") {
-		p, err := profiles(c.Arg("Profile"))
-		if err != nil {
-			return nil, err
-		}
-		r.Profiles = p
+	if err := r.set(c); err != nil {
+		return nil, err
 	}
 	if r.Name == "" {
 		r.Name = r.DisplayName
@@ -94,17 +87,25 @@ func (m *Machine) setFirewallRule(c *call) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.set(c); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// set applies a rule cmdlet's -Enabled and -Profile.
+func (r *FirewallRule) set(c *call) error {
 	if c.Has("Enabled") {
 		r.Enabled = strings.EqualFold(c.Str("Enabled"), "True")
 	}
 	if c.Has("Profile") {
 		p, err := profiles(c.Arg("Profile"))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.Profiles = p
 	}
-	return nil, nil
+	return nil
 }
 
 // Allows reports whether an enabled rule lets protocol/port in on the
