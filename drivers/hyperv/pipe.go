@@ -15,7 +15,8 @@ import (
 // not read it.
 const pipeDenied = 10
 
-// errNoPipes is openPipe off Windows, where Hyper-V has no VMs to follow.
+// errNoPipes is what openNamedPipe returns off Windows, where Hyper-V has
+// no VMs to follow.
 var errNoPipes = errors.New("no named pipes here")
 
 // followPipe copies what a VM writes to its COM1 pipe into file until
