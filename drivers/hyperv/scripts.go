@@ -154,7 +154,7 @@ type vmSpec struct {
 	// what it does not use, down to MinimumBytes.
 	MemoryBytes, StartupBytes, MinimumBytes int64
 	CPUs                                    int
-	MAC                           string // Hyper-V's form, 00155D1FFA0A
+	MAC                                     string // Hyper-V's form, 00155D1FFA0A
 	// DiskBytes, when not 0, is the size the node's disk is grown to
 	// from its image's: a differencing disk starts at its parent's.
 	DiskBytes int64
