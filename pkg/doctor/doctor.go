@@ -521,7 +521,6 @@ func nodes(n int) string {
 	return fmt.Sprintf("%d nodes", n)
 }
 
-
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return line

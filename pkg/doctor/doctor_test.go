@@ -111,8 +111,8 @@ func TestLinuxProblems(t *testing.T) {
 	p.Listening = func(port int) bool { return port == 6443 }
 	in := Input{Probes: p, Cluster: cluster(t, config.DriverLibvirt, 1), DataDir: "/data", Images: []string{"linux v1.35.4"}, WindowsImageHelp: "build one",
 		NodeDriver: nodeDrivers(libvirt.New(libvirt.Options{})),
-		Drivers:   avail(drivers.Availability{Name: "libvirt", Detail: "no libvirt socket", Fix: "sudo apt-get install libvirt-daemon-system"}, drivers.Availability{Name: "docker", Detail: "not running", Fix: "start it"}),
-		SubnetErr: errors.New("no /24 in 172.31.0.0/16 is free for the node network\n  fix: set networking.nodeSubnet")}
+		Drivers:    avail(drivers.Availability{Name: "libvirt", Detail: "no libvirt socket", Fix: "sudo apt-get install libvirt-daemon-system"}, drivers.Availability{Name: "docker", Detail: "not running", Fix: "start it"}),
+		SubnetErr:  errors.New("no /24 in 172.31.0.0/16 is free for the node network\n  fix: set networking.nodeSubnet")}
 	cs := Run(context.Background(), in, nil)
 	want := map[string]struct {
 		status Status
