@@ -68,7 +68,7 @@ var modules = map[string][]string{
 	"NetAdapter":                       {"Get-NetAdapter"},
 	// The Hyper-V firewall's cmdlets: Windows 11 22H2 and later (the
 	// callers check for them first).
-	"NetSecurity":    {"New-NetFirewallRule", "Get-NetFirewallRule", "New-NetFirewallHyperVRule", "Get-NetFirewallHyperVRule", "Remove-NetFirewallHyperVRule"},
+	"NetSecurity":    {"New-NetFirewallRule", "Get-NetFirewallRule", "Set-NetFirewallRule", "New-NetFirewallHyperVRule", "Get-NetFirewallHyperVRule", "Remove-NetFirewallHyperVRule"},
 	"ScheduledTasks": {"Register-ScheduledTask", "Unregister-ScheduledTask", "New-ScheduledTaskTrigger", "New-ScheduledTaskAction", "New-ScheduledTaskSettingsSet"},
 	"Dism":           {"Enable-WindowsOptionalFeature"},
 	"Storage":        {"Get-Volume", "Get-Partition", "Get-PartitionSupportedSize", "Resize-Partition"},
