@@ -120,7 +120,7 @@ e2e-wine: build
 # parameters.
 PSCHECK := hack/pscheck/node_modules/tree-sitter-powershell
 check-ps: check-ps-files
-	HWK_REQUIRE_PSCHECK=1 $(GO) test -short -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/internal\/pscheck( |$$)/ && $$1 !~ /internal\/pscheck$$/ {print $$1}')
+	HWK_REQUIRE_PSCHECK=1 $(GO) test -short -count=1 $$($(GO) list -f '{{.ImportPath}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | awk '/internal\/testing\/pscheck( |$$)/ && $$1 !~ /internal\/testing\/pscheck$$/ {print $$1}')
 
 check-ps-files: $(PSCHECK)
 	node --no-deprecation hack/pscheck/check.mjs $$(git ls-files '*.ps1')
