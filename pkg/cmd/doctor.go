@@ -44,9 +44,10 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 			// drivers' checks that the config's defaults wait for, and
 			// goes on a line per check as each is made; JSON and YAML
 			// are printed once, whole.
+			reg := g.registry()
 			var emit func(doctor.Check)
 			if out.format == "text" {
-				emit = doctorLines(s.Out, g.registry().Names())
+				emit = doctorLines(s.Out, reg.Names())
 			}
 			cfg, err := flags.resolve(c, g)
 			if err != nil {
@@ -58,7 +59,7 @@ comes with its fix. Exits 1 when a check fails (a warning does not).`,
 				Drivers: g.availability,
 				Cluster: cfg,
 				NodeDriver: func(n config.Node) (drivers.Driver, error) {
-					return g.registry().Get(n.Driver)
+					return reg.Get(n.Driver)
 				},
 				DataDir: state.DefaultDirs().Data,
 				Source:  flags.source(),
