@@ -281,6 +281,7 @@ func TestEnsureNetworkRefusals(t *testing.T) {
 		"not elevated":    {"network/fresh-not-elevated", "172.31.250.0/24", "run this hwk command once from an elevated PowerShell"},
 		"vpn overlap":     {"network/vpn", "172.31.250.0/24", "overlaps host interface Corp VPN (172.31.250.77/24)"},
 		"docker nat":      {"network/docker-nat", "172.31.250.0/24", "overlaps the host's NAT 'DockerNAT' (172.31.0.0/20)\n  fix: set networking.nodeSubnet in the cluster config to a range nothing else uses"},
+		"another nat":     {"network/other-nat", "172.31.250.0/24", "the host has a NAT of its own, 'Bob''s NAT' (10.0.75.0/24), and Windows has one NAT per host"},
 		"external switch": {"network/external-switch", "172.31.250.0/24", "exists but is External, not Internal"},
 		"outside the nat": {"network/fresh", "10.99.0.0/24", "is outside 172.31.0.0/16, the range hwk's Hyper-V NAT covers"},
 	} {
@@ -291,7 +292,9 @@ func TestEnsureNetworkRefusals(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want %q", err, c.want)
 			}
-			if strings.Contains(err.Error(), "Remove-NetNat") {
+			// Only a NAT that keeps hwk's from being made at all is
+			// worth the advice, with "if nothing uses it".
+			if strings.Contains(err.Error(), "Remove-NetNat") != (name == "another nat") {
 				t.Errorf("advice to remove a NAT hwk did not make: %v", err)
 			}
 			// What the subnet check refuses, up's host check refuses
@@ -750,7 +753,10 @@ func TestPreflight(t *testing.T) {
 		"not allowed":    {map[string]any{"elevated": false}, "Add-LocalGroupMember -SID 'S-1-5-32-578' -Member $env:USERNAME"},
 		"overlapping nat": {map[string]any{"nats": []any{map[string]any{"name": "WSLNat", "prefix": "172.31.240.0/20"}}},
 			"NetNat\\Remove-NetNat -Name 'WSLNat'"},
-		"unrelated nat fine": {map[string]any{"nats": []any{map[string]any{"name": "DockerNAT", "prefix": "10.0.75.0/24"}}}, ""},
+		// Windows has one NAT per host (review 5, N1).
+		"another nat": {map[string]any{"nats": []any{map[string]any{"name": "DockerNAT", "prefix": "10.0.75.0/24"}}},
+			"the host has a NAT of its own, 'DockerNAT' (10.0.75.0/24), and Windows has one NAT per host"},
+		"hwk's nat fine": {map[string]any{"nats": []any{map[string]any{"name": "hwk", "prefix": "172.31.0.0/16"}}}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakePS{t: t}
@@ -774,11 +780,17 @@ func TestPreflight(t *testing.T) {
 	d, _, _ := testDriver(t, f)
 	detail, err := d.Preflight(context.Background())
 	if err != nil || !strings.Contains(detail, "Hyper-V on Windows build 26100, Hyper-V Administrators") ||
-		!strings.Contains(detail, "VirtualBox is running") || !strings.Contains(detail, "the first `hwk up` needs an elevated PowerShell") {
+		!strings.Contains(detail, "VirtualBox is running") || strings.Contains(detail, "needs an elevated PowerShell") {
 		t.Errorf("detail %q, %v", detail, err)
 	}
 	if len(f.scripts) != 1 {
 		t.Errorf("preflight took %d scripts, want 1", len(f.scripts))
+	}
+	f = &fakePS{t: t}
+	f.on(f.patch("host/ready", map[string]any{"elevated": false, "hypervAdmin": true}), preflightMark)
+	d, _, _ = testDriver(t, f)
+	if detail, err := d.Preflight(context.Background()); err != nil || !strings.Contains(detail, "the first `hwk up` needs an elevated PowerShell") {
+		t.Errorf("no NAT yet, not elevated: detail %q, %v", detail, err)
 	}
 }
 

@@ -101,7 +101,28 @@ func (d *Driver) checkSubnet(ctx context.Context, n drivers.Network) (f netFacts
 			return f, false, false, &drivers.SubnetInUseError{Subnet: subnet, By: fmt.Sprintf("the host's NAT %s (%s)", quote(nat.Name), nat.Prefix)}
 		}
 	}
+	if err := otherNAT(f.NAT); err != nil {
+		return f, false, false, err
+	}
 	return f, haveAddress, haveNAT, nil
+}
+
+// otherNAT refuses a host with a NAT (NetNat) other than hwk's: WinNAT
+// has one internal prefix per host, and "trying to create multiple NATs
+// places the system into an unknown state" (Microsoft Learn, "Set up a
+// NAT network", Troubleshooting: Multiple NAT networks are not
+// supported). hwk's NAT would fail to be made, or the nodes and the
+// other NAT's users would lose their way out (review 5, N1).
+func otherNAT(nats []natInfo) error {
+	for _, n := range nats {
+		if p, err := netip.ParsePrefix(n.Prefix); err == nil && n.Name == natName && p == natPrefix {
+			continue
+		}
+		return &drivers.UnavailableError{Driver: config.DriverHyperV,
+			Reason: fmt.Sprintf("the host has a NAT of its own, %s (%s), and Windows has one NAT per host: hwk's (%s) cannot be made beside it", quote(n.Name), n.Prefix, natPrefix),
+			Fix:    fmt.Sprintf("find what made it (a lab's NATNetwork, Windows containers, another cluster tool); if nothing uses it any more, remove it in an elevated PowerShell (`NetNat\\Remove-NetNat -Name %s`); otherwise use the virtualbox driver", quote(n.Name))}
+	}
+	return nil
 }
 
 // EnsureNetwork implements drivers.Driver: hwk's internal switch, the

@@ -30,8 +30,8 @@ type hostFacts struct {
 // Preflight implements drivers.Driver. In order, each with its fix:
 // Hyper-V enabled, Windows restarted since, the hypervisor running, its
 // management service running, the user allowed to manage VMs (elevated or
-// in Hyper-V Administrators, S-1-5-32-578), and no other NAT over hwk's
-// range. VirtualBox running is a warning in the result: with Hyper-V on,
+// in Hyper-V Administrators, S-1-5-32-578), and no NAT but hwk's (see
+// otherNAT). VirtualBox running is a warning in the result: with Hyper-V on,
 // its VMs run through the Windows Hypervisor Platform, slowly.
 func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	var f hostFacts
@@ -79,6 +79,9 @@ func judge(f hostFacts) (string, error) {
 			return fail(fmt.Sprintf("the host's NAT %s (%s) overlaps %s, the range hwk's Hyper-V NAT uses", quote(n.Name), n.Prefix, natPrefix),
 				"remove it if nothing uses it: `NetNat\\Remove-NetNat -Name "+quote(n.Name)+"` (elevated)")
 		}
+	}
+	if err := otherNAT(f.NATs); err != nil {
+		return "", err
 	}
 	who := "Hyper-V Administrators"
 	if f.Elevated {

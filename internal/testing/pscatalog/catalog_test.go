@@ -231,6 +231,7 @@ var messages = map[string]string{
 	"drivers/hyperv.Driver.Preflight":               "the fix for a host hwk cannot check",
 	"drivers/hyperv.judge":                          "preflight's fixes",
 	"drivers/hyperv.Driver.checkSubnet":             "how to remove what is in the way",
+	"drivers/hyperv.otherNAT":                       "how to remove a NAT that keeps hwk's from being made",
 	"pkg/cmd.newExecCommand":                        "an example command for hwk exec on a Windows node",
 	"drivers/hyperv.Driver.Create":                  "how to remove a VM of the node's name",
 	"drivers/hyperv.confirmAddress":                 "where to look for a VM's addresses",
