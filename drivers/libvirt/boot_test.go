@@ -331,4 +331,13 @@ echo "$(lsblk -b -n -d -o SIZE "/dev/$(lsblk -n -o PKNAME "$root")") $(lsblk -b 
 		log, _ := h.Output(ctx, "journalctl", "-b", "-o", "cat", "-u", "systemd-repart.service", "-u", "hwk-growfs-root.service")
 		t.Errorf("systemd-repart and hwk-growfs-root: %s (%v)\n%s", out, err, log)
 	}
+	// udev reads hwk's rule that onlines hot-added memory (Hyper-V's
+	// Dynamic Memory) without complaint; libvirt adds none to see it act.
+	// (udev 252 seen here: "Reading rules file: PATH", and
+	// "PATH:2 Invalid key 'ATTRX'" for a broken rule.)
+	if out, err := h.Output(ctx, "sh", "-c", "udevadm test /sys/devices/system/memory/memory0 2>&1"); err != nil ||
+		!strings.Contains(out, "Reading rules file: /etc/udev/rules.d/40-hwk-memory-hotadd.rules") ||
+		strings.Contains(out, "/etc/udev/rules.d/40-hwk-memory-hotadd.rules:") { // udev names a rule it cannot parse FILE:LINE
+		t.Errorf("udev and hwk's memory rule: %v\n%s", err, out)
+	}
 }
