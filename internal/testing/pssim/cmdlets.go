@@ -57,7 +57,7 @@ func init() {
 		"get-service":      {mgmt, (*Machine).getService},
 		"set-service":      {mgmt, (*Machine).setService},
 		"start-service":    {mgmt, (*Machine).startService},
-		"restart-service":  {mgmt, (*Machine).startService},
+		"restart-service":  {mgmt, (*Machine).restartService},
 		"stop-service":     {mgmt, (*Machine).stopService},
 		"restart-computer": {mgmt, func(m *Machine, _ *call) (any, error) { return nil, m.halt("restart") }},
 		"stop-computer":    {mgmt, func(m *Machine, _ *call) (any, error) { return nil, m.halt("poweroff") }},

@@ -14,13 +14,18 @@ type File struct {
 }
 
 // fsys is the machine's drives: files and directories by their
-// case-insensitive path.
+// case-insensitive path, and their ACLs (acl.go). owner is the account
+// that makes new files: SYSTEM, which hwk's scripts run as.
 type fsys struct {
 	files map[string]*File
 	dirs  map[string]string
+	acls  map[string]*ACL
+	owner string
 }
 
-func newFS() *fsys { return &fsys{files: map[string]*File{}, dirs: map[string]string{}} }
+func newFS() *fsys {
+	return &fsys{files: map[string]*File{}, dirs: map[string]string{}, acls: map[string]*ACL{}, owner: sidSystem}
+}
 
 // cleanPath is p with backslashes, no doubled or trailing separators.
 func cleanPath(p string) string {
@@ -70,6 +75,7 @@ func (f *fsys) mkdirAll(p string) {
 			return
 		}
 		f.dirs[key(p)] = p
+		delete(f.acls, key(p)) // a new directory inherits (acl)
 		if len(p) <= 3 {
 			return
 		}
@@ -92,10 +98,16 @@ func (f *fsys) write(p string, data []byte, force bool) error {
 	if !f.isDir(parent(p)) {
 		return nonTerminating{fmt.Sprintf("Could not find a part of the path '%s'.", p)}
 	}
-	if old := f.file(p); old != nil && old.ReadOnly && !force {
+	old := f.file(p)
+	if old != nil && old.ReadOnly && !force {
 		return denied(p)
 	}
 	f.files[key(p)] = &File{Path: p, Data: data}
+	if old == nil {
+		// A new file inherits from its directory; one overwritten keeps
+		// its security descriptor (CreateFileW, CREATE_ALWAYS, Remarks).
+		f.acls[key(p)] = inherit(f.acl(parent(p)), false, f.owner)
+	}
 	return nil
 }
 
@@ -179,6 +191,7 @@ func (f *fsys) remove(p string, recurse, force bool) error {
 			return nonTerminating{fmt.Sprintf("Cannot remove item %s: You do not have sufficient access rights to perform this operation.", file.Path)}
 		}
 		delete(f.files, key(p))
+		delete(f.acls, key(p))
 		return nil
 	}
 	if !f.isDir(p) {
@@ -194,6 +207,7 @@ func (f *fsys) remove(p string, recurse, force bool) error {
 		}
 	}
 	delete(f.dirs, key(p))
+	delete(f.acls, key(p))
 	return nil
 }
 

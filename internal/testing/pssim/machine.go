@@ -40,11 +40,6 @@ import (
 	"strings"
 )
 
-// Service is a Windows service.
-type Service struct {
-	Name, Status, StartType, BinPath string
-}
-
 // Task is a registered scheduled task.
 type Task struct {
 	Name     string
@@ -71,6 +66,8 @@ type Machine struct {
 	Console []string
 	// Errors are the non-terminating errors the scripts wrote and went on.
 	Errors []string
+	// Warnings are the warnings the scripts' commands wrote (services.go).
+	Warnings []string
 	// Log is every command run, in order.
 	Log []string
 	// Build is Windows' build number (20348: Server 2022).
@@ -114,6 +111,8 @@ type Machine struct {
 	Firewall        map[string]*FirewallRule
 	NetworkCategory string
 
+	sshHostKeys []string // the host keys the running sshd loaded (sshd.go)
+
 	running  map[string]bool   // tasks running at this boot, by lower-case name
 	started  []string          // tasks started at this boot (FirstBoot)
 	volumes  map[string]string // drive letter -> label
@@ -139,7 +138,7 @@ func NewServer2025() *Machine {
 		m.WriteFile(join(dir, f), []byte("MZ"))
 	}
 	m.WriteFile(join(dir, "sshd_config_default"), []byte(SSHDConfigDefault))
-	m.Services["sshd"] = &Service{Name: "sshd", Status: "Stopped", StartType: "Disabled", BinPath: join(dir, "sshd.exe")}
+	m.Services["sshd"] = &Service{Name: "sshd", DisplayName: "OpenSSH SSH Server", Status: "Stopped", StartType: "Disabled", BinPath: join(dir, "sshd.exe")}
 	m.Firewall["openssh-server-in-tcp"] = &FirewallRule{Name: "OpenSSH-Server-In-TCP", DisplayName: "OpenSSH SSH Server (sshd)",
 		Protocol: "TCP", LocalPort: 22, Enabled: true, Allow: true, Profiles: []string{"Domain", "Private"}}
 	return m
@@ -173,8 +172,8 @@ func NewServer2022() *Machine {
 			key(`HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State`):                   {"ImageState": "IMAGE_STATE_COMPLETE"},
 		},
 		Services: map[string]*Service{
-			"wuauserv": {Name: "wuauserv", Status: "Running", StartType: "Manual"},
-			"winrm":    {Name: "WinRM", Status: "Running", StartType: "Automatic"},
+			"wuauserv": {Name: "wuauserv", DisplayName: "Windows Update", Status: "Running", StartType: "Manual"},
+			"winrm":    {Name: "WinRM", DisplayName: "Windows Remote Management (WS-Management)", Status: "Running", StartType: "Automatic"},
 		},
 		Tasks:           map[string]*Task{},
 		Build:           20348,
@@ -203,6 +202,7 @@ func (m *Machine) File(p string) *File { return m.fs.file(p) }
 
 // WriteFile puts a file on the machine.
 func (m *Machine) WriteFile(p string, data []byte) {
+	m.sshDirFixture(p)
 	m.fs.mkdirAll(parent(p))
 	m.fs.files[key(p)] = &File{Path: cleanPath(p), Data: data}
 }
@@ -297,13 +297,7 @@ func (m *Machine) Boot() []*Task {
 		}
 		out = append(out, t)
 	}
-	for _, svc := range m.Services {
-		if svc.StartType == "Automatic" {
-			svc.Status = "Running"
-		} else {
-			svc.Status = "Stopped"
-		}
-	}
+	m.bootServices()
 	return out
 }
 

@@ -80,12 +80,9 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 		code, out := m.schtasks(args)
 		return code, out, nil
 	case "sc.exe":
-		return m.sc(args), nil, nil
+		return m.sc(args)
 	case "icacls.exe":
-		if !m.fs.exists(arg(0)) {
-			return 2, []any{arg(0) + ": The system cannot find the file specified."}, nil
-		}
-		return 0, []any{"processed file: " + arg(0)}, nil
+		return m.icacls(args)
 	case "attrib.exe":
 		clear := false
 		var target string
@@ -114,8 +111,7 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 		case arg(0) == "config" && arg(1) == "default":
 			return 0, asList(strings.Split(strings.TrimSuffix(defaultContainerdConfig, "\n"), "\n")), nil
 		case arg(0) == "--register-service":
-			m.Services["containerd"] = &Service{Name: "containerd", Status: "Stopped", StartType: "Manual", BinPath: prog}
-			return 0, nil, nil
+			return m.registerContainerd(prog)
 		}
 	case "ctr.exe":
 		last := arg(len(args) - 1)
@@ -144,36 +140,6 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 		}
 	}
 	return 0, nil, fmt.Errorf("pssim: the model cannot run %s %s", prog, strings.Join(args, " "))
-}
-
-// sc is sc.exe's create, config, failure and failureflag.
-func (m *Machine) sc(args []string) int {
-	if len(args) < 2 {
-		return 1639
-	}
-	name := strings.ToLower(args[1])
-	opts := map[string]string{}
-	for i := 2; i+1 < len(args); i += 2 {
-		opts[strings.ToLower(strings.TrimSuffix(args[i], "="))] = args[i+1]
-	}
-	switch strings.ToLower(args[0]) {
-	case "create":
-		if m.Services[name] != nil {
-			return 1073 // ERROR_SERVICE_EXISTS
-		}
-		st := map[string]string{"demand": "Manual", "auto": "Automatic", "delayed-auto": "Automatic", "disabled": "Disabled"}[opts["start"]]
-		m.Services[name] = &Service{Name: args[1], Status: "Stopped", StartType: st, BinPath: opts["binpath"]}
-		return 0
-	case "config", "failure", "failureflag":
-		if m.Services[name] == nil {
-			return 1060 // ERROR_SERVICE_DOES_NOT_EXIST
-		}
-		if s, ok := opts["start"]; ok {
-			m.Services[name].StartType = map[string]string{"demand": "Manual", "auto": "Automatic", "delayed-auto": "Automatic", "disabled": "Disabled"}[s]
-		}
-		return 0
-	}
-	return 1639
 }
 
 // runScriptFile runs a .ps1 with & in the caller's session: a child
@@ -215,8 +181,9 @@ func (m *Machine) runChildScript(path string) Result {
 
 // installSSHD is Win32-OpenSSH's install-sshd.ps1 (openssh-portable
 // a915f06): it needs sshd.exe beside it, rewrites openssh-events.man
-// with a StreamWriter (under its own 'Stop'), and registers sshd and
-// ssh-agent.
+// with a StreamWriter (under its own 'Stop'), repairs the ACLs of an
+// existing C:\ProgramData\ssh, and registers sshd and ssh-agent
+// (New-Service ... -StartupType Manual).
 func (m *Machine) installSSHD(path string) error {
 	dir := parent(path)
 	if m.fs.file(join(dir, "sshd.exe")) == nil {
@@ -229,8 +196,9 @@ func (m *Machine) installSSHD(path string) error {
 	if err := m.fs.write(man, m.fs.file(man).Data, false); err != nil {
 		return winErr(`Exception calling ".ctor" with "2" argument(s): "%v"`, err)
 	}
-	m.Services["sshd"] = &Service{Name: "sshd", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "sshd.exe")}
-	m.Services["ssh-agent"] = &Service{Name: "ssh-agent", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "ssh-agent.exe")}
+	m.repairSSHDir()
+	m.Services["ssh-agent"] = &Service{Name: "ssh-agent", DisplayName: "OpenSSH Authentication Agent", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "ssh-agent.exe")}
+	m.Services["sshd"] = &Service{Name: "sshd", DisplayName: "OpenSSH SSH Server", Status: "Stopped", StartType: "Manual", BinPath: join(dir, "sshd.exe")}
 	if m.WevtutilWarns {
 		return winErr(`wevtutil.exe : **** Warning: Publisher OpenSSH resources could not be found or are not accessible to the EventLog service account (NT AUTHORITY\LOCAL SERVICE).`)
 	}

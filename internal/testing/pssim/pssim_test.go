@@ -149,7 +149,7 @@ func TestFirewallProfiles(t *testing.T) {
 		t.Errorf("%+v", r)
 	}
 	r = run(t, m, "$ErrorActionPreference = 'Stop'\nMicrosoft.PowerShell.Management\\Start-Service -Name sshd\n")
-	if r.Err == nil || !strings.Contains(r.Err.Error(), "disabled") {
+	if r.Err == nil || !strings.Contains(r.Err.Error(), "Service 'OpenSSH SSH Server (sshd)' cannot be started due to the following error: Cannot start service sshd on computer '.'.") {
 		t.Errorf("a disabled sshd: %+v", r)
 	}
 }
