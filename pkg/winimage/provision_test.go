@@ -312,3 +312,35 @@ func TestProvisionOpensPorts(t *testing.T) {
 		})
 	}
 }
+
+// TestProvisionContainerdConfig: the config the build writes is
+// containerd's own default (the real windows/amd64 output the model
+// answers with) with Calico's CNI directories and the pinned sandbox
+// image, each line edited in place; a config read as one string of Go's
+// slice format once passed every other test.
+func TestProvisionContainerdConfig(t *testing.T) {
+	in := inputs(t)
+	m, err := provisioned(t, in, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := m.File(`C:\Program Files\containerd\config.toml`)
+	if f == nil {
+		t.Fatal("no config.toml")
+	}
+	lines := strings.Split(strings.ReplaceAll(string(f.Data), "\r\n", "\n"), "\n")
+	want := map[string]int{"version = 4": 0, "bin_dirs = ['c:/opt/cni/bin']": 0, "conf_dir = 'c:/etc/cni/net.d'": 0, "sandbox = '" + in.PauseImage + "'": 0}
+	for _, l := range lines {
+		if _, ok := want[strings.TrimSpace(l)]; ok {
+			want[strings.TrimSpace(l)]++
+		}
+	}
+	for l, n := range want {
+		if n != 1 {
+			t.Errorf("config.toml has %q %d times, want once", l, n)
+		}
+	}
+	if len(lines) < 200 {
+		t.Errorf("config.toml has %d lines: not containerd's default\n%s", len(lines), f.Data)
+	}
+}

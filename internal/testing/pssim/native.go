@@ -1,20 +1,32 @@
 package pssim
 
 import (
+	_ "embed"
 	"errors"
 	"fmt"
 	"strings"
 )
 
-// defaultContainerdConfig is the part of `containerd config default`
-// (v2, on Windows) that provision.ps1 edits.
-const defaultContainerdConfig = `version = 3
-[plugins.'io.containerd.cri.v1.images'.pinned_images]
-  sandbox = 'mcr.microsoft.com/oss/kubernetes/pause:3.10'
-[plugins.'io.containerd.cri.v1.runtime'.cni]
-  bin_dirs = ['C:\Program Files\containerd\cni\bin']
-  conf_dir = 'C:\Program Files\containerd\cni\conf'
-`
+// defaultContainerdConfig is what `containerd.exe config default`
+// prints: the real output of containerd for windows/amd64 at the version
+// node-images/windows/components.yaml pins, made under Wine by
+// hack/containerd-config-default.sh (how: the .txt beside it). Its
+// version is checked against the pin (containerd_test.go); a pin bump
+// reruns the script and renames the file here.
+//
+//go:embed testdata/containerd-v2.3.1-config-default-windows.toml
+var defaultContainerdConfig string
+
+// wineContainerdPlatform is the one machine-dependent line's value in
+// defaultContainerdConfig: containerd's default platform carries the
+// build number Windows reports, Wine's when the file was made.
+const wineContainerdPlatform = "windows(10.0.19043)/amd64"
+
+// containerdConfig is defaultContainerdConfig as m prints it: with m's
+// build in the default platform, as on the Windows m models.
+func (m *Machine) containerdConfig() string {
+	return strings.Replace(defaultContainerdConfig, wineContainerdPlatform, fmt.Sprintf("windows(10.0.%d)/amd64", m.Build), 1)
+}
 
 // runNative runs a program (or a .ps1 file) named by c.Name with c.raw.
 // It sets $LASTEXITCODE and returns the program's output lines.
@@ -109,7 +121,13 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 	case "containerd.exe":
 		switch {
 		case arg(0) == "config" && arg(1) == "default":
-			return 0, asList(strings.Split(strings.TrimSuffix(defaultContainerdConfig, "\n"), "\n")), nil
+			// One string per line, as PowerShell reads a program's
+			// output (asList of the []string would be one object).
+			var out []any
+			for _, l := range strings.Split(strings.TrimSuffix(m.containerdConfig(), "\n"), "\n") {
+				out = append(out, l)
+			}
+			return 0, out, nil
 		case arg(0) == "--register-service":
 			return m.registerContainerd(prog)
 		}
