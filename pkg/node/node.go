@@ -280,11 +280,19 @@ func Quote(shell Shell, args ...string) string {
 		q[i] = quoteWord(shell, a)
 	}
 	if shell == PowerShell && len(q) > 0 {
-		// A quoted first word is a string to PowerShell; & makes it a command.
-		return "& " + strings.Join(q, " ")
+		// A quoted first word is a string to PowerShell; & makes it a
+		// command. sshd's DefaultShell runs the line with -Command, whose
+		// status is 0 or 1 unless the line calls exit (PowerShell's
+		// ConsoleHost, PowerShell/PowerShell#13501): the exit keeps a
+		// program's own status, and a failed cmdlet's 1.
+		return "& " + strings.Join(q, " ") + powerShellExit
 	}
 	return strings.Join(q, " ")
 }
+
+// powerShellExit ends a PowerShell command line with the status of its
+// command.
+const powerShellExit = "; if (-not $?) { if ($LASTEXITCODE) { exit $LASTEXITCODE }; exit 1 }"
 
 // quoteWord makes s one literal string in shell's syntax.
 func quoteWord(shell Shell, s string) string {

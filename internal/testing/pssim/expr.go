@@ -234,6 +234,14 @@ func (in *interp) primary(text string, sc *scope) (any, error) {
 			return truthy(x), nil
 		}
 		return nil, in.fail("pssim: cast to [%s]", typ)
+	case strings.HasPrefix(text, "$?"):
+		// $?: whether the last statement succeeded (about_Automatic_Variables);
+		// the model keeps it where a command line runs (runCommandLine).
+		v, ok := sc.get("?")
+		if !ok {
+			return nil, in.fail("pssim: $? is kept only between a command line's statements")
+		}
+		return in.members(v, text[2:], sc)
 	case c == '$':
 		j := 1
 		for j < len(text) && (isWord(text[j]) || text[j] == ':') {

@@ -143,6 +143,10 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 		m.sysprepQ = args
 		return -1, nil, nil
 	case "powershell.exe":
+		// -EncodedCommand and -Command: ssh.go.
+		if code, out, ok, err := m.childPowerShell(args, sc); ok {
+			return code, out, err
+		}
 		for i, a := range args {
 			if strings.EqualFold(a, "-File") && i+1 < len(args) {
 				r := m.runChildScript(args[i+1])
