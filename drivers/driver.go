@@ -103,6 +103,10 @@ type MachineSpec struct {
 type Seed struct {
 	SSHAuthorizedKeys []string
 	Files             []File
+	// AnswerFile is a Windows node's answer file for its first boot's
+	// Setup (its own Administrator password among it); VM drivers put it
+	// at the root of the seed disk as unattend.xml, where Setup finds it.
+	AnswerFile []byte
 }
 
 // File is one file a Seed places on the node.

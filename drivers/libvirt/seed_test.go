@@ -21,6 +21,7 @@ import (
 func TestSeedISO(t *testing.T) {
 	s := spec("demo-win-1", config.Windows, config.Worker, "172.31.250.11")
 	s.Seed.Files = []drivers.File{{Path: "/etc/ssh/ssh_host_ed25519_key.pub", Mode: 0o644, Content: []byte("ssh-ed25519 HOSTKEY\n")}}
+	s.Seed.AnswerFile = []byte("<unattend/>")
 	files, err := seedFiles(s, subnet)
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +45,10 @@ func TestSeedISO(t *testing.T) {
 		if string(got[name]) != string(want) {
 			t.Errorf("%s reads back %q, want %q", name, got[name], want)
 		}
+	}
+	// Windows Setup looks for unattend.xml at the root of the disc.
+	if string(got["unattend.xml"]) != "<unattend/>" {
+		t.Errorf("answer file %q", got["unattend.xml"])
 	}
 	if string(got["network"]) != "ADDRESS=172.31.250.11/24\nGATEWAY=172.31.250.1\nDNS=172.31.250.1\n" || string(got["hostname"]) != "demo-win-1\n" {
 		t.Errorf("hwk-seed files: %q %q", got["network"], got["hostname"])
@@ -78,6 +83,10 @@ func TestSeedRefusesOtherFiles(t *testing.T) {
 	_, err := seedFiles(s, subnet)
 	if err == nil || err.Error() != "node demo-cp: a VM node's seed cannot place /etc/motd (only the SSH host key)" {
 		t.Errorf("error %v", err)
+	}
+	s.Seed = drivers.Seed{AnswerFile: []byte("<unattend/>")}
+	if _, err := seedFiles(s, subnet); err == nil || !strings.Contains(err.Error(), "answer file is for a Windows node") {
+		t.Errorf("an answer file for a Linux node: %v", err)
 	}
 }
 

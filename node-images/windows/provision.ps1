@@ -13,7 +13,6 @@
 #   bin\hwk-seed.exe
 #   openssh\OpenSSH-Win64\      Win32-OpenSSH, for releases without sshd built in
 #   images\*.tar                container images (pause, Calico, kube-proxy)
-#   sysprep-unattend.xml        the answer file clones boot with
 $ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'
 
@@ -355,16 +354,20 @@ function Invoke-Phase2 {
     # Every clone must make its own host keys, or get the one hwk pinned
     # from its seed.
     Microsoft.PowerShell.Management\Remove-Item -Force -Path "$env:ProgramData\ssh\ssh_host_*" -ErrorAction SilentlyContinue
-    # Nothing of the build keeps the Administrator password in plain
-    # text: Winlogon's copy from the build's automatic logon goes, and the
-    # clones' answer file holds it only hidden (encoded, as Windows SIM
-    # does) and is removed once sysprep has cached it in Panther, whose
-    # copy each clone's Setup masks after use.
+    # The image keeps no Administrator password: Winlogon's copy from
+    # the build's automatic logon goes, and so does every answer file
+    # Setup would read at a clone's first boot ahead of the one on the
+    # clone's seed, which gives the clone its own password (Setup's
+    # implicit search: the registry's UnattendFile, then Panther, before
+    # removable media; "Windows Setup Automation Overview"). Setup cached
+    # the build's Autounattend.xml in Panther.
     foreach ($name in 'DefaultPassword', 'AutoAdminLogon', 'AutoLogonCount') {
         Microsoft.PowerShell.Management\Remove-ItemProperty -Path 'HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion\Winlogon' -Name $name -ErrorAction SilentlyContinue
     }
-    $unattend = 'C:\hwk\sysprep-unattend.xml'
-    Microsoft.PowerShell.Management\Copy-Item -Force -LiteralPath "$work\sysprep-unattend.xml" -Destination $unattend
+    Microsoft.PowerShell.Management\Remove-ItemProperty -Path 'HKLM:\SYSTEM\Setup' -Name 'UnattendFile' -ErrorAction SilentlyContinue
+    foreach ($answer in "$env:SystemRoot\Panther\unattend.xml", "$env:SystemRoot\Panther\autounattend.xml", "$env:SystemRoot\Panther\Unattend\unattend.xml", "$env:SystemRoot\Panther\Unattend\autounattend.xml", "$env:SystemRoot\System32\Sysprep\unattend.xml", "$env:SystemDrive\unattend.xml", "$env:SystemDrive\autounattend.xml") {
+        Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $answer -ErrorAction SilentlyContinue
+    }
     ScheduledTasks\Unregister-ScheduledTask -TaskName $taskName -Confirm:$false
     Microsoft.PowerShell.Management\Remove-Item -Recurse -Force -LiteralPath $work
     Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $phaseFile
@@ -377,11 +380,12 @@ function Invoke-Phase2 {
     #
     # sysprep.exe is a Windows (GUI) program, which & would start without
     # waiting or reading its exit status; Start-Process -Wait does both.
-    # /quit rather than /shutdown, so its outcome is reported and the
-    # answer file removed before the power goes.
+    # /quit rather than /shutdown, so its outcome is reported before the
+    # power goes. No /unattend: sysprep would cache its answer file in
+    # Panther, where it outranks the seed's.
     Say 'phase 2: sysprep'
     $sysprep = Microsoft.PowerShell.Management\Start-Process -FilePath "$env:SystemRoot\System32\Sysprep\sysprep.exe" `
-        -ArgumentList '/generalize', '/oobe', '/quit', '/quiet', "/unattend:$unattend" -Wait -PassThru
+        -ArgumentList '/generalize', '/oobe', '/quit', '/quiet' -Wait -PassThru
     # Microsoft documents no exit statuses for sysprep; a generalized
     # machine says so in its image state, which is what decides (as the
     # image pipelines that run sysprep check it).
@@ -398,7 +402,6 @@ function Invoke-Phase2 {
         }
         throw "sysprep did not generalize the machine (status $($sysprep.ExitCode), image state $state); its logs are in $env:SystemRoot\System32\Sysprep\Panther"
     }
-    Microsoft.PowerShell.Management\Remove-Item -Force -LiteralPath $unattend
     Say 'done: sysprep generalized the disk; powering off'
     Microsoft.PowerShell.Management\Stop-Computer -Force
 }

@@ -10,5 +10,5 @@ import "embed"
 // Recipe is the recipe's files. All of them are inputs of the image's
 // cache key.
 //
-//go:embed autounattend.xml.tmpl sysprep-unattend.xml.tmpl provision.ps1 components.yaml modules
+//go:embed autounattend.xml.tmpl provision.ps1 components.yaml modules
 var Recipe embed.FS

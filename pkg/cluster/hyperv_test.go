@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -40,8 +41,10 @@ import (
 	"github.com/hwk-dev/hwk/images"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // TestHyperVUpDown: `hwk up` and `hwk down` of a Linux control plane and
@@ -56,7 +59,7 @@ func TestHyperVUpDown(t *testing.T) {
 	u := newUpDown(t, config.DriverHyperV, config.DriverHyperV, config.DriverHyperV, nil)
 	dirs, kc, cfg, nodes := u.dirs, u.kc, u.cfg, u.nodes
 	cachedVHDX(t, dirs.Cache, "linux-test", cfg.KubernetesVersion, nil)
-	cachedVHDX(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, &nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348})
+	cachedVHDX(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, &nodeimage.Windows{Version: cfg.Nodes[1].WindowsVersion, Build: 20348, Locale: "de-DE"})
 
 	// command runs fn as one hwk command would: its own session, driver
 	// and provider; it returns how many times PowerShell started.
@@ -103,6 +106,7 @@ func TestHyperVUpDown(t *testing.T) {
 	if err != nil || !bytes.Contains(data, []byte("https://172.31.250.10:6443")) {
 		t.Errorf("kubeconfig: %v\n%s", err, data)
 	}
+	checkAnswerFiles(t, state.NewStore(dirs).DriverDir("demo", "hyperv"), map[string]string{"demo-cp": "", "demo-win-1": "de-DE"})
 
 	n := len(scripts)
 	var found bool
@@ -127,6 +131,35 @@ func TestHyperVUpDown(t *testing.T) {
 		t.Errorf("PowerShell started %d times for up and %d times for down, want once each; starts:\n%s", up, down, strings.Join(ps.Starts(), "\n"))
 	}
 	t.Logf("up: %d scripts, down: %d scripts, through %d PowerShell starts", strings.Count(scripts, "# --- "), strings.Count(downScripts, "# --- "), len(ps.Starts()))
+}
+
+// checkAnswerFiles: in dir, each node's seed (NODE/cidata.iso) carries an
+// answer file for Windows Setup when locales gives the node a language,
+// and none otherwise; each answer file has that language and a password
+// of its own, hidden.
+func checkAnswerFiles(t *testing.T, dir string, locales map[string]string) {
+	t.Helper()
+	passwords := map[string]bool{}
+	for name, locale := range locales {
+		_, files, err := isoimage.Read(filepath.Join(dir, name, "cidata.iso"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		answer, ok := files["unattend.xml"]
+		if ok != (locale != "") {
+			t.Errorf("node %s: an answer file on its seed is %v", name, ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		hidden := regexp.MustCompile(`<Value>([A-Za-z0-9+/=]+)</Value>\s*<PlainText>false</PlainText>`).FindSubmatch(answer)
+		if !bytes.Contains(answer, []byte("<UILanguage>"+locale+"</UILanguage>")) || hidden == nil || passwords[string(hidden[1])] {
+			t.Errorf("node %s: answer file\n%s", name, answer)
+			continue
+		}
+		passwords[string(hidden[1])] = true
+	}
 }
 
 // cachedVHDX puts a node image with a VHDX disk in the cache.

@@ -75,7 +75,13 @@ type Windows struct {
 	Edition string `json:"edition"`
 	Build   int    `json:"build"`
 	// ISOSHA256 is the checksum of the ISO the image was installed from.
-	ISOSHA256     string `json:"isoSHA256"`
+	ISOSHA256 string `json:"isoSHA256"`
+	// Locale is the edition's language, which Setup on each clone is
+	// told (winimage.CloneOptions); "" on images built before it was
+	// recorded, whose clones read the answer file on the image.
+	Locale string `json:"locale,omitempty"`
+	// AdminPassword is the build's: each clone gets its own from its
+	// seed.
 	AdminPassword string `json:"adminPassword,omitempty"`
 }
 

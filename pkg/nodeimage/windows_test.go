@@ -286,7 +286,7 @@ func TestBuildWindowsPipeline(t *testing.T) {
 		t.Errorf("install calls %d, spec %+v", inst.calls, inst.spec)
 	}
 	// The build disk holds what provision.ps1 reads.
-	for _, name := range []string{"Autounattend.xml", "sysprep-unattend.xml", "provision.ps1", "build.json",
+	for _, name := range []string{"Autounattend.xml", "provision.ps1", "build.json",
 		"bin/k/kubelet.exe", "bin/k/kubeadm.exe", "bin/k/kube-proxy.exe", "bin/k/hwk-kubelet.exe", "bin/hwk-seed.exe",
 		"bin/containerd/containerd.exe", "bin/containerd/ctr.exe", "bin/containerd/containerd-shim-runhcs-v1.exe", "bin/crictl.exe",
 		"openssh/OpenSSH-Win64/install-sshd.ps1", "openssh/OpenSSH-Win64/sshd.exe"} {
@@ -571,22 +571,28 @@ func TestBuildWindowsStalls(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsLanguage: the answer files take the edition's language
-// from the ISO's image list, not en-US: Setup asks when the answer file
-// names a language the media lacks.
+// TestBuildWindowsLanguage: the answer file takes the edition's language
+// from the ISO's image list, not en-US (Setup asks when the answer file
+// names a language the media lacks), and the manifest keeps it for the
+// clones' answer files.
 func TestBuildWindowsLanguage(t *testing.T) {
 	fx := newWindowsFixture(t)
 	opts := fx.opts
 	opts.ISO = winimagetest.ISO(t, map[string][]byte{"sources/install.wim": winimagetest.WIM(winimagetest.Server2022ListIn("de-DE")), "setup.exe": []byte("MZ")})
 	inst := &fakeInstaller{t: t, console: goodConsole}
 	opts.Installer = inst
-	if _, err := BuildWindows(context.Background(), opts); err != nil {
+	m, err := BuildWindows(context.Background(), opts)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"Autounattend.xml", "sysprep-unattend.xml"} {
-		if !bytes.Contains(inst.disk[f], []byte("<UILanguage>de-DE</UILanguage>")) || bytes.Contains(inst.disk[f], []byte("en-US")) {
-			t.Errorf("%s:\n%s", f, inst.disk[f])
-		}
+	if f := "Autounattend.xml"; !bytes.Contains(inst.disk[f], []byte("<UILanguage>de-DE</UILanguage>")) || bytes.Contains(inst.disk[f], []byte("en-US")) {
+		t.Errorf("%s:\n%s", f, inst.disk[f])
+	}
+	if _, ok := inst.disk["sysprep-unattend.xml"]; ok {
+		t.Error("the build disk carries an answer file for the clones: the image would keep it")
+	}
+	if m.Windows == nil || m.Windows.Locale != "de-DE" {
+		t.Errorf("manifest: %+v", m.Windows)
 	}
 }
 

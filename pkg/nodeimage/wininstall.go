@@ -61,7 +61,7 @@ func (wb *windowsBuilder) install(ctx context.Context, m *Manifest) error {
 	if err := wb.step("Write the build disk", func() error { return winimage.BuildDisk(disk, in) }); err != nil {
 		return err
 	}
-	m.Windows = &Windows{Version: wb.w.Version, Edition: wb.edition.Name, Build: wb.edition.Build, ISOSHA256: wb.isoSum, AdminPassword: password}
+	m.Windows = &Windows{Version: wb.w.Version, Edition: wb.edition.Name, Build: wb.edition.Build, ISOSHA256: wb.isoSum, Locale: in.Unattend.Locale, AdminPassword: password}
 
 	console := filepath.Join(wb.dir, "install-console.log")
 	// A retry of the same build has the same directory: an earlier

@@ -65,10 +65,6 @@ func diskFiles(in BuildInputs) ([]isoimage.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	sysprep, err := SysprepUnattend(in.Unattend)
-	if err != nil {
-		return nil, err
-	}
 	provision, err := recipe.Recipe.ReadFile(ProvisionScript)
 	if err != nil {
 		return nil, err
@@ -117,7 +113,6 @@ func diskFiles(in BuildInputs) ([]isoimage.File, error) {
 	}
 	files := []isoimage.File{
 		{Name: "Autounattend.xml", Data: unattend},
-		{Name: "sysprep-unattend.xml", Data: sysprep},
 		{Name: ProvisionScript, Data: provision},
 		{Name: "build.json", Data: append(cfg, '\n')},
 		{Name: "bin/crictl.exe", Source: in.Crictl},

@@ -8,6 +8,7 @@ package winimage
 import (
 	"bytes"
 	"crypto/rand"
+	"embed"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/xml"
@@ -123,12 +124,52 @@ func Unattend(o UnattendOptions) ([]byte, error) {
 	return render("autounattend.xml.tmpl", o)
 }
 
-// SysprepUnattend renders the answer file the image's clones boot with
-// after sysprep: an out-of-box experience that asks nothing (Edition and
-// ProductKey play no part).
-func SysprepUnattend(o UnattendOptions) ([]byte, error) {
-	return render("sysprep-unattend.xml.tmpl", o)
+// CloneOptions shape the answer file of one clone of the image.
+type CloneOptions struct {
+	// Locale is the image's language (the manifest's); en-US when "".
+	Locale string
+	// AdminPassword is the clone's own Administrator password; see
+	// NewPassword.
+	AdminPassword string
 }
+
+// CloneAnswerFile is the name under which a Windows node's seed carries
+// its answer file: Windows Setup looks for unattend.xml at the root of
+// removable media when no answer file of higher precedence is on the
+// disk ("Windows Setup Automation Overview", implicit search order), and
+// the image keeps none.
+const CloneAnswerFile = "unattend.xml"
+
+// CloneUnattend renders the answer file a clone's first boot reads from
+// its seed: an out-of-box experience that asks nothing, the clone's own
+// Administrator password (hidden, as Windows SIM hides it), and a
+// random computer name until hwk-seed gives the node its own. The
+// golden image holds no answer file, so no password is on it.
+func CloneUnattend(o CloneOptions) ([]byte, error) {
+	if o.Locale == "" {
+		o.Locale = "en-US"
+	}
+	if !localeRE.MatchString(o.Locale) {
+		return nil, fmt.Errorf("clone answer file: locale %q: want a language tag like en-US", o.Locale)
+	}
+	if err := CheckPassword(o.AdminPassword); err != nil {
+		return nil, fmt.Errorf("clone answer file: %w", err)
+	}
+	tmpl, err := template.ParseFS(cloneTemplate, "clone-unattend.xml.tmpl")
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	err = tmpl.Execute(&out, map[string]any{
+		"Locale": o.Locale, // matched localeRE: nothing to escape
+		// Base64: nothing to escape.
+		"AdminPasswordHidden": HiddenPassword(o.AdminPassword, "AdministratorPassword"),
+	})
+	return out.Bytes(), err
+}
+
+//go:embed clone-unattend.xml.tmpl
+var cloneTemplate embed.FS
 
 func render(name string, o UnattendOptions) ([]byte, error) {
 	if err := o.check(); err != nil {
@@ -144,17 +185,15 @@ func render(name string, o UnattendOptions) ([]byte, error) {
 		return b.String()
 	}
 	data := map[string]any{
-		"Version":       esc(o.Version),
-		"Edition":       esc(o.Edition),
-		"AdminPassword": esc(o.AdminPassword),
-		// Base64: nothing to escape.
-		"AdminPasswordHidden": HiddenPassword(o.AdminPassword, "AdministratorPassword"),
-		"ProductKey":          esc(o.ProductKey),
-		"Locale":              esc(o.Locale),
-		"ComputerName":        esc(o.ComputerName),
-		"EFISizeMB":           260, // 4Kn disks need 260 MB for FAT32
-		"LogonCount":          1,
-		"FirstLogonCommand":   esc(FirstLogonCommand()),
+		"Version":           esc(o.Version),
+		"Edition":           esc(o.Edition),
+		"AdminPassword":     esc(o.AdminPassword),
+		"ProductKey":        esc(o.ProductKey),
+		"Locale":            esc(o.Locale),
+		"ComputerName":      esc(o.ComputerName),
+		"EFISizeMB":         260, // 4Kn disks need 260 MB for FAT32
+		"LogonCount":        1,
+		"FirstLogonCommand": esc(FirstLogonCommand()),
 	}
 	var out bytes.Buffer
 	if err := tmpl.Execute(&out, data); err != nil {

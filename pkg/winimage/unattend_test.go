@@ -96,17 +96,17 @@ func TestUnattendGolden(t *testing.T) {
 		}
 		golden(t, name, got)
 	}
-	got, err := SysprepUnattend(testOptions)
+	got, err := CloneUnattend(CloneOptions{Locale: "en-US", AdminPassword: testOptions.AdminPassword})
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "sysprep-unattend.xml", got)
+	golden(t, "clone-unattend.xml", got)
 }
 
-// TestSysprepUnattendFields: a clone's first boot asks nothing and
-// leaves its name to hwk-seed.
-func TestSysprepUnattendFields(t *testing.T) {
-	raw, err := SysprepUnattend(testOptions)
+// TestCloneUnattendFields: a clone's first boot asks nothing, sets the
+// clone's own password and leaves its name to hwk-seed.
+func TestCloneUnattendFields(t *testing.T) {
+	raw, err := CloneUnattend(CloneOptions{Locale: testOptions.Locale, AdminPassword: testOptions.AdminPassword})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,9 +169,8 @@ func TestProvisionScript(t *testing.T) {
 	lacks(t, s,
 		"Get-Volume -FileSystemLabel '"+SeedLabel+"'",
 		// No /mode:vm: the disk goes to every hypervisor (issue 26).
-		`-ArgumentList '/generalize', '/oobe', '/quit', '/quiet', "/unattend:$unattend" -Wait -PassThru`,
+		`-ArgumentList '/generalize', '/oobe', '/quit', '/quiet' -Wait -PassThru`,
 		"if ($state -ne 'IMAGE_STATE_GENERALIZE_RESEAL_TO_OOBE') {",
-		`"$work\sysprep-unattend.xml"`,
 		`--log-file 'C:\var\log\containerd\containerd.log'`,
 		`binPath= 'C:\k\hwk-kubelet.exe'`,
 		`"$work\bin\hwk-seed.exe"`,

@@ -80,6 +80,14 @@ func SeedFiles(s drivers.MachineSpec, n Net) (map[string][]byte, error) {
 		}
 		files[name] = f.Content
 	}
+	if len(s.Seed.AnswerFile) > 0 {
+		if s.OS != config.Windows {
+			return nil, fmt.Errorf("node %s: an answer file is for a Windows node's Setup, and the node runs %s", s.Name, s.OS)
+		}
+		// One of the two names Setup looks for at the root of
+		// removable media (winimage.CloneAnswerFile).
+		files["unattend.xml"] = s.Seed.AnswerFile
+	}
 
 	meta := map[string]any{
 		"instance-id":    "hwk-" + s.Cluster + "-" + s.Name,

@@ -93,6 +93,9 @@ type Machine struct {
 	RestartAt string
 	// Generalized is true once sysprep has generalized the machine.
 	Generalized bool
+	// AdminPassword is the Administrator's password a clone's Setup set
+	// from its answer file (FirstBoot).
+	AdminPassword string
 	// Halted is "restart" or "poweroff" once the machine went down.
 	Halted string
 	// Features are the optional features enabled; FeatureChanges every
@@ -217,6 +220,22 @@ func (m *Machine) InsertCD(drive, label string, files map[string][]byte) {
 		p := join(root, strings.ReplaceAll(name, "/", `\`))
 		m.fs.mkdirAll(parent(p))
 		m.fs.files[key(p)] = &File{Path: p, Data: data, ReadOnly: true}
+	}
+}
+
+// EjectCD takes the disc out of drive: its files and its volume go.
+func (m *Machine) EjectCD(drive string) {
+	root := strings.ToLower(drive + `:\`)
+	delete(m.volumes, strings.ToUpper(drive))
+	for k := range m.fs.files {
+		if strings.HasPrefix(k, root) {
+			delete(m.fs.files, k)
+		}
+	}
+	for k := range m.fs.dirs {
+		if strings.HasPrefix(k, root) && k != root {
+			delete(m.fs.dirs, k)
+		}
 	}
 }
 

@@ -110,24 +110,44 @@ Microsoft.PowerShell.Utility\Write-Output "$($one.Name) $($list.Count) $($list[0
 	}
 }
 
-// TestFirstBoot: a clone's first boot runs SetupComplete.cmd, whose
+// TestFirstBoot: a clone's first boot takes its Administrator password
+// from the answer file of highest precedence (Panther's before the
+// seed's), stops without one, and runs SetupComplete.cmd, whose
 // schtasks.exe /run starts a task once and fails on a task that is not
 // there, as schtasks.exe does.
 func TestFirstBoot(t *testing.T) {
+	const hidden = "cABhAHMAcwBBAGQAbQBpAG4AaQBzAHQAcgBhAHQAbwByAFAAYQBzAHMAdwBvAHIAZAA=" // "pass" + AdministratorPassword
+	answer := func(value, plain string) map[string][]byte {
+		return map[string][]byte{"unattend.xml": []byte(`<unattend><settings pass="oobeSystem"><component><UserAccounts><AdministratorPassword><Value>` +
+			value + `</Value><PlainText>` + plain + `</PlainText></AdministratorPassword></UserAccounts></component></settings></unattend>`)}
+	}
 	m := NewServer2022()
-	if _, err := m.FirstBoot(true); err == nil {
+	if _, err := m.FirstBoot(answer(hidden, "false"), true); err == nil {
 		t.Error("a machine never generalized booted as a clone")
 	}
 	m.Tasks["seed"] = &Task{Name: "seed", AtStartup: true}
 	m.Generalized = true
 	m.WriteFile(setupComplete, []byte("@echo off\r\nrem start it\r\nschtasks.exe /run /tn seed\r\nexit /b 0\r\n"))
-	started, err := m.FirstBoot(true)
-	if err != nil || len(started) != 1 || started[0] != "seed" {
-		t.Errorf("started %q, %v", started, err)
+	started, err := m.FirstBoot(answer(hidden, "false"), true)
+	if err != nil || len(started) != 1 || started[0] != "seed" || m.AdminPassword != "pass" {
+		t.Errorf("started %q, password %q, %v", started, m.AdminPassword, err)
+	}
+	if f := m.File(`C:\Windows\Panther\unattend.xml`); f == nil || strings.Contains(string(f.Data), hidden) {
+		t.Errorf("Setup's cached copy keeps the password: %v", f)
+	}
+	// The copy Setup cached and masked outranks the next seed's.
+	m.Generalized = true
+	if _, err := m.FirstBoot(answer("other", "true"), false); err == nil || !strings.Contains(err.Error(), "masked") {
+		t.Errorf("a masked password in Panther: %v", err)
+	}
+	m.Generalized = true
+	delete(m.fs.files, key(`C:\Windows\Panther\unattend.xml`))
+	if _, err := m.FirstBoot(nil, false); err == nil || !strings.Contains(err.Error(), "no answer file") {
+		t.Errorf("no answer file: %v", err)
 	}
 	m.Generalized = true
 	m.WriteFile(setupComplete, []byte("schtasks.exe /run /tn other\r\n"))
-	if _, err := m.FirstBoot(false); err == nil || !strings.Contains(err.Error(), "ERROR: The system cannot find the file specified.") {
+	if _, err := m.FirstBoot(answer("other", "true"), false); err == nil || !strings.Contains(err.Error(), "ERROR: The system cannot find the file specified.") {
 		t.Errorf("a missing task: %v", err)
 	}
 }

@@ -11,7 +11,9 @@ import (
 // maskedRE finds the secrets Windows Setup masks in the answer file it
 // caches in %WINDIR%\Panther once a pass has used them ("Hide Sensitive
 // Data in an Answer File": they become *SENSITIVE*DATA*DELETED*).
-var maskedRE = regexp.MustCompile(`(?s)(<(?:AdministratorPassword|Password)>\s*<Value>)[^<]*(</Value>)`)
+var maskedRE = regexp.MustCompile(`(?s)(<(?:AdministratorPassword|Password)>(?:\s|<!--.*?-->)*<Value>)[^<]*(</Value>)`)
+
+const masked = "*SENSITIVE*DATA*DELETED*"
 
 var autoLogonRE = regexp.MustCompile(`(?s)<AutoLogon>.*?<Password>\s*<Value>([^<]*)</Value>`)
 
@@ -28,7 +30,7 @@ const winlogon = `HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion\Winlogon`
 func (m *Machine) Setup(label string, disk map[string][]byte, firstLogon string) error {
 	m.InsertCD("E", label, disk)
 	if a, ok := disk["Autounattend.xml"]; ok {
-		m.WriteFile(`C:\Windows\Panther\unattend.xml`, maskedRE.ReplaceAll(a, []byte("${1}*SENSITIVE*DATA*DELETED*${2}")))
+		m.WriteFile(`C:\Windows\Panther\unattend.xml`, maskedRE.ReplaceAll(a, []byte("${1}"+masked+"${2}")))
 		// AutoLogon is Winlogon's: its password goes to the registry
 		// (DefaultPassword), where Windows keeps it in plain text.
 		if p := autoLogonRE.FindSubmatch(a); p != nil {

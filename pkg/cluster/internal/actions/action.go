@@ -94,6 +94,8 @@ type Context struct {
 	Images map[string]string
 	// pulls are the images Preflight found missing, for PullImages.
 	pulls []*pull
+	// locales are the Windows nodes' images' languages (noteImage).
+	locales map[string]string
 	// Boot is the cluster as bootstrap sees it.
 	Boot bootstrap.Cluster
 	// CACertHash pins the cluster CA for joins (after kubeadm init).

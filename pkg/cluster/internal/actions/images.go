@@ -91,6 +91,20 @@ func (c *Context) planImages(ctx context.Context, cached []*nodeimage.Manifest) 
 	return nil
 }
 
+// noteImage keeps what a node's seed needs of its image: a Windows
+// image's language, which Setup on the clone is told.
+func (c *Context) noteImage(n config.Node, m *nodeimage.Manifest) {
+	if n.OS != config.Windows || m.Windows == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.locales == nil {
+		c.locales = map[string]string{}
+	}
+	c.locales[n.Name] = m.Windows.Locale
+}
+
 // fits checks that a resolved image is one the nodes can boot.
 func fits(im *imagedist.Image, p *pull, version string) error {
 	m := im.Manifest
@@ -152,6 +166,7 @@ func (c *Context) cachedImage(ctx context.Context, cached []*nodeimage.Manifest,
 		}
 		if m.Has(ctx, format, nil) {
 			ref = m.FilePath(format)
+			c.noteImage(n, m)
 			break
 		}
 	}
@@ -316,6 +331,7 @@ func (PullImages) Execute(ctx context.Context, c *Context) error {
 			} else {
 				c.Images[n.Name] = m.FilePath(format)
 			}
+			c.noteImage(n, m)
 		}
 	}
 	return nil

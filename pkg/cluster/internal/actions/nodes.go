@@ -12,6 +12,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/ui"
+	"github.com/hwk-dev/hwk/pkg/winimage"
 )
 
 // Nodes creates and boots every node's machine, all at once, and waits
@@ -67,6 +68,20 @@ func machineSpec(c *Context, n config.Node) (drivers.MachineSpec, error) {
 	}
 	if n.Role == config.ControlPlane {
 		spec.Ports = []uint16{uint16(c.Config.Networking.APIServerPort)}
+	}
+	if n.OS == config.Windows {
+		// The node's own Administrator password, in its seed only: the
+		// image holds none, and hwk logs in with the cluster's key.
+		password, err := winimage.NewPassword()
+		if err != nil {
+			return drivers.MachineSpec{}, fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		c.mu.Lock()
+		locale := c.locales[n.Name]
+		c.mu.Unlock()
+		if spec.Seed.AnswerFile, err = winimage.CloneUnattend(winimage.CloneOptions{Locale: locale, AdminPassword: password}); err != nil {
+			return drivers.MachineSpec{}, fmt.Errorf("node %s: %w", n.Name, err)
+		}
 	}
 	return spec, nil
 }
