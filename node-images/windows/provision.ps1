@@ -13,6 +13,8 @@
 #   bin\hwk-seed.exe
 #   openssh\OpenSSH-Win64\      Win32-OpenSSH, for releases without sshd built in
 #   images\*.tar                container images (pause, Calico, kube-proxy)
+#   updates\                    Windows updates (.msu, .cab) to install, in
+#                               build.json's order (hwk's --updates)
 $ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'
 
@@ -129,23 +131,91 @@ function Install-OpenSSH([string]$dir) {
     }
 }
 
-# Phase 1: copy the build disk, keep Windows from changing under the build,
-# enable the features containers need, restart.
-function Invoke-Phase1 {
-    $seed = (Storage\Get-Volume -FileSystemLabel 'HWKSEED' | Microsoft.PowerShell.Utility\Select-Object -First 1).DriveLetter
-    if (-not $seed) {
-        throw 'the build disk (HWKSEED) is not attached'
+# Install-Updates installs build.json's updates with DISM, online, in
+# the order the host gave (`hwk node-image build windows --updates`:
+# file-name order), each once: a marker file beside each says it is
+# done. DISM's status decides:
+#   - 0: installed;
+#   - 3010, ERROR_SUCCESS_REBOOT_REQUIRED ("The requested operation is
+#     successful. Changes will not be effective until the system is
+#     rebooted.", Microsoft's System Error Codes 1700-3999), or 1641,
+#     ERROR_SUCCESS_REBOOT_INITIATED: installed once Windows restarts.
+#     The machine restarts here, and the startup task runs phase 1 again
+#     after it, which goes on with the next update: one update a boot,
+#     so each finds the servicing stack the one before installed;
+#   - 0x800f081e (-2146498530), CBS_E_NOT_APPLICABLE ("the package is
+#     not applicable", cbsapi.h; DISM's log: "The package is not
+#     applicable to the image."): another release's update, or one older
+#     than what is installed. Reported, and the build goes on;
+#   - anything else ends the build with the status and DISM's log.
+# Since February 2021 Microsoft ships the servicing stack update inside
+# the cumulative update, one package in the Update Catalog ("Servicing
+# stack updates", Windows deployment docs), which covers every Windows
+# Server 2022 update: its latest cumulative update alone brings it up to
+# date. DISM reads a package from a read-only file: the copies need no
+# more than Clear-ReadOnly gives them.
+function Install-Updates {
+    $cfg = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath "$work\build.json" | Microsoft.PowerShell.Utility\ConvertFrom-Json
+    foreach ($update in $cfg.updates) {
+        $file = "$work\updates\$($update.file)"
+        if (Microsoft.PowerShell.Management\Test-Path -LiteralPath "$file.done") {
+            continue
+        }
+        Say "phase 1: installing update $($update.name)"
+        # 'Continue': DISM's errors on stderr must not end the script
+        # before its status is read (see Invoke-Native).
+        $ErrorActionPreference = 'Continue'
+        $out = dism.exe /online /add-package "/packagepath:$file" /quiet /norestart 2>&1 | Microsoft.PowerShell.Utility\Out-String
+        $status = $LASTEXITCODE
+        $ErrorActionPreference = 'Stop'
+        Microsoft.PowerShell.Utility\Write-Output $out
+        if ($status -eq 0) {
+            Say "phase 1: update $($update.name) installed"
+        } elseif ($status -eq 3010 -or $status -eq 1641) {
+            Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath "$file.done" -Value $status
+            Say "phase 1: update $($update.name) installed; restarting to finish it"
+            Microsoft.PowerShell.Management\Restart-Computer -Force
+            exit 0
+        } elseif ($status -eq -2146498530) {
+            Say "phase 1: update $($update.name) does not apply to this Windows (0x800f081e, CBS_E_NOT_APPLICABLE); going on without it"
+        } elseif ($status -eq -2146498525) {
+            throw "DISM could not install update $($update.name): it needs a newer servicing stack first (0x800f0823, CBS_E_NEW_SERVICING_STACK_REQUIRED); add that servicing stack update to --updates, named so that it sorts before this one. DISM's log is C:\Windows\Logs\DISM\dism.log"
+        } else {
+            throw "DISM could not install update $($update.name) (DISM's /add-package exited with status $status); its log is C:\Windows\Logs\DISM\dism.log"
+        }
+        Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath "$file.done" -Value $status
     }
-    Say "phase 1: copying the build disk ($($seed):) to $work"
-    Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $work | Microsoft.PowerShell.Core\Out-Null
-    Microsoft.PowerShell.Management\Copy-Item -Recurse -Force -Path "$($seed):\*" -Destination $work
-    Clear-ReadOnly $work
+}
 
-    # The rest runs at startup as SYSTEM, across restarts.
-    $action = ScheduledTasks\New-ScheduledTaskAction -Execute 'powershell.exe' `
-        -Argument "-NoLogo -NoProfile -ExecutionPolicy Bypass -File $work\provision.ps1"
-    $trigger = ScheduledTasks\New-ScheduledTaskTrigger -AtStartup
-    ScheduledTasks\Register-ScheduledTask -TaskName $taskName -Action $action -Trigger $trigger -Settings (New-TaskSettings 4) -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
+# Phase 1: copy the build disk, install the updates (restarting for
+# them), keep Windows from changing under the build, enable the features
+# containers need, restart.
+function Invoke-Phase1 {
+    # An update's restart runs phase 1 again: the build disk is copied
+    # once, and the copy says so.
+    $copied = "$work\copied"
+    if (-not (Microsoft.PowerShell.Management\Test-Path -LiteralPath $copied)) {
+        $seed = (Storage\Get-Volume -FileSystemLabel 'HWKSEED' | Microsoft.PowerShell.Utility\Select-Object -First 1).DriveLetter
+        if (-not $seed) {
+            throw 'the build disk (HWKSEED) is not attached'
+        }
+        Say "phase 1: copying the build disk ($($seed):) to $work"
+        Microsoft.PowerShell.Management\New-Item -ItemType Directory -Force -Path $work | Microsoft.PowerShell.Core\Out-Null
+        Microsoft.PowerShell.Management\Copy-Item -Recurse -Force -Path "$($seed):\*" -Destination $work
+        Clear-ReadOnly $work
+
+        # The rest runs at startup as SYSTEM, across restarts.
+        $action = ScheduledTasks\New-ScheduledTaskAction -Execute 'powershell.exe' `
+            -Argument "-NoLogo -NoProfile -ExecutionPolicy Bypass -File $work\provision.ps1"
+        $trigger = ScheduledTasks\New-ScheduledTaskTrigger -AtStartup
+        ScheduledTasks\Register-ScheduledTask -TaskName $taskName -Action $action -Trigger $trigger -Settings (New-TaskSettings 4) -User 'SYSTEM' -RunLevel Highest -Force | Microsoft.PowerShell.Core\Out-Null
+        Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath $copied -Value $seed
+    }
+
+    # Before Windows Update's service is disabled (nobody here has seen
+    # DISM install an .msu without it), and so that the rest of phase 1
+    # runs on the updated Windows.
+    Install-Updates
 
     Say 'phase 1: turning Windows Update off'
     # A node image is rebuilt, not patched in place; an update during a
@@ -199,7 +269,12 @@ function Invoke-Phase1 {
 # Phase 2: containerd, the kubelet, images, SSH, first boot; then sysprep.
 function Invoke-Phase2 {
     $cfg = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath "$work\build.json" | Microsoft.PowerShell.Utility\ConvertFrom-Json
-    Say "phase 2: Windows Server $($cfg.windowsVersion), Kubernetes $($cfg.kubernetesVersion), containerd $($cfg.containerdVersion)"
+    # The build Windows runs, with its revision (UBR) after the updates
+    # and their restarts: the host records it in the image's manifest.
+    # Microsoft's "Windows container version compatibility" reads the
+    # host's version from this key.
+    $nt = Microsoft.PowerShell.Management\Get-ItemProperty -Path 'HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion'
+    Say "phase 2: Windows Server $($cfg.windowsVersion) build $($nt.CurrentBuildNumber).$($nt.UBR), Kubernetes $($cfg.kubernetesVersion), containerd $($cfg.containerdVersion)"
 
     Say 'phase 2: containerd'
     $ctrd = "$env:ProgramFiles\containerd"

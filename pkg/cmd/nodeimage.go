@@ -381,6 +381,11 @@ func newNodeImageListCommand(s Streams) *cobra.Command {
 
 func components(m *nodeimage.Manifest) string {
 	var s []string
+	if m.Windows != nil {
+		// The build and revision the node runs: what its container
+		// images must suit, and its patch level.
+		s = append(s, "windows "+m.Windows.BuildString())
+	}
 	for _, c := range []string{"containerd", "runc", "etcd", "coredns", "calico"} {
 		if v, ok := m.Components[c]; ok {
 			s = append(s, c+" "+v)

@@ -60,13 +60,21 @@ crictl, pulls the Windows container images (pause, Calico for Windows,
 kube-proxy) from their registries or takes them from --image-archive, and
 puts them on a build disk with the answer file and provision.ps1.
 
+The ISO's Windows is installed as it is, and the install VM has no network:
+--updates DIR installs the update packages in DIR (the latest cumulative
+update for the release, from the Microsoft Update Catalog) with DISM before
+anything else, restarting for each that needs it. The image's manifest
+records the build and revision it ends on (20348.169 is the unpatched Server
+2022 evaluation ISO) and the updates that went in.
+
 The install takes 20-40 minutes with hardware virtualization (much longer
-under emulation); its progress lines come from the guest's serial console.
+under emulation, and a cumulative update adds 20-60); its progress lines
+come from the guest's serial console.
 Results are cached by every input: building again with nothing changed is a
 lookup. The image's Administrator password is random and kept only in the
 image's manifest (mode 0600).`,
 		Example: `  hwk node-image build windows --iso ~/Downloads/SERVER_EVAL_x64FRE_en-us.iso \
-      --openssh ~/Downloads/OpenSSH-Win64.zip
+      --openssh ~/Downloads/OpenSSH-Win64.zip --updates ~/Downloads/server2022-updates
   hwk node-image build windows --iso server2025.iso --version 2025 --formats vhdx`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -146,6 +154,7 @@ image's manifest (mode 0600).`,
 	f.StringVar(&source, "source", string(nodeimage.Release), "where the Windows binaries come from: release (official downloads) or source (built from the Go module proxy)")
 	f.StringVar(&formats, "formats", "", "comma-separated disk formats to make: qcow2 (libvirt), vhdx (Hyper-V), vdi (VirtualBox) (default: all three where qemu-img is installed to convert the disk, else the install driver's own)")
 	f.StringVar(&opts.OpenSSH, "openssh", "", "Win32-OpenSSH's OpenSSH-Win64.zip (required for 2022, whose ISO has no OpenSSH server)")
+	f.StringVar(&opts.Updates, "updates", "", "directory of Windows update packages (.msu, .cab) to install in the image, in file-name order: the latest cumulative update from the Microsoft Update Catalog (the evaluation ISO is unpatched)")
 	f.StringSliceVar(&opts.ImageArchives, "image-archive", nil, "image archive (docker save or OCI layout) holding Windows images, used instead of pulling them; repeatable")
 	f.StringVar(&opts.Programs, "programs", programsDir(), "directory with hwk's Windows programs (hwk-seed.exe, hwk-kubelet.exe)")
 	f.IntVar(&opts.CPUs, "cpus", 2, "CPUs of the install VM")

@@ -83,6 +83,22 @@ type Windows struct {
 	// AdminPassword is the build's: each clone gets its own from its
 	// seed.
 	AdminPassword string `json:"adminPassword,omitempty"`
+	// UBR is the revision of Build the image runs, as the install VM
+	// reported it after the updates (20348.169 is the evaluation ISO's
+	// Server 2022, unpatched); 0 in images from before hwk recorded it.
+	UBR int `json:"ubr,omitempty"`
+	// Updates are the update packages (--updates) that went in, by file
+	// name, in order; one that did not apply to the build is not here.
+	Updates []string `json:"updates,omitempty"`
+}
+
+// BuildString is the image's Windows build with its revision when known:
+// 20348.2762, or 20348.
+func (w *Windows) BuildString() string {
+	if w.UBR > 0 {
+		return fmt.Sprintf("%d.%d", w.Build, w.UBR)
+	}
+	return fmt.Sprint(w.Build)
 }
 
 // Public is the manifest without secrets, for printing.

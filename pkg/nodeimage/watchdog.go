@@ -24,6 +24,7 @@ type watchdog struct {
 func newWatchdog(b InstallBudgets, console, vm, driver string, cancel context.CancelCauseFunc) *watchdog {
 	d := DefaultInstallBudgets
 	b.Setup, b.Phase1, b.Phase2, b.Sysprep = cmp.Or(b.Setup, d.Setup), cmp.Or(b.Phase1, d.Phase1), cmp.Or(b.Phase2, d.Phase2), cmp.Or(b.Sysprep, d.Sysprep)
+	b.Update = cmp.Or(b.Update, d.Update)
 	w := &watchdog{budgets: b, console: console, vm: vm, drv: driver, cancel: cancel, phase: "Windows Setup", since: time.Now(), done: make(chan struct{})}
 	go w.run()
 	return w
@@ -36,12 +37,18 @@ func phaseOf(line string) string {
 		return "sysprep"
 	case strings.HasPrefix(line, "phase 2"):
 		return "phase 2"
+	case strings.HasPrefix(line, "phase 1: installing update "), strings.HasPrefix(line, "phase 1: update "):
+		return "update"
 	}
 	return "phase 1"
 }
 
+// startsUpdate: the line starts an update, whose budget is its own.
+func startsUpdate(line string) bool { return strings.HasPrefix(line, "phase 1: installing update ") }
+
 func (w *watchdog) budget(phase string) time.Duration {
-	return map[string]time.Duration{"Windows Setup": w.budgets.Setup, "phase 1": w.budgets.Phase1, "phase 2": w.budgets.Phase2, "sysprep": w.budgets.Sysprep}[phase]
+	return map[string]time.Duration{"Windows Setup": w.budgets.Setup, "phase 1": w.budgets.Phase1, "update": w.budgets.Update,
+		"phase 2": w.budgets.Phase2, "sysprep": w.budgets.Sysprep}[phase]
 }
 
 // saw takes a progress line (without its prefix).
@@ -52,13 +59,13 @@ func (w *watchdog) saw(line string) {
 	if strings.HasPrefix(line, "FAILED:") || strings.HasPrefix(line, "the full log") {
 		return // the guest's failure report: it powers off next
 	}
-	if p := phaseOf(line); p != w.phase {
+	if p := phaseOf(line); p != w.phase || startsUpdate(line) {
 		w.phase, w.since = p, time.Now()
 	}
 }
 
 func (w *watchdog) run() {
-	tick := time.NewTicker(min(w.budgets.Setup, w.budgets.Phase1, w.budgets.Phase2, w.budgets.Sysprep, time.Minute) / 4)
+	tick := time.NewTicker(min(w.budgets.Setup, w.budgets.Phase1, w.budgets.Update, w.budgets.Phase2, w.budgets.Sysprep, time.Minute) / 4)
 	defer tick.Stop()
 	for {
 		select {
@@ -95,6 +102,7 @@ func (e *stalledError) Error() string {
 	where := map[string]string{
 		"Windows Setup": `Setup's own logs are in X:\Windows\Panther (while it runs from the ISO) and C:\Windows\Panther on the disk`,
 		"phase 1":       `the guest's logs are C:\hwk-firstlogon.log and C:\hwk-provision.log`,
+		"update":        `the guest's logs are C:\hwk-provision.log and DISM's C:\Windows\Logs\DISM\dism.log`,
 		"phase 2":       `the guest's log is C:\hwk-provision.log`,
 		"sysprep":       `sysprep's logs are in C:\Windows\System32\Sysprep\Panther`,
 	}[e.phase]

@@ -50,6 +50,10 @@ type WindowsOptions struct {
 	// ImageArchives are image archives (docker save, OCI layout) holding
 	// the Windows images, for hosts that cannot reach their registries.
 	ImageArchives []string
+	// Updates is a directory of Windows update packages (.msu, .cab, as
+	// the Microsoft Update Catalog has them), installed in file-name
+	// order in the install VM; empty installs none.
+	Updates string
 	// Programs is the directory with hwk's Windows programs,
 	// hwk-seed.exe and hwk-kubelet.exe.
 	Programs string
@@ -81,13 +85,17 @@ type InstallBudgets struct {
 	// Phase1 and Phase2 are provision.ps1's phases (phase 1 ends with a
 	// restart; phase 2 imports the container images).
 	Phase1, Phase2 time.Duration
+	// Update is each update's install and its restart.
+	Update time.Duration
 	// Sysprep runs from "phase 2: sysprep" to the power-off.
 	Sysprep time.Duration
 }
 
 // DefaultInstallBudgets fit a slow laptop: a Server 2022 Setup on two
 // vCPUs and a spinning disk takes about half an hour.
-var DefaultInstallBudgets = InstallBudgets{Setup: 90 * time.Minute, Phase1: 45 * time.Minute, Phase2: 90 * time.Minute, Sysprep: 30 * time.Minute}
+// A cumulative update on the RTM build takes longer than the rest of
+// phase 1.
+var DefaultInstallBudgets = InstallBudgets{Setup: 90 * time.Minute, Phase1: 45 * time.Minute, Phase2: 90 * time.Minute, Sysprep: 30 * time.Minute, Update: 90 * time.Minute}
 
 // DefaultWindowsDiskSize is the Windows image's virtual size: Server Core
 // with containerd and the images takes about 12 GiB.
@@ -129,6 +137,11 @@ func (o *WindowsOptions) validate() error {
 			continue
 		}
 		if _, err := os.Stat(p); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if o.Updates != "" {
+		if _, err := updateFiles(o.Updates); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -213,6 +226,8 @@ type windowsBuilder struct {
 	// pulled are the image archives for the build disk.
 	pulled []builtImage
 	work   string
+	// updates are --updates' packages, in the order they go in.
+	updates []string
 }
 
 // BuildWindows makes (or finds in the cache) the Windows node image: it
@@ -328,6 +343,19 @@ func (wb *windowsBuilder) windowsKeys() error {
 		}
 		files[filepath.Base(p)] = sum
 	}
+	// The updates by name and content; their order is their names'.
+	if wb.w.Updates != "" {
+		if wb.updates, err = updateFiles(wb.w.Updates); err != nil {
+			return err
+		}
+	}
+	for _, p := range wb.updates {
+		sum, _, err := fileSHA256(p)
+		if err != nil {
+			return fmt.Errorf("--updates: %w", err)
+		}
+		files["updates/"+filepath.Base(p)] = sum
+	}
 	wb.keys["node"] = hashJSON([]any{"windows", recipeSum, string(list), comps, wb.isoSum, wb.w.Version, wb.edition.Name,
 		files, wb.w.KubernetesVersion, wb.w.Source, wb.w.DiskSize})
 	return nil
@@ -348,7 +376,7 @@ func (wb *windowsBuilder) finishWindows(m *Manifest) error {
 	m.Name, m.OS = filepath.Base(wb.dir), "windows"
 	m.KubernetesVersion, m.Source, m.Key = wb.w.KubernetesVersion, wb.w.Source, wb.keys["node"]
 	m.Built = time.Now().UTC().Truncate(time.Second)
-	m.Components = map[string]string{"windows": fmt.Sprintf("%s (build %d)", wb.edition.Name, wb.edition.Build)}
+	m.Components = map[string]string{"windows": fmt.Sprintf("%s (build %s)", wb.edition.Name, m.Windows.BuildString())}
 	if wb.goVer != "" {
 		m.Components["go"] = wb.goVer
 	}

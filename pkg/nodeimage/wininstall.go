@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +33,7 @@ func (wb *windowsBuilder) install(ctx context.Context, m *Manifest) error {
 		ContainerdVersion: wb.recipe.component("containerd").Version,
 		HwkSeed:           filepath.Join(wb.w.Programs, "hwk-seed.exe"),
 		HwkKubelet:        filepath.Join(wb.w.Programs, "hwk-kubelet.exe"),
+		Updates:           wb.updates,
 	}
 	for key, p := range wb.bins {
 		switch {
@@ -97,7 +100,12 @@ func (wb *windowsBuilder) install(ctx context.Context, m *Manifest) error {
 		if err != nil {
 			return err
 		}
-		return provisionResult(console)
+		facts, err := provisionResult(console)
+		if err != nil {
+			return err
+		}
+		m.Windows.UBR, m.Windows.Updates = facts.ubr, facts.updates
+		return nil
 	})
 }
 
@@ -152,12 +160,29 @@ func (wb *windowsBuilder) follow(console string, saw func(string)) func() {
 // progressPrefix starts every line provision.ps1 writes to COM1.
 const progressPrefix = "hwk-provision: "
 
-// provisionResult reads how provisioning ended from the console log: the
-// guest powers off after a failure too, having said why.
-func provisionResult(console string) error {
+// provisionFacts are what provision.ps1 reports of the Windows it made.
+type provisionFacts struct {
+	// ubr is the revision of the build phase 2 ran on (after the
+	// updates); 0 when the console did not say.
+	ubr int
+	// updates are the updates installed, by name, in order.
+	updates []string
+}
+
+// The console lines the facts come from (provision.ps1's Say lines).
+var (
+	buildLineRE  = regexp.MustCompile(`^phase 2: Windows Server \S+ build (\d+)\.(\d+),`)
+	updateLineRE = regexp.MustCompile(`^phase 1: update (\S+) installed`)
+)
+
+// provisionResult reads how provisioning ended from the console log, and
+// the facts it reported: the guest powers off after a failure too,
+// having said why.
+func provisionResult(console string) (provisionFacts, error) {
+	var facts provisionFacts
 	f, err := os.Open(console)
 	if err != nil {
-		return fmt.Errorf("the install VM's console log: %w", err)
+		return facts, fmt.Errorf("the install VM's console log: %w", err)
 	}
 	defer f.Close()
 	var last, failed string
@@ -171,6 +196,12 @@ func provisionResult(console string) error {
 			continue
 		}
 		last = rest
+		if b := buildLineRE.FindStringSubmatch(rest); b != nil {
+			facts.ubr, _ = strconv.Atoi(b[2])
+		}
+		if u := updateLineRE.FindStringSubmatch(rest); u != nil && !slices.Contains(facts.updates, u[1]) {
+			facts.updates = append(facts.updates, u[1])
+		}
 		switch {
 		case strings.HasPrefix(rest, "FAILED:"):
 			failed = rest
@@ -180,11 +211,11 @@ func provisionResult(console string) error {
 	}
 	switch {
 	case failed != "":
-		return fmt.Errorf("provisioning in the guest %s\n  (console: %s; the guest's full log is C:\\hwk-provision.log on the disk)", failed, console)
+		return facts, fmt.Errorf("provisioning in the guest %s\n  (console: %s; the guest's full log is C:\\hwk-provision.log on the disk)", failed, console)
 	case !ok && last == "":
-		return fmt.Errorf("the install VM powered off without provisioning: Windows Setup never ran provision.ps1 (wrong edition or answer file?); console: %s", console)
+		return facts, fmt.Errorf("the install VM powered off without provisioning: Windows Setup never ran provision.ps1 (wrong edition or answer file?); console: %s", console)
 	case !ok:
-		return fmt.Errorf("the install VM powered off before provisioning finished; its last step was %q (console: %s)", last, console)
+		return facts, fmt.Errorf("the install VM powered off before provisioning finished; its last step was %q (console: %s)", last, console)
 	}
-	return nil
+	return facts, nil
 }

@@ -38,6 +38,34 @@ type BuildInputs struct {
 	OpenSSHDir string
 	// Images are container image archives for the node's containerd.
 	Images []string
+	// Updates are Windows update packages (.msu, .cab) that provision.ps1
+	// installs with DISM in phase 1, in this order.
+	Updates []string
+}
+
+// buildUpdate is one update of build.json: its name as the user gave it
+// and its file under updates\ on the disk.
+type buildUpdate struct {
+	Name string `json:"name"`
+	File string `json:"file"`
+}
+
+// jolietMax is the longest file name Joliet records (64 UCS-2
+// characters, as its specification and xorriso's -joliet limit it):
+// the Microsoft Update Catalog's names (windows10.0-kbNNNNNNN-x64_ and a
+// 40-digit hash) are longer.
+const jolietMax = 64
+
+// UpdateFile is update i's file name on the build disk: its own name
+// when Joliet holds it, else its start with the number i, so that no two
+// are the same.
+func UpdateFile(i int, name string) string {
+	if len(name) <= jolietMax {
+		return name
+	}
+	ext := path.Ext(name)
+	tail := fmt.Sprintf("~%d%s", i+1, ext)
+	return name[:jolietMax-len(tail)] + tail
 }
 
 // buildConfig is build.json.
@@ -46,6 +74,8 @@ type buildConfig struct {
 	KubernetesVersion string `json:"kubernetesVersion"`
 	ContainerdVersion string `json:"containerdVersion"`
 	PauseImage        string `json:"pauseImage"`
+	// Updates, in the order they go in.
+	Updates []buildUpdate `json:"updates"`
 }
 
 // BuildDisk writes the build disk: an ISO labelled HWKSEED with
@@ -104,9 +134,19 @@ func diskFiles(in BuildInputs) ([]isoimage.File, error) {
 		return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 
+	updates := []buildUpdate{}
+	seen := map[string]bool{}
+	for i, p := range in.Updates {
+		u := buildUpdate{Name: filepath.Base(p), File: UpdateFile(i, filepath.Base(p))}
+		if seen[strings.ToLower(u.File)] {
+			return nil, fmt.Errorf("update %s is there twice (Windows' file names ignore case)", u.Name)
+		}
+		seen[strings.ToLower(u.File)] = true
+		updates = append(updates, u)
+	}
 	cfg, err := json.MarshalIndent(buildConfig{
 		WindowsVersion: in.Unattend.Version, KubernetesVersion: in.KubernetesVersion,
-		ContainerdVersion: in.ContainerdVersion, PauseImage: in.PauseImage,
+		ContainerdVersion: in.ContainerdVersion, PauseImage: in.PauseImage, Updates: updates,
 	}, "", "  ")
 	if err != nil {
 		return nil, err
@@ -127,6 +167,9 @@ func diskFiles(in BuildInputs) ([]isoimage.File, error) {
 	}
 	for _, p := range in.Images {
 		files = append(files, isoimage.File{Name: "images/" + filepath.Base(p), Source: p})
+	}
+	for i, p := range in.Updates {
+		files = append(files, isoimage.File{Name: "updates/" + updates[i].File, Source: p})
 	}
 	if in.OpenSSHDir != "" {
 		root := in.OpenSSHDir

@@ -86,7 +86,7 @@ func TestBuildDiskLayout(t *testing.T) {
 	if read(ProvisionScript) != string(script) {
 		t.Error("provision.ps1 on the disk differs from the recipe")
 	}
-	var cfg map[string]string
+	var cfg map[string]any
 	if err := json.Unmarshal([]byte(read("build.json")), &cfg); err != nil {
 		t.Fatal(err)
 	}

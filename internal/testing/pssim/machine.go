@@ -113,6 +113,13 @@ type Machine struct {
 	// unidentified network as Public).
 	Firewall        map[string]*FirewallRule
 	NetworkCategory string
+	// Updates are the update packages DISM knows, by lower-case file
+	// name (dism.go); Packages every dism.exe /add-package, in order, as
+	// "NAME: STATUS"; PendingUBR the revision the updates installed wait
+	// for the next boot to give Windows.
+	Updates    map[string]*Update
+	Packages   []string
+	PendingUBR int
 
 	sshHostKeys []string // the host keys the running sshd loaded (sshd.go)
 
@@ -135,6 +142,9 @@ type Machine struct {
 func NewServer2025() *Machine {
 	m := NewServer2022()
 	m.Build = 26100
+	// A Windows Server 2025 release revision (26100.1742 is the one its
+	// media are known by here; the model needs only some revision).
+	m.Registry[key(CurrentVersion)] = map[string]any{"CurrentBuild": "26100", "CurrentBuildNumber": "26100", "UBR": 1742}
 	dir := `C:\Windows\System32\OpenSSH`
 	m.fs.mkdirAll(dir)
 	for _, f := range []string{"sshd.exe", "ssh-agent.exe", "sftp-server.exe"} {
@@ -173,6 +183,8 @@ func NewServer2022() *Machine {
 			key(`HKLM:\SYSTEM\CurrentControlSet\Policies\Microsoft\FeatureManagement\Overrides`): {"4103588492": 1},
 			key(`HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion\Winlogon`):                   {"Shell": "explorer.exe"},
 			key(`HKLM:\SOFTWARE\Microsoft\Windows\CurrentVersion\Setup\State`):                   {"ImageState": "IMAGE_STATE_COMPLETE"},
+			// The evaluation ISO's release, never patched (review 4, D5).
+			key(CurrentVersion): {"CurrentBuild": "20348", "CurrentBuildNumber": "20348", "UBR": 169},
 		},
 		Services: map[string]*Service{
 			"wuauserv": {Name: "wuauserv", DisplayName: "Windows Update", Status: "Running", StartType: "Manual"},
@@ -300,6 +312,7 @@ func (m *Machine) RunFile(path string) Result {
 // whose settings forbid it).
 func (m *Machine) Boot() []*Task {
 	m.Halted = ""
+	m.finishUpdates()
 	if n, ok := m.Env["pendingcomputername"]; ok {
 		m.ComputerName, m.Env["computername"] = n, n
 		delete(m.Env, "pendingcomputername")

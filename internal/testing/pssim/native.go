@@ -71,21 +71,7 @@ func (m *Machine) program(lower, prog string, args []string, sc *scope) (int, []
 	}
 	switch lower {
 	case "dism.exe":
-		// dism.exe /online /enable-feature|/disable-feature
-		// /featurename:NAME [/all] [/NoRestart]
-		var change, name string
-		for _, a := range args {
-			switch l := strings.ToLower(a); {
-			case l == "/enable-feature" || l == "/disable-feature":
-				change = l
-			case strings.HasPrefix(l, "/featurename:"):
-				name = a[len("/featurename:"):]
-			}
-		}
-		if change != "" && name != "" {
-			m.changeFeature(change == "/enable-feature", name)
-		}
-		return 0, nil, nil
+		return m.dism(args, sc)
 	case "netsh.exe", "wevtutil.exe":
 		return 0, nil, nil
 	case "schtasks.exe":
