@@ -21,6 +21,7 @@ type clusterFlags struct {
 	windowsWorkers    int
 	linuxWorkers      int
 	image             string
+	memory            string
 }
 
 func (f *clusterFlags) register(cmd *cobra.Command) {
@@ -31,6 +32,7 @@ func (f *clusterFlags) register(cmd *cobra.Command) {
 	fs.IntVar(&f.windowsWorkers, "windows-workers", 0, "number of Windows workers (default from the config, else 1)")
 	fs.IntVar(&f.linuxWorkers, "linux-workers", 0, "number of Linux workers besides the control plane (default from the config, else 0)")
 	fs.StringVar(&f.image, "image", "", "node image for every Linux node: a cached image's name, or a reference to pull (e.g. registry.example.com/hwk/node:"+config.DefaultKubernetesVersion+")")
+	fs.StringVar(&f.memory, "memory", "", "memory for every node, e.g. 4Gi (as nodes[].memory; default 4Gi for the control plane, 6Gi for Windows, 2Gi for Linux workers). On Hyper-V it is the most a node's VM grows to: each starts with less (2Gi Linux, 3Gi Windows, or this when smaller)")
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.RegisterFlagCompletionFunc("driver", cobra.FixedCompletions(config.DriverNames(), cobra.ShellCompDirectiveNoFileComp))
 }
@@ -42,6 +44,7 @@ func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster,
 		KubernetesVersion: f.kubernetesVersion,
 		Driver:            f.driver,
 		Image:             f.image,
+		Memory:            f.memory,
 	}
 	if cmd.Flags().Changed("name") {
 		o.Name = g.name
@@ -76,7 +79,7 @@ func (f *clusterFlags) resolve(cmd *cobra.Command, g *globals) (*config.Cluster,
 // given names the flags that shape a config and were given.
 func (f *clusterFlags) given(cmd *cobra.Command) []string {
 	var out []string
-	for _, n := range []string{"config", "kubernetes-version", "driver", "windows-workers", "linux-workers", "image"} {
+	for _, n := range []string{"config", "kubernetes-version", "driver", "windows-workers", "linux-workers", "image", "memory"} {
 		if cmd.Flags().Changed(n) {
 			out = append(out, "--"+n)
 		}

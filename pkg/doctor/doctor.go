@@ -397,7 +397,7 @@ func memory(ctx context.Context, in Input) Check {
 	case need > avail:
 		// What up refuses.
 		c.Status = Fail
-		c.Fix = "close programs to free memory, give the nodes less (nodes[].memory in a config), or make fewer workers (--linux-workers, --windows-workers): up refuses VMs that cannot start"
+		c.Fix = "close programs to free memory, give the nodes less (--memory, or nodes[].memory in a config), or make fewer workers (--linux-workers, --windows-workers): up refuses VMs that cannot start"
 	case uint64(want) > total:
 		c.Status = Warn
 		c.Fix = "give the nodes less memory (nodes[].memory in the config) or fewer workers (--linux-workers, --windows-workers): they cannot all have what they ask"

@@ -130,6 +130,17 @@ func TestOverrides(t *testing.T) {
 	if len(c.Nodes) != 1 || c.Nodes[0].Role != ControlPlane || c.HasWindows() {
 		t.Errorf("nodes = %+v", c.Nodes)
 	}
+
+	// --memory gives every node the same memory, the file's too.
+	c, err = resolveText(t, header+"nodes:\n- role: control-plane\n  memory: 8Gi\n- os: windows\n", Overrides{Memory: "3Gi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.Nodes {
+		if n.Memory != "3Gi" {
+			t.Errorf("%s: memory %s, want the flag's 3Gi", n.Name, n.Memory)
+		}
+	}
 }
 
 func TestDefaultIPsSkipTakenAddresses(t *testing.T) {

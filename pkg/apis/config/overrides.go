@@ -16,6 +16,8 @@ type Overrides struct {
 	// Image replaces the image of every Linux node: a cached image's name
 	// or a reference to pull.
 	Image string
+	// Memory replaces the memory of every node (a quantity, e.g. 4Gi).
+	Memory string
 }
 
 // ApplyOverrides applies flags to a loaded config. A config without nodes
@@ -45,7 +47,7 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 		c.KubernetesVersion = o.KubernetesVersion
 		delete(c.pos, "kubernetesVersion")
 	}
-	if (o.WindowsWorkers != nil || o.LinuxWorkers != nil || o.Driver != "" || o.Image != "") && len(c.Nodes) == 0 {
+	if (o.WindowsWorkers != nil || o.LinuxWorkers != nil || o.Driver != "" || o.Image != "" || o.Memory != "") && len(c.Nodes) == 0 {
 		c.Nodes = DefaultNodes()
 	}
 	if o.WindowsWorkers != nil {
@@ -62,6 +64,16 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 				n.pos = map[string]int{}
 			}
 			n.pos["driver"] = fromFlag
+		}
+	}
+	if o.Memory != "" {
+		for i := range c.Nodes {
+			n := &c.Nodes[i]
+			n.Memory = o.Memory
+			if n.pos == nil {
+				n.pos = map[string]int{}
+			}
+			n.pos["memory"] = fromFlag
 		}
 	}
 	if o.Image != "" {

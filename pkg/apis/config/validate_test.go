@@ -118,6 +118,12 @@ func TestBadConfigs(t *testing.T) {
 			{"images.registry", `"hwk-dev" is not a registry address; use a registry and path such as registry.example.com/hwk-dev or 127.0.0.1:5000/hwk`}}},
 		{"node image reference without tag", header + "nodes:\n- role: control-plane\n  image: registry.example.com/hwk/node\n", Overrides{}, []problem{
 			{"nodes[0].image", `"registry.example.com/hwk/node" names no tag or digest; use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:v1.35.4`}}},
+		{"memory flag too little for windows", header, Overrides{Memory: "1536Mi"}, []problem{
+			{"nodes[0].memory", "1536Mi is too little for a control-plane node; use at least 1700Mi"},
+			{"nodes[1].memory", "1536Mi is too little for a windows node; use at least 2Gi"}}},
+		{"memory flag not a size", header, Overrides{Memory: "lots"}, []problem{
+			{"nodes[0].memory", `"lots" is not a size; use e.g. 4Gi`},
+			{"nodes[1].memory", `"lots" is not a size; use e.g. 6Gi`}}},
 		{"image flag not a reference", header, Overrides{Image: "registry.example.com/HWK/node:v1"}, []problem{
 			{"nodes[0].image", `"registry.example.com/HWK/node:v1" is not an image reference (invalid reference format: repository name (HWK/node) must be lowercase); use an image name from 'hwk node-image list' or a reference such as registry.example.com/hwk/node:v1.35.4`}}},
 		{"no control plane", header + "nodes:\n- role: worker\n", Overrides{}, []problem{

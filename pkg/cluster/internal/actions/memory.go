@@ -20,7 +20,7 @@ type MemoryError struct {
 
 func (e *MemoryError) Error() string {
 	return fmt.Sprintf("the cluster's VMs need %s of memory to start (%s), and the host has %s available of %s\n"+
-		"  fix: close programs to free memory, give the nodes less (nodes[].memory in a config), or make fewer workers (--linux-workers, --windows-workers)",
+		"  fix: close programs to free memory, give the nodes less (--memory, or nodes[].memory in a config), or make fewer workers (--linux-workers, --windows-workers)",
 		drivers.GiB(e.Need), strings.Join(e.Nodes, ", "), drivers.GiB(e.Available), drivers.GiB(e.Total))
 }
 
