@@ -285,14 +285,15 @@ func Quote(shell Shell, args ...string) string {
 		// status is 0 or 1 unless the line calls exit (PowerShell's
 		// ConsoleHost, PowerShell/PowerShell#13501): the exit keeps a
 		// program's own status, and a failed cmdlet's 1.
-		return "& " + strings.Join(q, " ") + powerShellExit
+		return "$global:LASTEXITCODE = $null; & " + strings.Join(q, " ") + powerShellExit
 	}
 	return strings.Join(q, " ")
 }
 
 // powerShellExit ends a PowerShell command line with the status of its
-// command.
-const powerShellExit = "; if (-not $?) { if ($LASTEXITCODE) { exit $LASTEXITCODE }; exit 1 }"
+// command: a program's exit code when it was one (whatever $? says of
+// what it wrote to stderr), else 1 when the command failed.
+const powerShellExit = "; $ok = $?; if ($null -ne $LASTEXITCODE) { exit $LASTEXITCODE }; if (-not $ok) { exit 1 }"
 
 // quoteWord makes s one literal string in shell's syntax.
 func quoteWord(shell Shell, s string) string {

@@ -59,7 +59,7 @@ func TestQuotePOSIXRoundTrip(t *testing.T) {
 
 func TestQuotePowerShell(t *testing.T) {
 	got := Quote(PowerShell, `C:\Program Files\containerd\ctr.exe`, "it's", "$env:PATH")
-	want := `& 'C:\Program Files\containerd\ctr.exe' 'it''s' '$env:PATH'; if (-not $?) { if ($LASTEXITCODE) { exit $LASTEXITCODE }; exit 1 }`
+	want := `$global:LASTEXITCODE = $null; & 'C:\Program Files\containerd\ctr.exe' 'it''s' '$env:PATH'; $ok = $?; if ($null -ne $LASTEXITCODE) { exit $LASTEXITCODE }; if (-not $ok) { exit 1 }`
 	if got != want {
 		t.Errorf("got %s\nwant %s", got, want)
 	}

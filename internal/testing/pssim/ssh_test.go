@@ -32,7 +32,7 @@ func TestSSHExecScriptSucceeds(t *testing.T) {
 	}
 	// What sshd started: the lower-cased, quoted shell, -c, the line in
 	// double quotes (w32-doexec.c, misc.c).
-	want := `sshd spawns: "c:\windows\system32\windowspowershell\v1.0\powershell.exe" -c "& 'powershell.exe' '-NoLogo' `
+	want := `sshd spawns: "c:\windows\system32\windowspowershell\v1.0\powershell.exe" -c "$global:LASTEXITCODE = $null; & 'powershell.exe' '-NoLogo' `
 	if !slices.ContainsFunc(m.Log, func(l string) bool { return strings.HasPrefix(l, want) }) {
 		t.Errorf("no %q in the log:\n%s", want, strings.Join(m.Log, "\n"))
 	}
@@ -70,7 +70,8 @@ func TestSSHExecThrowIsCLIXML(t *testing.T) {
 func TestSSHExecExitStatus(t *testing.T) {
 	m := sshNode()
 	line := scriptLine("'x'\nexit 3\n")
-	bare, _, _ := strings.Cut(line, "; if (-not $?)")
+	bare, _, _ := strings.Cut(line, "; $ok = $?")
+	bare = strings.TrimPrefix(bare, "$global:LASTEXITCODE = $null; ")
 	if _, errs, code := m.SSHExec(bare); code != 1 || errs != "" {
 		t.Errorf("exit 3 over SSH, bare: status %d, stderr %q; want 1", code, errs)
 	}
