@@ -185,6 +185,18 @@ function Install-Updates {
         }
         Microsoft.PowerShell.Management\Set-Content -Force -LiteralPath "$file.done" -Value $status
     }
+    # Updates that all passed as not applicable are a wrong download, not
+    # a patched image: say so now, not with an RTM image at the end.
+    $applied = 0
+    foreach ($update in $cfg.updates) {
+        $status = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath "$work\updates\$($update.file).done"
+        if ($status.Trim() -ne '-2146498530') {
+            $applied = $applied + 1
+        }
+    }
+    if (@($cfg.updates).Count -gt 0 -and $applied -eq 0) {
+        throw "none of the updates given (--updates) applies to this Windows: take the cumulative update for this release from the Microsoft Update Catalog (Windows Server 2022: 'Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems')"
+    }
 }
 
 # Phase 1: copy the build disk, install the updates (restarting for
@@ -476,6 +488,14 @@ function Invoke-Phase2 {
             }
         }
         throw "sysprep did not generalize the machine (status $($sysprep.ExitCode), image state $state); its logs are in $env:SystemRoot\System32\Sysprep\Panther"
+    }
+    # Without /unattend sysprep caches no answer file; one there now
+    # (from a disc's, say) would outrank every clone's seed, and could
+    # hold the build's password.
+    foreach ($answer in "$env:SystemRoot\Panther\unattend.xml", "$env:SystemRoot\Panther\autounattend.xml") {
+        if (Microsoft.PowerShell.Management\Test-Path -LiteralPath $answer) {
+            throw "sysprep left an answer file, $answer, which a clone's Setup would read instead of its seed's"
+        }
     }
     Say 'done: sysprep generalized the disk; powering off'
     Microsoft.PowerShell.Management\Stop-Computer -Force

@@ -354,3 +354,18 @@ func TestProvisionContainerdConfig(t *testing.T) {
 		t.Errorf("config.toml has %d lines: not containerd's default\n%s", len(lines), f.Data)
 	}
 }
+
+// TestProvisionRefusesCachedAnswerFile: an answer file sysprep left in
+// Panther (had its generalize pass cached the build disc's, with the
+// build's password) would outrank every clone's seed: the build fails
+// instead of capturing it (review 6, A2).
+func TestProvisionRefusesCachedAnswerFile(t *testing.T) {
+	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.SysprepCachesDisc = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := m.Console[len(m.Console)-1]; !strings.Contains(strings.Join(m.Console, "\n"), `FAILED: sysprep left an answer file, C:\Windows\Panther\unattend.xml,`) ||
+		strings.Contains(strings.Join(m.Console, "\n"), "done:") {
+		t.Errorf("the build ended with %q", last)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -394,4 +395,57 @@ func TestProvisionDefenderExclusions(t *testing.T) {
 	}
 	lacks(t, s, `"$ctrd\containerd.exe"`, `"$ctrd\containerd-shim-runhcs-v1.exe"`, `'C:\k\kubelet.exe'`,
 		`-ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet'`)
+}
+
+// cloneSettings are the settings the clone's answer file may use, by
+// pass and component, each valid in that pass per Microsoft's Unattended
+// Windows Setup Reference (learn.microsoft.com/windows-hardware/customize/
+// desktop/unattend/): Shell-Setup's ComputerName and TimeZone in
+// specialize, its OOBE and UserAccounts in oobeSystem; ServerManager-
+// SvrMgrNc's DoNotOpenServerManagerAtLogon in specialize;
+// International-Core's locales in oobeSystem. Setup stops on a setting it
+// does not know or in a pass that does not take it, and no model here
+// would notice (review 6, A3).
+var cloneSettings = map[string][]string{
+	"specialize/Microsoft-Windows-Shell-Setup":              {"ComputerName", "TimeZone"},
+	"specialize/Microsoft-Windows-ServerManager-SvrMgrNc":   {"DoNotOpenServerManagerAtLogon"},
+	"oobeSystem/Microsoft-Windows-International-Core":       {"InputLocale", "SystemLocale", "UILanguage", "UserLocale"},
+	"oobeSystem/Microsoft-Windows-Shell-Setup":              {"OOBE", "UserAccounts"},
+	"oobeSystem/Microsoft-Windows-Shell-Setup/OOBE":         {"HideEULAPage", "HideLocalAccountScreen", "HideOnlineAccountScreens", "HideWirelessSetupInOOBE", "ProtectYourPC", "SkipMachineOOBE"},
+	"oobeSystem/Microsoft-Windows-Shell-Setup/UserAccounts": {"AdministratorPassword"},
+}
+
+// TestCloneUnattendSettings: every setting of the clone's answer file is
+// one its pass and component take, and every component is amd64's with
+// Microsoft's public key token.
+func TestCloneUnattendSettings(t *testing.T) {
+	raw, err := CloneUnattend(CloneOptions{AdminPassword: testOptions.AdminPassword})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc xnode
+	if err := xml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	check := func(where string, n xnode) {
+		for _, c := range n.Children {
+			if !slices.Contains(cloneSettings[where], c.XMLName.Local) {
+				t.Errorf("%s: %s is not a setting hwk checked it takes", where, c.XMLName.Local)
+			}
+		}
+	}
+	for _, st := range doc.Children {
+		for _, comp := range st.Children {
+			where := st.attr("pass") + "/" + comp.attr("name")
+			if comp.attr("processorArchitecture") != "amd64" || comp.attr("publicKeyToken") != "31bf3856ad364e35" || comp.attr("language") != "neutral" {
+				t.Errorf("%s: attributes %v", where, comp.Attrs)
+			}
+			check(where, comp)
+			for _, c := range comp.Children {
+				if _, ok := cloneSettings[where+"/"+c.XMLName.Local]; ok {
+					check(where+"/"+c.XMLName.Local, c)
+				}
+			}
+		}
+	}
 }

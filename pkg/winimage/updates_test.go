@@ -112,6 +112,8 @@ func TestProvisionUpdateFails(t *testing.T) {
 	}{
 		"unknown": {pssim.Update{Exit: -2146498529}, `FAILED: DISM could not install update lcu.msu (DISM's /add-package exited with status -2146498529); its log is C:\Windows\Logs\DISM\dism.log`},
 		"no SSU":  {pssim.Update{Exit: -2146498525}, "needs a newer servicing stack first (0x800f0823, CBS_E_NEW_SERVICING_STACK_REQUIRED)"},
+		// Review 6 (B1): a wrong download is not a patched image.
+		"none applies": {pssim.Update{NotApplicable: true}, "FAILED: none of the updates given (--updates) applies to this Windows"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			u := c.update

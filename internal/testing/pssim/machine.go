@@ -83,6 +83,10 @@ type Machine struct {
 	// went (Microsoft documents none).
 	SysprepFails bool
 	SysprepExit  int
+	// SysprepCachesDisc makes sysprep's generalize pass cache a disc's
+	// Autounattend.xml in Panther: what nobody has seen it do, and what
+	// the build must catch if it ever does (review 6, A2).
+	SysprepCachesDisc bool
 	// WevtutilWarns: install-sshd.ps1 fails after it made the services.
 	WevtutilWarns bool
 	// DefenderStarting is how many more calls Defender's cmdlets fail,

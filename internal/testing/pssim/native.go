@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -272,6 +274,14 @@ func (m *Machine) sysprep(args []string) (int, error) {
 	m.Registry[key(setupState)]["ImageState"] = "IMAGE_STATE_GENERALIZE_RESEAL_TO_OOBE"
 	if unattend != "" {
 		m.WriteFile(`C:\Windows\Panther\unattend.xml`, m.fs.file(unattend).Data)
+	}
+	if m.SysprepCachesDisc {
+		for _, letter := range slices.Sorted(maps.Keys(m.volumes)) {
+			if f := m.fs.file(letter + `:\Autounattend.xml`); letter != "C" && f != nil {
+				m.WriteFile(`C:\Windows\Panther\unattend.xml`, f.Data)
+				break
+			}
+		}
 	}
 	m.Generalized = true
 	if shutdown {

@@ -60,7 +60,7 @@ func (p bootPhase) lookAt(n config.Node, cluster string) string {
 	const seedLog = `C:\ProgramData\hwk\hwk-seed.log`
 	switch p {
 	case phaseSetup:
-		return `the node's console (on Hyper-V: vmconnect.exe localhost ` + n.Name + `) for Windows Setup's progress or an error on screen; Setup's own log is C:\Windows\Panther\setupact.log`
+		return `the node's console (on Hyper-V: vmconnect.exe localhost ` + n.Name + `) for Windows Setup's progress or an error on screen (an out-of-box page asking for a region, a keyboard or a password means Setup did not read unattend.xml from the node's cidata disc); Setup's own log is C:\Windows\Panther\setupact.log`
 	case phaseSeed:
 		return "hwk-seed's log on the node, " + seedLog + ", from its console: it sets the static address, then the SSH keys, and says where it stopped"
 	case phaseRename:
