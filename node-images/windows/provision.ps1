@@ -155,6 +155,7 @@ function Install-OpenSSH([string]$dir) {
 # date. DISM reads a package from a read-only file: the copies need no
 # more than Clear-ReadOnly gives them.
 function Install-Updates {
+    $notApplicable = -2146498530 # 0x800f081e, CBS_E_NOT_APPLICABLE
     $cfg = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath "$work\build.json" | Microsoft.PowerShell.Utility\ConvertFrom-Json
     foreach ($update in $cfg.updates) {
         $file = "$work\updates\$($update.file)"
@@ -176,7 +177,7 @@ function Install-Updates {
             Say "phase 1: update $($update.name) installed; restarting to finish it"
             Microsoft.PowerShell.Management\Restart-Computer -Force
             exit 0
-        } elseif ($status -eq -2146498530) {
+        } elseif ($status -eq $notApplicable) {
             Say "phase 1: update $($update.name) does not apply to this Windows (0x800f081e, CBS_E_NOT_APPLICABLE); going on without it"
         } elseif ($status -eq -2146498525) {
             throw "DISM could not install update $($update.name): it needs a newer servicing stack first (0x800f0823, CBS_E_NEW_SERVICING_STACK_REQUIRED); add that servicing stack update to --updates, named so that it sorts before this one. DISM's log is C:\Windows\Logs\DISM\dism.log"
@@ -190,7 +191,7 @@ function Install-Updates {
     $applied = 0
     foreach ($update in $cfg.updates) {
         $status = Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath "$work\updates\$($update.file).done"
-        if ($status.Trim() -ne '-2146498530') {
+        if ($status.Trim() -ne "$notApplicable") {
             $applied = $applied + 1
         }
     }

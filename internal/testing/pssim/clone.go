@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/xml"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"unicode/utf16"
 )
@@ -33,10 +31,8 @@ func (m *Machine) FirstBoot(seed map[string][]byte, startupTasks bool) ([]string
 		return nil, fmt.Errorf("the machine was not generalized: a clone of it does not run Setup")
 	}
 	m.Generalized, m.Halted, m.running, m.started = false, "", map[string]bool{}, nil
-	for letter := range m.volumes {
-		if letter != "C" {
-			m.EjectCD(letter)
-		}
+	for _, letter := range m.discs() {
+		m.EjectCD(letter)
 	}
 	m.InsertCD("D", "cidata", seed)
 	if err := m.oobe(); err != nil {
@@ -74,10 +70,7 @@ func (m *Machine) answerFile() (string, []byte) {
 	for _, dir := range []string{`C:\Windows\Panther\Unattend`, `C:\Windows\Panther`} {
 		paths = append(paths, join(dir, "unattend.xml"), join(dir, "autounattend.xml"))
 	}
-	for _, letter := range slices.Sorted(maps.Keys(m.volumes)) {
-		if letter == "C" {
-			continue // the system disk, not removable
-		}
+	for _, letter := range m.discs() {
 		paths = append(paths, letter+`:\unattend.xml`, letter+`:\autounattend.xml`)
 	}
 	paths = append(paths, `C:\Windows\System32\Sysprep\unattend.xml`, `C:\unattend.xml`)

@@ -239,6 +239,18 @@ func (m *Machine) InsertCD(drive, label string, files map[string][]byte) {
 	}
 }
 
+// discs are the drive letters of the machine's discs (every volume but
+// the system disk's), in drive-letter order.
+func (m *Machine) discs() []string {
+	var out []string
+	for _, letter := range slices.Sorted(maps.Keys(m.volumes)) {
+		if letter != "C" {
+			out = append(out, letter)
+		}
+	}
+	return out
+}
+
 // EjectCD takes the disc out of drive: its files and its volume go.
 func (m *Machine) EjectCD(drive string) {
 	root := strings.ToLower(drive + `:\`)

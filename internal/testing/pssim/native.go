@@ -4,8 +4,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 )
 
@@ -276,8 +274,8 @@ func (m *Machine) sysprep(args []string) (int, error) {
 		m.WriteFile(`C:\Windows\Panther\unattend.xml`, m.fs.file(unattend).Data)
 	}
 	if m.SysprepCachesDisc {
-		for _, letter := range slices.Sorted(maps.Keys(m.volumes)) {
-			if f := m.fs.file(letter + `:\Autounattend.xml`); letter != "C" && f != nil {
+		for _, letter := range m.discs() {
+			if f := m.fs.file(letter + `:\Autounattend.xml`); f != nil {
 				m.WriteFile(`C:\Windows\Panther\unattend.xml`, f.Data)
 				break
 			}

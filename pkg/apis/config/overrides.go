@@ -60,20 +60,14 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 		for i := range c.Nodes {
 			n := &c.Nodes[i]
 			n.Driver = o.Driver
-			if n.pos == nil {
-				n.pos = map[string]int{}
-			}
-			n.pos["driver"] = fromFlag
+			n.setByFlag("driver")
 		}
 	}
 	if o.Memory != "" {
 		for i := range c.Nodes {
 			n := &c.Nodes[i]
 			n.Memory = o.Memory
-			if n.pos == nil {
-				n.pos = map[string]int{}
-			}
-			n.pos["memory"] = fromFlag
+			n.setByFlag("memory")
 		}
 	}
 	if o.Image != "" {
@@ -83,13 +77,19 @@ func ApplyOverrides(c *Cluster, o Overrides) error {
 				continue
 			}
 			n.Image = o.Image
-			if n.pos == nil {
-				n.pos = map[string]int{}
-			}
-			n.pos["image"] = fromFlag
+			n.setByFlag("image")
 		}
 	}
 	return nil
+}
+
+// setByFlag marks a field of the node as a flag's: its value is on no
+// line of the file.
+func (n *Node) setByFlag(field string) {
+	if n.pos == nil {
+		n.pos = map[string]int{}
+	}
+	n.pos[field] = fromFlag
 }
 
 // setWorkerCount keeps the first want workers of one OS, in their order,
