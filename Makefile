@@ -33,7 +33,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 HWK_CACHE := $${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-$$HOME/.cache}/hwk}
 
 # Packages with Windows-only files, whose tests must at least compile for Windows.
-WINDOWS_TEST_PKGS := ./pkg/state ./pkg/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./pkg/winseed ./pkg/winimage ./pkg/udf
+WINDOWS_TEST_PKGS := ./internal/state ./internal/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./internal/drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./internal/winseed ./internal/winimage ./internal/format/udf
 
 .PHONY: test-windows e2e-wine debian-lock workflows ci-cold ci-full nonroot test-race all build test check-ps check-ps-files action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
 
@@ -58,8 +58,8 @@ ACTION_CACHE_DEPS := action/cache/node_modules/esbuild
 # second time. pkg/cluster's fan-out over nodes is left out: its race
 # build is client-go and Kubernetes' API types again, about 400 more
 # packages.
-RACE_PKGS := ./pkg/node ./pkg/download ./pkg/imagedist ./pkg/load ./pkg/ui \
-	./pkg/state ./drivers/docker ./pkg/diskimage ./cmd/hwk-kubelet
+RACE_PKGS := ./pkg/node ./internal/download ./internal/imagedist ./internal/load ./internal/ui \
+	./internal/state ./internal/drivers/docker ./internal/format/diskimage ./cmd/hwk-kubelet
 
 # The packages left out of RACE_PKGS whose tests run goroutines, under
 # -race: .ci/run's "race" stage, when time allows.
@@ -182,13 +182,13 @@ node-image-test:
 	# hwk's cache), assembled in Go: each path once, and they configure
 	# with one dpkg --configure -a in an unprivileged container.
 	cache=$(HWK_CACHE); HWK_STAGE1_DOCKER=1 HWK_STAGE1_CACHE=$$cache/debian \
-		$(GO) test -count=1 -v -timeout 30m -run 'TestStage1ConfiguresInDocker|TestNodeSetEachPathOnce' ./pkg/debian/
+		$(GO) test -count=1 -v -timeout 30m -run 'TestStage1ConfiguresInDocker|TestNodeSetEachPathOnce' ./internal/debian/
 	# The Go disk writer, checked against e2fsprogs and QEMU, on the real
 	# node root.
 	cache=$(HWK_CACHE); \
 	tar=$$(ls -t $$cache/node-images/linux-*/rootfs.tar.gz 2>/dev/null | head -n 1); \
 	[ -n "$$tar" ] || { echo "no node rootfs.tar.gz under $$cache/node-images"; exit 1; }; \
-	HWK_REQUIRE_DISK_ORACLES=1 HWK_DISK_FROM_NODE_TAR=$$tar $(GO) test -count=1 -v -run TestWriteRawDiskFromNodeTar ./pkg/diskimage/
+	HWK_REQUIRE_DISK_ORACLES=1 HWK_DISK_FROM_NODE_TAR=$$tar $(GO) test -count=1 -v -run TestWriteRawDiskFromNodeTar ./internal/format/diskimage/
 
 # The libvirt driver against a real libvirtd: the API on test:///default,
 # networks and volumes on qemu:///system, and a node VM booted from the
@@ -198,7 +198,7 @@ node-image-test:
 test-libvirt: build
 	hack/libvirt.sh
 	$(BIN)/hwk node-image build linux --source source --formats qcow2
-	HWK_REQUIRE_LIBVIRT=1 HWK_LIBVIRT_BOOT_TEST=1 $(GO) test -count=1 -timeout 30m -v ./drivers/libvirt/
+	HWK_REQUIRE_LIBVIRT=1 HWK_LIBVIRT_BOOT_TEST=1 $(GO) test -count=1 -timeout 30m -v ./internal/drivers/libvirt/
 
 # The WSL2 driver's node setup on Linux: the Linux node image's rootfs tar
 # (from source; a cache hit after node-image or node-image-test) unpacked
@@ -207,7 +207,7 @@ test-libvirt: build
 # engine). Everything but wsl.exe itself.
 test-wsl2: build
 	$(BIN)/hwk node-image build linux --source source --formats tar
-	HWK_WSL2_BOOT_TEST=1 $(GO) test -count=1 -timeout 20m -v -run TestNodeBootsFromRootfs ./drivers/wsl2/
+	HWK_WSL2_BOOT_TEST=1 $(GO) test -count=1 -timeout 20m -v -run TestNodeBootsFromRootfs ./internal/drivers/wsl2/
 
 # End to end on the docker driver with real Kubernetes: builds hwk and the
 # Linux node image (docker format, from source; a cache hit after

@@ -12,67 +12,64 @@ import (
 	"testing"
 )
 
-// hwk's layering, as rules over the packages' imports (their whole
-// dependency closure, tests left out). Read from the bottom up:
-//
-//   - base: pkg/apis/config (the versioned config), pkg/state (where
-//     hwk keeps things), pkg/node (a handle on a node: commands, files),
-//     pkg/powershell (how a script reaches powershell.exe), pkg/ui, pkg/version, and the format packages (isoimage, udf,
-//     diskimage, imagearchive, download, sshkey, debian). They know nothing of
-//     drivers, clusters or commands.
-//   - drivers/...: make machines and networks on a hypervisor or engine.
-//     They know nothing of Kubernetes: no bootstrap, cluster, kubeconfig,
-//     manifests, or Kubernetes' API types and clients.
-//   - pkg/bootstrap, pkg/containerd, pkg/logs: what runs on a node to
-//     make it part of a cluster; they know no driver.
-//   - pkg/nodeimage, pkg/imagedist: node images, built and distributed.
-//   - pkg/load: load-image, local images onto the nodes that can run
-//     them, over pkg/containerd; it knows no driver, no cluster and no
-//     Kubernetes API (the nodes it loads into come from pkg/cluster, by
-//     pkg/cmd).
-//   - pkg/cluster: the life of a cluster, over drivers and bootstrap; it
-//     knows nothing of load-image.
-//   - pkg/cmd, cmd/...: the command line.
-//
-// Test support (fakes, models, fixtures: internal/testing/... and the
-// packages testSupport names) may import anything; product code imports no test support outside its
-// _test.go files.
-var rules = []rule{
+// layers is hwk's layering (ARCHITECTURE.md), bottom up. Every package of
+// the module sits in exactly one layer, the one whose directory is the
+// longest prefix of its path. A package may depend, directly or through
+// others, only on packages of its own layer and of the layers it uses;
+// forbid names outside packages it must not reach either.
+var layers = []layer{
+	{name: "config", dirs: []string{"pkg/apis/config", "pkg/version"}},
+	// What a node image and a cluster carry: the recipes, pins and
+	// manifests, as embedded files.
+	{name: "recipes", dirs: []string{"images", "node-images"}, uses: []string{"config"}},
 	{
-		name:   "the base imports nothing above it",
-		from:   under("pkg/apis/config", "pkg/state", "pkg/node", "pkg/powershell", "pkg/ui", "pkg/version", "pkg/isoimage", "pkg/udf", "pkg/diskimage", "pkg/imagearchive", "pkg/download", "pkg/sshkey", "pkg/debian"),
-		forbid: under("drivers", "pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/load", "pkg/cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/doctor", "pkg/kubeconfig", "cmd"),
+		name: "base",
+		// Handles and formats: a node's commands and files, where hwk
+		// keeps things, the terminal, PowerShell's wire format, disk, ISO,
+		// UDF and image archives, downloads, keys, Debian's archive, the
+		// kubeconfig file, a node's containerd and the host programs hwk runs.
+		dirs: []string{"pkg/node", "internal/containerd", "internal/state", "internal/ui", "internal/powershell", "internal/format",
+			"internal/download", "internal/sshkey", "internal/debian", "internal/hostmem", "internal/kubeconfig", "internal/hostexec"},
+		uses: []string{"config"},
 	},
 	{
-		name: "drivers know nothing of Kubernetes",
-		from: under("drivers"),
+		name: "drivers", dirs: []string{"drivers", "internal/drivers"},
+		uses: []string{"config", "base"},
 		// k8s.io/apimachinery comes with the config (its quantities, such
 		// as memory: 4Gi); Kubernetes' API types and clients do not.
-		forbid: either(under("pkg/bootstrap", "pkg/containerd", "pkg/logs", "pkg/cluster", "pkg/load", "pkg/cmd", "pkg/kubeconfig", "pkg/nodeimage", "pkg/imagedist", "images", "cmd"),
-			kubernetesAPI),
+		forbid: kubernetesAPI,
 	},
 	{
-		name:   "bootstrap knows no driver",
-		from:   under("pkg/bootstrap", "pkg/containerd", "pkg/logs"),
-		forbid: under("drivers", "pkg/cluster", "pkg/load", "pkg/cmd", "cmd"),
+		name: "bootstrap", dirs: []string{"internal/bootstrap", "internal/logs"},
+		uses: []string{"config", "recipes", "base"},
 	},
 	{
-		name: "load-image knows no driver and no cluster",
-		from: under("pkg/load"),
-		// Nor Kubernetes' API: load-image speaks to a node's containerd.
-		forbid: either(under("drivers", "pkg/cluster", "pkg/bootstrap", "pkg/cmd", "cmd", "pkg/nodeimage", "pkg/imagedist", "pkg/logs", "pkg/kubeconfig", "pkg/doctor"),
-			kubernetesAPI),
+		name: "load-image", dirs: []string{"internal/load"},
+		uses: []string{"config", "base"}, forbid: kubernetesAPI,
 	},
 	{
-		name:   "the life of a cluster knows nothing of load-image",
-		from:   under("pkg/cluster"),
-		forbid: under("pkg/load"),
+		name: "node images", dirs: []string{"pkg/nodeimage", "internal/imagedist", "internal/winimage"},
+		uses: []string{"config", "recipes", "base", "drivers"},
 	},
 	{
-		name:   "product code imports no test support",
-		from:   product,
-		forbid: testSupport,
+		name: "cluster", dirs: []string{"pkg/cluster"},
+		uses: []string{"config", "recipes", "base", "drivers", "bootstrap", "node images"},
 	},
+	{
+		name: "doctor", dirs: []string{"internal/doctor"},
+		uses: []string{"config", "recipes", "base", "drivers", "node images"},
+	},
+	{
+		name: "command line", dirs: []string{"pkg/cmd", "cmd/hwk", "."},
+		uses: []string{"config", "recipes", "base", "drivers", "bootstrap", "load-image", "node images", "cluster", "doctor"},
+	},
+	{
+		name: "node programs", dirs: []string{"cmd/hwk-seed", "cmd/hwk-kubelet", "internal/winseed", "images/pause"},
+		uses: []string{"config", "base"},
+	},
+	// Fakes, models, fixtures, tools and end-to-end tests may use anything;
+	// nothing above uses them.
+	{name: "test support", dirs: []string{"internal/testing", "hack", "e2e", "action"}, any: true},
 }
 
 const module = "github.com/hwk-dev/hwk"
@@ -80,48 +77,34 @@ const module = "github.com/hwk-dev/hwk"
 // kubernetesAPI are Kubernetes' API types and clients.
 var kubernetesAPI = prefix("k8s.io/api/", "k8s.io/client-go/", "k8s.io/kubernetes/", "k8s.io/kubeadm/", "k8s.io/cli-runtime/", "sigs.k8s.io/controller-runtime/")
 
-// testSupport are the packages that exist for tests: everything under
-// internal/testing (the fake programs of the Windows and VM tools, the
-// Windows model, fixtures and checkers), and the *test packages beside
-// what they fake (hypervtest, winimagetest...).
-func testSupport(p string) bool {
-	rel, ok := strings.CutPrefix(p, module+"/")
-	if !ok {
-		return false
-	}
-	return rel == "internal/testing" || strings.HasPrefix(rel, "internal/testing/") || strings.HasSuffix(rel, "test")
-}
-
-// product is the code that ships: hwk's packages but test support, the
-// hack/ tools and the e2e tests.
-func product(p string) bool {
-	rel, ok := strings.CutPrefix(p, module+"/")
-	if !ok && p != module {
-		return false
-	}
-	return !testSupport(p) && !strings.HasPrefix(rel, "hack/") && !strings.HasPrefix(rel, "e2e")
-}
-
-type rule struct {
+type layer struct {
 	name   string
-	from   func(pkg string) bool
+	dirs   []string
+	uses   []string
 	forbid func(dep string) bool
+	any    bool
 }
 
-// under matches the module's packages at or below each of dirs.
-func under(dirs ...string) func(string) bool {
-	return func(p string) bool {
-		rel, ok := strings.CutPrefix(p, module+"/")
-		if !ok {
-			return false
-		}
-		for _, d := range dirs {
-			if rel == d || strings.HasPrefix(rel, d+"/") {
-				return true
+// layerOf returns the layer of a module package, or nil for one outside
+// the module or in no layer.
+func layerOf(p string) *layer {
+	rel, ok := strings.CutPrefix(p, module+"/")
+	if p == module {
+		rel, ok = ".", true
+	}
+	if !ok {
+		return nil
+	}
+	var best *layer
+	bestLen := -1
+	for i := range layers {
+		for _, d := range layers[i].dirs {
+			if (rel == d || strings.HasPrefix(rel, d+"/")) && len(d) > bestLen {
+				best, bestLen = &layers[i], len(d)
 			}
 		}
-		return false
 	}
+	return best
 }
 
 func prefix(ps ...string) func(string) bool {
@@ -135,31 +118,38 @@ func prefix(ps ...string) func(string) bool {
 	}
 }
 
-func either(fs ...func(string) bool) func(string) bool {
-	return func(p string) bool { return slices.ContainsFunc(fs, func(f func(string) bool) bool { return f(p) }) }
-}
-
-// violations checks every rule over deps (package: its dependency
-// closure) and says each broken one as "rule: pkg imports dep".
+// violations checks deps (package: its dependency closure) against the
+// layers and returns each break as "layer: pkg imports dep".
 func violations(deps map[string][]string) []string {
 	var out []string
-	for _, r := range rules {
-		for _, p := range slices.Sorted(maps.Keys(deps)) {
-			if !r.from(p) || (r.name != "product code imports no test support" && testSupport(p)) {
+	rel := func(p string) string { return strings.TrimPrefix(p, module+"/") }
+	for _, p := range slices.Sorted(maps.Keys(deps)) {
+		l := layerOf(p)
+		if l == nil {
+			if strings.HasPrefix(p, module) {
+				out = append(out, fmt.Sprintf("no layer: %s", rel(p)))
+			}
+			continue
+		}
+		if l.any {
+			continue
+		}
+		for _, d := range deps[p] {
+			dl := layerOf(d)
+			switch {
+			case l.forbid != nil && l.forbid(d):
+			case dl == nil && strings.HasPrefix(d, module):
+			case dl == nil, dl == l, slices.Contains(l.uses, dl.name):
 				continue
 			}
-			for _, d := range deps[p] {
-				if d != p && r.forbid(d) {
-					out = append(out, fmt.Sprintf("%s: %s imports %s", r.name, strings.TrimPrefix(p, module+"/"), strings.TrimPrefix(d, module+"/")))
-				}
-			}
+			out = append(out, fmt.Sprintf("%s: %s imports %s", l.name, rel(p), rel(d)))
 		}
 	}
 	return out
 }
 
-// TestArchitecture holds the tree to the rules above, over what
-// `go list -deps` says each package needs (for Linux and for Windows).
+// TestArchitecture holds the tree to the layers, over what `go list -deps`
+// returns for each package (for Linux and for Windows).
 func TestArchitecture(t *testing.T) {
 	for _, goos := range []string{"linux", "windows"} {
 		deps := map[string][]string{}
@@ -195,30 +185,40 @@ func TestArchitecture(t *testing.T) {
 	}
 }
 
-// TestArchitectureCatches: each rule reports a package that breaks it,
-// and lets one that keeps it be.
+// TestArchitectureCatches: each kind of break is reported, and a package
+// that keeps to its layer is let be.
 func TestArchitectureCatches(t *testing.T) {
 	m := func(rel string) string { return module + "/" + rel }
 	deps := map[string][]string{
-		m("pkg/node"):               {m("pkg/apis/config"), m("drivers")},
-		m("drivers/libvirt"):        {m("pkg/node"), m("pkg/bootstrap"), "k8s.io/api/core/v1"},
-		m("pkg/bootstrap"):          {m("pkg/node"), m("drivers/hyperv")},
-		m("pkg/cluster"):            {m("drivers"), m("pkg/bootstrap"), m("internal/testing/pssim"), m("pkg/load")},
-		m("internal/testing/pssim"): {m("pkg/cluster")},
-		m("drivers/driverstest"):    {m("pkg/bootstrap")},
-		m("pkg/cmd"):                {m("pkg/cluster"), m("pkg/load"), m("drivers/all")},
-		m("pkg/load"):               {m("pkg/containerd"), m("drivers/docker")},
+		m("pkg/node"):                     {m("pkg/apis/config"), m("drivers")},
+		m("internal/kubeconfig"):          {m("internal/state"), m("internal/drivers/docker")},
+		m("internal/drivers/libvirt"):     {m("pkg/node"), m("internal/bootstrap"), "k8s.io/api/core/v1"},
+		m("internal/bootstrap"):           {m("pkg/node"), m("internal/drivers/hyperv")},
+		m("pkg/cluster"):                  {m("drivers"), m("internal/bootstrap"), m("internal/testing/pssim"), m("internal/load")},
+		m("internal/testing/pssim"):       {m("pkg/cluster")},
+		m("internal/testing/driverstest"): {m("internal/bootstrap")},
+		m("pkg/cmd"):                      {m("pkg/cluster"), m("internal/load"), m("drivers/all")},
+		m("internal/load"):                {m("internal/containerd"), m("internal/drivers/docker")},
+		m("internal/drivers/docker"):      {m("images")},
+		m("internal/newthing"):            {m("pkg/node")},
+		m("cmd/hwk-seed"):                 {m("internal/winseed"), m("pkg/cluster")},
 	}
 	got := violations(deps)
 	want := []string{
-		"the base imports nothing above it: pkg/node imports drivers",
-		"drivers know nothing of Kubernetes: drivers/libvirt imports pkg/bootstrap",
-		"drivers know nothing of Kubernetes: drivers/libvirt imports k8s.io/api/core/v1",
-		"bootstrap knows no driver: pkg/bootstrap imports drivers/hyperv",
-		"load-image knows no driver and no cluster: pkg/load imports drivers/docker",
-		"the life of a cluster knows nothing of load-image: pkg/cluster imports pkg/load",
-		"product code imports no test support: pkg/cluster imports internal/testing/pssim",
+		"bootstrap: internal/bootstrap imports internal/drivers/hyperv",
+		"drivers: internal/drivers/libvirt imports internal/bootstrap",
+		"drivers: internal/drivers/libvirt imports k8s.io/api/core/v1",
+		"base: internal/kubeconfig imports internal/drivers/docker",
+		"drivers: internal/drivers/docker imports images",
+		"load-image: internal/load imports internal/drivers/docker",
+		"no layer: internal/newthing",
+		"base: pkg/node imports drivers",
+		"node programs: cmd/hwk-seed imports pkg/cluster",
+		"cluster: pkg/cluster imports internal/testing/pssim",
+		"cluster: pkg/cluster imports internal/load",
 	}
+	slices.Sort(got)
+	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // Registry holds the drivers built into this hwk and chooses among them.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/ui"
+	"github.com/hwk-dev/hwk/internal/ui"
 )
 
 // PreflightTimeout bounds one driver's preflight: a driver whose host

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // slowDriver's preflight says what it waits for, then waits for its

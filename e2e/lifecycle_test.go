@@ -26,8 +26,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
-	"github.com/hwk-dev/hwk/pkg/logs"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/logs"
 )
 
 // TestSurvivesRestarts: a two-node cluster comes back by itself after the

@@ -17,8 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
-	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/testing/imagearchivetest"
 )
 
 // testLoadImage loads a locally built image into both nodes, runs it

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/imagedist"
 	"github.com/hwk-dev/hwk/internal/testing/registrytest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/imagedist"
 )
 
 // hwkWith runs hwk with extra environment (HWK_HOME "" means the default

@@ -4,7 +4,7 @@
 // node's static address, DNS, the cluster's SSH key for Administrator, the
 // SSH host key hwk pinned for it, and its name (then restarts once). It
 // first waits for Windows Setup to finish with the machine and for its
-// network adapter (winseed.WaitReady). What it then does is pkg/winseed's
+// network adapter (winseed.WaitReady). What it then does is internal/winseed's
 // script; --print shows it without running it, on any OS.
 package main
 
@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/winseed"
+	"github.com/hwk-dev/hwk/internal/winseed"
 )
 
 func main() {

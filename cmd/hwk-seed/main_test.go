@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/powershell"
+	"github.com/hwk-dev/hwk/internal/sshkey"
 	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
-	"github.com/hwk-dev/hwk/pkg/powershell"
-	"github.com/hwk-dev/hwk/pkg/sshkey"
 )
 
 func writeSeed(t *testing.T) string {

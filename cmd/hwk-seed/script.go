@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/hwk-dev/hwk/pkg/powershell"
+	"github.com/hwk-dev/hwk/internal/powershell"
 )
 
 // runEncoded runs script in program (Windows PowerShell) as an encoded

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/windows"
 
-	"github.com/hwk-dev/hwk/pkg/winseed"
+	"github.com/hwk-dev/hwk/internal/winseed"
 )
 
 // findSeed is the root of the volume labelled cidata (D:\, E:\, ...).

@@ -4,12 +4,12 @@ package all
 
 import (
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/docker"
-	"github.com/hwk-dev/hwk/drivers/hyperv"
-	"github.com/hwk-dev/hwk/drivers/libvirt"
-	"github.com/hwk-dev/hwk/drivers/virtualbox"
-	"github.com/hwk-dev/hwk/drivers/wsl2"
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/drivers/docker"
+	"github.com/hwk-dev/hwk/internal/drivers/hyperv"
+	"github.com/hwk-dev/hwk/internal/drivers/libvirt"
+	"github.com/hwk-dev/hwk/internal/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/internal/drivers/wsl2"
+	"github.com/hwk-dev/hwk/internal/state"
 )
 
 // Options configure the drivers.

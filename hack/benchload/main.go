@@ -34,11 +34,11 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/docker"
+	"github.com/hwk-dev/hwk/internal/drivers/docker"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 const (

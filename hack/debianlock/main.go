@@ -26,8 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/debian"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
-	"github.com/hwk-dev/hwk/pkg/debian"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/debian"
+	"github.com/hwk-dev/hwk/internal/debian"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // committed reads a target's lock from the repository.
@@ -40,7 +40,7 @@ func committed(t *testing.T, tg Target) ([]byte, *debian.Lock) {
 // TestCommittedLocksAreConsistent checks the committed locks against the
 // recipe without the network: a package list edited without relocking
 // fails here. That the order is the resolver's is checked where the index
-// is at hand: TestResolveTwiceSame (pkg/debian) and TestLiveLocks.
+// is at hand: TestResolveTwiceSame (internal/debian) and TestLiveLocks.
 func TestCommittedLocksAreConsistent(t *testing.T) {
 	targets, err := Targets()
 	if err != nil {

@@ -7,7 +7,7 @@
 # `make test` runs every target's seed corpus as an ordinary test.
 #
 #   hack/fuzz/run.sh [PACKAGE...]     (default: ./...)
-#   FUZZTIME=30s FUZZPARALLEL=2 hack/fuzz/run.sh ./pkg/udf
+#   FUZZTIME=30s FUZZPARALLEL=2 hack/fuzz/run.sh ./internal/format/udf
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 

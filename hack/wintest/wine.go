@@ -29,9 +29,9 @@ const wineAFUnix = "Wine 10 has no AF_UNIX sockets for Windows programs (WSAEAFN
 // wineFailures is the Wine list. Every entry is reported when it fails,
 // and is an error when it passes (take it off then).
 var wineFailures = []wineFailure{
-	{"drivers/libvirt", "TestFindSocket", wineAFUnix},
-	{"drivers/libvirt", "TestConnectToDeadSocket", wineAFUnix},
+	{"internal/drivers/libvirt", "TestFindSocket", wineAFUnix},
+	{"internal/drivers/libvirt", "TestConnectToDeadSocket", wineAFUnix},
 	{"cmd/hwk", "TestHostileInput/down_--name_linked", wineSymlink + ": the fixture's link to another directory is not there, so down finds no cluster and exits 0"},
-	{"pkg/state", "TestWriteFileAtomicThroughSymlink", wineSymlink},
-	{"pkg/state", "TestRemoveRefusesLinks", wineSymlink + "; nor does Wine make junctions: NtFsControlFile has no FSCTL_SET_REPARSE_POINT (dlls/ntdll/unix/file.c), so mklink /J fails, which any Windows user may run"},
+	{"internal/state", "TestWriteFileAtomicThroughSymlink", wineSymlink},
+	{"internal/state", "TestRemoveRefusesLinks", wineSymlink + "; nor does Wine make junctions: NtFsControlFile has no FSCTL_SET_REPARSE_POINT (dlls/ntdll/unix/file.c), so mklink /J fails, which any Windows user may run"},
 }

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/imagedist"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // actBinary is the act program `make workflows` built (HWK_ACT). Without

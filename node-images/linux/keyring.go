@@ -6,7 +6,7 @@ import "embed"
 // that sign the node image's suite, armored, as exported from
 // debian-archive-keyring 2023.3+deb12u2. It is kept out of Recipe on
 // purpose: Recipe is hashed into the image's cache key, and until the
-// image is built from pkg/debian these keys change nothing in it.
+// image is built from internal/debian these keys change nothing in it.
 //
 //go:embed keyring
 var DebianKeyring embed.FS

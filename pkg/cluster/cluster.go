@@ -6,15 +6,15 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/hwk-dev/hwk/pkg/imagedist"
+	"github.com/hwk-dev/hwk/internal/imagedist"
 	"github.com/moby/moby/client"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
-	"github.com/hwk-dev/hwk/pkg/state"
-	"github.com/hwk-dev/hwk/pkg/ui"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
+	"github.com/hwk-dev/hwk/internal/state"
+	"github.com/hwk-dev/hwk/internal/ui"
 )
 
 // Provider does cluster operations with a set of drivers and a state

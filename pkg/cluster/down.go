@@ -8,9 +8,9 @@ import (
 	"sync"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 )
 
 // Down deletes the cluster called name: its machines (workers first, then

@@ -15,14 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/hwk-dev/hwk/internal/logs"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
-	"github.com/hwk-dev/hwk/pkg/logs"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
 // ExportLogs writes the cluster's logs into one archive in dir and
-// returns its path: per node (each a step) what pkg/logs collects, the
+// returns its path: per node (each a step) what internal/logs collects, the
 // cluster's nodes, pods and events as `kubectl get -A -o yaml` shows them,
 // hwk's own logs of the cluster's up, and summary.txt saying what was
 // collected and what failed. A node or API server that does not answer is

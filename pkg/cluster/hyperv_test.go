@@ -36,21 +36,21 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/hwk-dev/hwk/drivers/hyperv"
-	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/drivers/hyperv"
+	"github.com/hwk-dev/hwk/internal/format/isoimage"
+	"github.com/hwk-dev/hwk/internal/state"
+	"github.com/hwk-dev/hwk/internal/testing/hypervtest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
-	"github.com/hwk-dev/hwk/pkg/isoimage"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // TestHyperVUpDown: `hwk up` and `hwk down` of a Linux control plane and
 // a Windows worker on the Hyper-V driver, each through the driver's real
 // session code and a fake powershell.exe first on PATH that answers every
-// script from real-format replies (drivers/hyperv/testdata) and fails what
+// script from real-format replies (internal/drivers/hyperv/testdata) and fails what
 // it does not expect; one PowerShell start per command. The nodes' side
 // (kubeadm, the Windows join's PowerShell over SSH) is scripted node
 // handles and the API server an in-memory cluster.

@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 )
 
 // Info is one cluster as `hwk get clusters` lists it.

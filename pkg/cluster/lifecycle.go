@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
 	"github.com/hwk-dev/hwk/pkg/node"
 )

@@ -12,7 +12,7 @@ import (
 )
 
 // NodeHandles are one cluster's nodes, for work done on them outside
-// the life of the cluster (pkg/load's Load takes them): its record's
+// the life of the cluster (internal/load's Load takes them): its record's
 // nodes under its lock, and a handle on each that runs.
 type NodeHandles struct {
 	p       *Provider

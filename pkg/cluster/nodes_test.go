@@ -9,10 +9,10 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/load"
+	"github.com/hwk-dev/hwk/internal/testing/imagearchivetest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
-	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
-	"github.com/hwk-dev/hwk/pkg/load"
 )
 
 // nodesCluster makes the record of a cluster "lc" of one node, cp, whose

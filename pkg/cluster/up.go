@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 )
 
 // Timeouts bound the waits of Up.

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/drivers/virtualbox"
-	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
+	"github.com/hwk-dev/hwk/internal/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/internal/testing/vboxtest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
@@ -20,7 +20,7 @@ import (
 // and a Windows worker on the VirtualBox driver, every VirtualBox call
 // spawned as a real process: a fake VBoxManage first on PATH that answers
 // from a transcript in VBoxManage's own formats
-// (drivers/virtualbox/testdata) and fails what it does not expect. The
+// (internal/drivers/virtualbox/testdata) and fails what it does not expect. The
 // nodes' side is scripted node handles and the API server an in-memory
 // cluster, as in TestHyperVUpDown.
 func TestVirtualBoxUpDown(t *testing.T) {

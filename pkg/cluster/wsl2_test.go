@@ -12,10 +12,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/drivers/hyperv"
-	"github.com/hwk-dev/hwk/drivers/hyperv/hypervtest"
-	"github.com/hwk-dev/hwk/drivers/wsl2"
-	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
+	"github.com/hwk-dev/hwk/internal/drivers/hyperv"
+	"github.com/hwk-dev/hwk/internal/drivers/wsl2"
+	"github.com/hwk-dev/hwk/internal/testing/hypervtest"
+	"github.com/hwk-dev/hwk/internal/testing/wsltest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
@@ -23,8 +23,8 @@ import (
 
 // TestWSLUpDown: `hwk up` and `hwk down` of a control plane on the wsl2
 // driver and a Windows worker on hyperv, through both drivers' real
-// process code: a fake wsl.exe (drivers/wsl2/testdata/transcripts/
-// up-down.txt) and a fake powershell.exe (drivers/hyperv/testdata/
+// process code: a fake wsl.exe (internal/drivers/wsl2/testdata/transcripts/
+// up-down.txt) and a fake powershell.exe (internal/drivers/hyperv/testdata/
 // transcripts/wsl2-up-down.txt), each first on PATH and failing what it
 // does not expect. The control plane's distribution is imported, set up
 // and started, the host routes its address to WSL's VM, the Windows

@@ -14,10 +14,10 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/all"
-	"github.com/hwk-dev/hwk/drivers/driverstest"
-	"github.com/hwk-dev/hwk/drivers/virtualbox"
-	"github.com/hwk-dev/hwk/drivers/virtualbox/vboxtest"
+	"github.com/hwk-dev/hwk/internal/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/internal/testing/driverstest"
 	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
+	"github.com/hwk-dev/hwk/internal/testing/vboxtest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -31,7 +31,7 @@ func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 // notes are the lines a slow check of this host prints while it waits
 // (drivers.Waiting, ui.Watch): whether one comes depends on how fast the
 // host's libvirtd or PowerShell answers, not on the command. Their own
-// tests are in drivers, pkg/ui and pkg/doctor.
+// tests are in drivers, internal/ui and internal/doctor.
 var notes = regexp.MustCompile(`(?m)^  waiting \d+s for .* \(at most [^)]*\)\n`)
 
 func withoutNotes(stderr string) string { return notes.ReplaceAllString(stderr, "") }

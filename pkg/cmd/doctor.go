@@ -10,12 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/doctor"
+	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster"
-	"github.com/hwk-dev/hwk/pkg/doctor"
-	"github.com/hwk-dev/hwk/pkg/imagedist"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 func newDoctorCommand(g *globals, s Streams) *cobra.Command {

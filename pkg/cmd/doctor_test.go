@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/pkg/doctor"
+	"github.com/hwk-dev/hwk/internal/doctor"
 )
 
 // doctor --name of a cluster that exists checks that cluster as recorded

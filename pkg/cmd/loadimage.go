@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hwk-dev/hwk/pkg/load"
-	"github.com/hwk-dev/hwk/pkg/ui"
+	"github.com/hwk-dev/hwk/internal/load"
+	"github.com/hwk-dev/hwk/internal/ui"
 )
 
 func newLoadImageCommand(g *globals, s Streams) *cobra.Command {

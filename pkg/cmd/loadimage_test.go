@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/load"
+	"github.com/hwk-dev/hwk/internal/load"
 )
 
 // TestPrintLoadResult: each image's line has its own figures, and says

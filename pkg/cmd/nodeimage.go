@@ -17,11 +17,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/wsl2"
+	"github.com/hwk-dev/hwk/internal/drivers/wsl2"
+	"github.com/hwk-dev/hwk/internal/state"
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 func newNodeImageCommand(g *globals, s Streams) *cobra.Command {

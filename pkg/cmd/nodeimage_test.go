@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/state"
 )
 
 // TestNodeImageBadInput: every mistake is named with its fix, and nothing

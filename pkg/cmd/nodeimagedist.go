@@ -13,11 +13,11 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/state"
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/imagedist"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // dockerClient connects to the Docker engine once, on first use.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/imagedist"
+	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // TestNodeImageDistBadInput: pull, push, save, load and up's --pull name

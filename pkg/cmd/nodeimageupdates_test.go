@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/state"
 )
 
 // TestNodeImageBuildWindowsUpdatesFlag: a bad --updates is named with its

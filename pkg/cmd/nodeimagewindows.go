@@ -12,10 +12,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/state"
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // installDriver is the driver that installs Windows images when

@@ -18,12 +18,12 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/all"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
+	"github.com/hwk-dev/hwk/internal/state"
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // Streams are where a command reads and writes.

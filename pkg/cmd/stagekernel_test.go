@@ -10,7 +10,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/driverstest"
+	"github.com/hwk-dev/hwk/internal/testing/driverstest"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/cluster"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 func newUpCommand(g *globals, s Streams) *cobra.Command {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/driverstest"
+	"github.com/hwk-dev/hwk/internal/testing/driverstest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hwk-dev/hwk/internal/powershell"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/powershell"
 )
 
 // Shell is the command dialect a node speaks.
@@ -200,7 +200,7 @@ func (n *Node) RunScript(ctx context.Context, script string, streams Cmd) error 
 }
 
 // ScriptArgs is the argv that runs script in shell. PowerShell gets the
-// script encoded (pkg/powershell), so no quoting layer between us and it
+// script encoded (internal/powershell), so no quoting layer between us and it
 // (SSH, cmd.exe) can mangle it.
 func ScriptArgs(shell Shell, script string) []string {
 	if shell == PowerShell {

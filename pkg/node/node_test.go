@@ -135,7 +135,7 @@ func (f clixmlFailure) Run(_ context.Context, c Cmd) error {
 // to a redirected stderr; the caller's writer (a node's log) gets the
 // record as text.
 func TestExitErrorDecodesCLIXML(t *testing.T) {
-	b, err := os.ReadFile("../powershell/testdata/throw.clixml")
+	b, err := os.ReadFile("../../internal/powershell/testdata/throw.clixml")
 	if err != nil {
 		t.Fatal(err)
 	}

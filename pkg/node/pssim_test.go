@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/hwk-dev/hwk/internal/bootstrap"
 	"github.com/hwk-dev/hwk/internal/testing/pssim"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 

@@ -18,9 +18,9 @@ import (
 	"strings"
 
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/download"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
 	windows "github.com/hwk-dev/hwk/node-images/windows"
-	"github.com/hwk-dev/hwk/pkg/download"
 )
 
 // binaries builds or downloads every component's binaries, each component

@@ -19,9 +19,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/debian"
-	"github.com/hwk-dev/hwk/pkg/download"
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/debian"
+	"github.com/hwk-dev/hwk/internal/download"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/moby/moby/api/types/jsonstream"
 )
 
@@ -30,7 +30,7 @@ import (
 //
 //  1. In Go, on any OS: the lock's .debs are fetched (cached by SHA-256)
 //     and unpacked into one tar as dpkg --unpack would leave them
-//     (pkg/debian.Assemble).
+//     (internal/debian.Assemble).
 //  2. Once, in a Linux kernel (a Kernel: the Docker engine, WSL 2, or a
 //     VM of a driver that boots kernels, vmKernel):
 //     that tar, with the recipe's stage-2 script and its files under /hwk,

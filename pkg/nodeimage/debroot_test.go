@@ -21,12 +21,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/hwk-dev/hwk/drivers/wsl2"
-	"github.com/hwk-dev/hwk/drivers/wsl2/wsltest"
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/debian"
+	"github.com/hwk-dev/hwk/internal/drivers/wsl2"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/internal/testing/enginefile"
-	"github.com/hwk-dev/hwk/pkg/debian"
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/testing/wsltest"
 	"github.com/moby/moby/client"
 )
 
@@ -591,7 +591,7 @@ func writeTestImage(t *testing.T, file, ref string, layers ...[]tarEntry) {
 	}
 }
 
-// The WSL 2 kernel through the fake wsl.exe (drivers/wsl2's transcripts):
+// The WSL 2 kernel through the fake wsl.exe (internal/drivers/wsl2's transcripts):
 // the stage-2 tar goes in on the import's stdin, the script's output to
 // the log, the export comes back on stdout (then wsl.exe's message, which
 // is not part of the root), WSL's own files are cleaned out, and the

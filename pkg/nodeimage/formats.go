@@ -15,8 +15,8 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/hwk-dev/hwk/pkg/diskimage"
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/format/diskimage"
+	"github.com/hwk-dev/hwk/internal/state"
 )
 
 // DockerRepository is where the docker format's images are tagged, one tag

@@ -19,14 +19,14 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/drivers/docker"
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/debian"
+	"github.com/hwk-dev/hwk/internal/drivers/docker"
+	"github.com/hwk-dev/hwk/internal/format/diskimage"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
-	"github.com/hwk-dev/hwk/pkg/debian"
-	"github.com/hwk-dev/hwk/pkg/diskimage"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // The tests in this file build the real node image from source (about half

@@ -15,7 +15,7 @@ import (
 
 // Kernel is a Linux kernel a root's second stage runs in, once: the
 // Docker engine (DockerKernel), or WSL 2 on a Windows host without one
-// (drivers/wsl2.Kernel, which the command line hands in).
+// (internal/drivers/wsl2.Kernel, which the command line hands in).
 type Kernel interface {
 	// Name says where stage 2 runs, for messages.
 	Name() string

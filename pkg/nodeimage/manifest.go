@@ -10,7 +10,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/state"
 )
 
 // Manifest records what one cached node image is made of and where its

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/debian"
+	"github.com/hwk-dev/hwk/internal/download"
+	"github.com/hwk-dev/hwk/internal/format/diskimage"
+	"github.com/hwk-dev/hwk/internal/state"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
-	"github.com/hwk-dev/hwk/pkg/debian"
-	"github.com/hwk-dev/hwk/pkg/diskimage"
-	"github.com/hwk-dev/hwk/pkg/download"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // vmInit is PID 1 of the configure VM; see the file for the protocol.

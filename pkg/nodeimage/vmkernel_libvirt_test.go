@@ -17,9 +17,9 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/hwk-dev/hwk/drivers/libvirt"
 	"github.com/hwk-dev/hwk/images"
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/drivers/libvirt"
+	"github.com/hwk-dev/hwk/internal/state"
 )
 
 // TestVMKernel configures the images' Debian userland (the userland lock,

@@ -18,8 +18,8 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/winimage"
 	windows "github.com/hwk-dev/hwk/node-images/windows"
-	"github.com/hwk-dev/hwk/pkg/winimage"
 )
 
 // WindowsFormats are the disk formats a Windows node image comes in.

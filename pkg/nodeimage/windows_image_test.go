@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/drivers/libvirt"
+	"github.com/hwk-dev/hwk/internal/drivers/libvirt"
+	"github.com/hwk-dev/hwk/internal/state"
+	"github.com/hwk-dev/hwk/internal/testing/imagearchivetest"
+	"github.com/hwk-dev/hwk/internal/testing/winimagetest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
-	"github.com/hwk-dev/hwk/pkg/state"
-	"github.com/hwk-dev/hwk/pkg/winimage/winimagetest"
 )
 
 // TestWindowsImageBuild runs `node-image build windows`'s whole build

@@ -28,12 +28,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/format/imagearchive"
+	"github.com/hwk-dev/hwk/internal/format/isoimage"
+	"github.com/hwk-dev/hwk/internal/testing/imagearchivetest"
 	"github.com/hwk-dev/hwk/internal/testing/pssim"
-	"github.com/hwk-dev/hwk/pkg/imagearchive"
-	"github.com/hwk-dev/hwk/pkg/imagearchive/imagearchivetest"
-	"github.com/hwk-dev/hwk/pkg/isoimage"
-	"github.com/hwk-dev/hwk/pkg/winimage"
-	"github.com/hwk-dev/hwk/pkg/winimage/winimagetest"
+	"github.com/hwk-dev/hwk/internal/testing/winimagetest"
+	"github.com/hwk-dev/hwk/internal/winimage"
 )
 
 // redirect sends every request to one of two local servers, whatever

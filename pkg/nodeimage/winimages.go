@@ -14,7 +14,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/hwk-dev/hwk/pkg/imagearchive"
+	"github.com/hwk-dev/hwk/internal/format/imagearchive"
 )
 
 // windowsImages gets every image of images/windows.yaml for the image's

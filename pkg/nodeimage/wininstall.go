@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/pkg/winimage"
+	"github.com/hwk-dev/hwk/internal/winimage"
 )
 
 // install writes the build disk and runs the install VM.

@@ -10,7 +10,7 @@ const (
 	// and exit status (VBoxManage, wsl.exe, powershell.exe -EncodedCommand).
 	Calls Protocol = "calls"
 	// PowerShellSession: the process is the Hyper-V driver's PowerShell
-	// session (drivers/hyperv/powershell.go): started with -Command -, it
+	// session (internal/drivers/hyperv/powershell.go): started with -Command -, it
 	// reads a setup line and a ready check (answered with its marker
 	// line), then one request per line, a base64 script that
 	// hyperv.Wrap wrapped, and answers each with a framed result line

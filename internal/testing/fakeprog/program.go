@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/powershell"
-	"github.com/hwk-dev/hwk/pkg/state"
+	"github.com/hwk-dev/hwk/internal/powershell"
+	"github.com/hwk-dev/hwk/internal/state"
 )
 
 // Unwrap is the script a session request wraps, and whether the request
@@ -288,7 +288,7 @@ func (p *program) path(name string) string { return filepath.Join(p.dir, name) }
 
 // lock takes the fake's lock file: the requests of one test are answered
 // one at a time even if the code under test did not serialize them. It
-// is an operating-system lock (pkg/state: flock, LockFileEx), which the
+// is an operating-system lock (internal/state: flock, LockFileEx), which the
 // system drops when its holder dies: a fake the code under test kills in
 // the middle of a request (a timeout) does not leave the next one
 // waiting for a lock nobody holds, and on Windows no file has to be

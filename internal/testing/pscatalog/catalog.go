@@ -7,23 +7,23 @@ package pscatalog
 
 import (
 	hwk "github.com/hwk-dev/hwk"
-	"github.com/hwk-dev/hwk/drivers/hyperv"
-	"github.com/hwk-dev/hwk/drivers/virtualbox"
-	"github.com/hwk-dev/hwk/drivers/wsl2"
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/containerd"
+	"github.com/hwk-dev/hwk/internal/doctor"
+	"github.com/hwk-dev/hwk/internal/drivers/hyperv"
+	"github.com/hwk-dev/hwk/internal/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/internal/drivers/wsl2"
+	"github.com/hwk-dev/hwk/internal/logs"
+	"github.com/hwk-dev/hwk/internal/winimage"
+	"github.com/hwk-dev/hwk/internal/winseed"
 	windows "github.com/hwk-dev/hwk/node-images/windows"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
-	"github.com/hwk-dev/hwk/pkg/containerd"
-	"github.com/hwk-dev/hwk/pkg/doctor"
-	"github.com/hwk-dev/hwk/pkg/logs"
-	"github.com/hwk-dev/hwk/pkg/winimage"
-	"github.com/hwk-dev/hwk/pkg/winseed"
 )
 
 // Script is one script of the catalog.
 type Script struct {
 	// Source is the Go package that makes it, relative to the module
-	// ("drivers/hyperv"), or the shipped file it is.
+	// ("internal/drivers/hyperv"), or the shipped file it is.
 	Source string
 	// Key names the declarations of Source that make it, joined by +,
 	// then after a / the variant ("createScript+Wrap/windows"); "" for a
@@ -45,15 +45,15 @@ var packages = []struct {
 	path    string
 	scripts func() map[string]string
 }{
-	{"drivers/hyperv", hyperv.Scripts},
-	{"drivers/virtualbox", virtualbox.Scripts},
-	{"drivers/wsl2", wsl2.Scripts},
-	{"pkg/bootstrap", bootstrap.Scripts},
-	{"pkg/containerd", containerd.Scripts},
-	{"pkg/doctor", doctor.Scripts},
-	{"pkg/logs", logs.Scripts},
-	{"pkg/winimage", winimage.Scripts},
-	{"pkg/winseed", winseed.Scripts},
+	{"internal/drivers/hyperv", hyperv.Scripts},
+	{"internal/drivers/virtualbox", virtualbox.Scripts},
+	{"internal/drivers/wsl2", wsl2.Scripts},
+	{"internal/bootstrap", bootstrap.Scripts},
+	{"internal/containerd", containerd.Scripts},
+	{"internal/doctor", doctor.Scripts},
+	{"internal/logs", logs.Scripts},
+	{"internal/winimage", winimage.Scripts},
+	{"internal/winseed", winseed.Scripts},
 }
 
 // files are the .ps1 files hwk ships, by where they are embedded.

@@ -55,7 +55,7 @@ func seedClone(t *testing.T) *Machine {
 
 func seedScript(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../../pkg/winseed/testdata/apply.ps1")
+	b, err := os.ReadFile("../../winseed/testdata/apply.ps1")
 	if err != nil {
 		t.Fatal(err)
 	}

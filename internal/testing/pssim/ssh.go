@@ -399,7 +399,7 @@ func isNativeStatement(s stmt) bool {
 // it: the message's lines, the position, the code line with "+ " and its
 // underline, CategoryInfo, FullyQualifiedErrorId and a blank line, as for
 // a throw (OperationStopped, RuntimeException: PowerShell/PowerShell#5912
-// and pkg/powershell/testdata/throw.clixml). The model does not wrap long
+// and internal/powershell/testdata/throw.clixml). The model does not wrap long
 // lines at the console's width, and words every error as a throw's.
 func errorLines(err error, script string) []string {
 	msg, line := err.Error(), 0
@@ -427,7 +427,7 @@ func errorLines(err error, script string) []string {
 // error records: "#< CLIXML", CRLF, then one <Objs> document on one line,
 // the progress record 5.1 writes as it first loads modules, and an <S>
 // per line, each line ending _x000D__x000A_; nothing when nothing was
-// written (the shape of pkg/powershell/testdata/throw.clixml, from
+// written (the shape of internal/powershell/testdata/throw.clixml, from
 // PowerShell/PowerShell#5912 and ansible's test_powershell.py captures).
 func clixml(warnings []string, records [][]string) string {
 	if len(warnings) == 0 && len(records) == 0 {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hwk-dev/hwk/internal/powershell"
 	"github.com/hwk-dev/hwk/pkg/node"
-	"github.com/hwk-dev/hwk/pkg/powershell"
 )
 
 // sshNode is a Server 2022 whose sshd's DefaultShell is Windows

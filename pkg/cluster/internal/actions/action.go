@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hwk-dev/hwk/pkg/imagedist"
-	"github.com/hwk-dev/hwk/pkg/ui"
+	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/moby/moby/client"
 
 	"k8s.io/client-go/kubernetes"
@@ -22,12 +22,12 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
 	"github.com/hwk-dev/hwk/pkg/node"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // Action is one step of `hwk up`.

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
-	"github.com/hwk-dev/hwk/pkg/ui"
 )
 
 // bootPhase is how far a Windows node's first boot has come, as hwk sees

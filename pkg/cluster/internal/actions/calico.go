@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
@@ -68,7 +68,7 @@ func joinWindows(ctx context.Context, c *Context, n config.Node, h *node.Node, c
 		}
 		if c.ControlPlane().Driver == config.DriverWSL2 {
 			// The control plane is on WSL's switch, not the node's:
-			// the host routes its address (see drivers/wsl2).
+			// the host routes its address (see internal/drivers/wsl2).
 			subnet, err := netip.ParsePrefix(c.Config.Networking.NodeSubnet)
 			if err != nil {
 				return err

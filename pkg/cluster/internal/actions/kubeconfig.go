@@ -3,7 +3,7 @@ package actions
 import (
 	"context"
 
-	"github.com/hwk-dev/hwk/pkg/kubeconfig"
+	"github.com/hwk-dev/hwk/internal/kubeconfig"
 )
 
 // Kubeconfig adds the cluster to the user's kubeconfig as hwk-NAME.

@@ -9,10 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/ui"
+	"github.com/hwk-dev/hwk/internal/winimage"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
-	"github.com/hwk-dev/hwk/pkg/ui"
-	"github.com/hwk-dev/hwk/pkg/winimage"
 )
 
 // Nodes creates and boots every node's machine, all at once, and waits

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/bootstrap"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
 )
 
 // WaitNetwork waits until every Linux node is Ready, then until

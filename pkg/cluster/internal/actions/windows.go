@@ -3,7 +3,7 @@ package actions
 import (
 	"context"
 
-	"github.com/hwk-dev/hwk/pkg/bootstrap"
+	"github.com/hwk-dev/hwk/internal/bootstrap"
 )
 
 // WindowsComponents applies what Windows nodes need before one joins:

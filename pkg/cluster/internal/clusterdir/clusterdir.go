@@ -11,8 +11,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/state"
 )
 
 // Files in a cluster's directory. All are private to the user: the token

@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/hwk-dev/hwk/drivers/hyperv"
+	"github.com/hwk-dev/hwk/internal/drivers/hyperv"
 	"github.com/hwk-dev/hwk/internal/testing/fakeprog"
 )
 

@@ -1,0 +1,73 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/windows"
+
+	"github.com/hwk-dev/hwk/internal/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/internal/hostmem"
+	"github.com/hwk-dev/hwk/internal/ui"
+)
+
+func platform(p *Probes) {
+	p.OS = "windows"
+	var facts *hostFacts
+	read := func(ctx context.Context) (*hostFacts, error) {
+		if facts != nil {
+			return facts, nil
+		}
+		ui.Waiting(ctx, "powershell.exe to read Win32_Processor and Win32_ComputerSystem")
+		out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hostFactsScript).Output()
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				return nil, fmt.Errorf("powershell.exe exited with %d: %s", ee.ExitCode(), strings.TrimSpace(string(ee.Stderr)))
+			}
+			if errors.Is(err, exec.ErrNotFound) {
+				return nil, errors.New("powershell.exe (Windows PowerShell) is not on PATH")
+			}
+			return nil, err
+		}
+		if len(strings.TrimSpace(string(out))) == 0 {
+			return nil, errors.New("powershell.exe printed nothing and exited 0: it is not a working Windows PowerShell 5.1 (Wine's, for one, is a stub)")
+		}
+		f, err := parseHostFacts(out)
+		if err != nil {
+			return nil, err
+		}
+		facts = f
+		return f, nil
+	}
+	p.Virtualization = func(ctx context.Context) (Virtualization, error) {
+		f, err := read(ctx)
+		if err != nil {
+			return Virtualization{}, err
+		}
+		return f.virtualization(), nil
+	}
+	p.Memory = func(context.Context) (uint64, uint64, error) { return hostmem.Read() }
+	p.DiskFree = func(path string) (uint64, error) {
+		for {
+			var free uint64
+			p16, err := windows.UTF16PtrFromString(path)
+			if err != nil {
+				return 0, err
+			}
+			err = windows.GetDiskFreeSpaceEx(p16, &free, nil, nil)
+			if err == nil {
+				return free, nil
+			}
+			parent := parentDir(path)
+			if parent == path {
+				return 0, err
+			}
+			path = parent
+		}
+	}
+	p.VirtualBox = virtualbox.InstallDir
+}
