@@ -89,21 +89,18 @@ func run(w io.Writer) error {
 		fmt.Fprintf(w, "  %s\n", s)
 	}
 
-	drivers, _ := filepath.Glob("drivers/*/")
-	for _, d := range drivers {
-		name := filepath.Base(d)
-		if name == "all" || name == "internal" || name == "driverstest" {
+	// The drivers are the packages the built-in set imports.
+	for _, p := range pkgs {
+		if rel(p.ImportPath) != "drivers/all" {
 			continue
 		}
-		var have []string
-		for _, f := range layout {
-			if _, err := os.Stat(filepath.Join(d, f)); err == nil {
-				have = append(have, f)
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module+"/internal/drivers/") {
+				continue
 			}
+			driverFiles(w, rel(imp))
 		}
-		fmt.Fprintf(w, "drivers/%s: %d of %d layout files\n", name, len(have), len(layout))
 	}
-
 	sites := 0
 	for _, p := range pkgs {
 		if !product(p) {
@@ -122,6 +119,17 @@ func run(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "product os/exec call sites: %d\n", sites)
 	return nil
+}
+
+// driverFiles prints how many of the layout's files driver dir d has.
+func driverFiles(w io.Writer, d string) {
+	var have []string
+	for _, f := range layout {
+		if _, err := os.Stat(filepath.Join(d, f)); err == nil {
+			have = append(have, f)
+		}
+	}
+	fmt.Fprintf(w, "%s: %d of %d layout files\n", d, len(have), len(layout))
 }
 
 // list returns the module's packages for GOOS=linux and GOOS=windows, once each.
