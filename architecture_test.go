@@ -4,12 +4,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"maps"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // layers is hwk's layering (ARCHITECTURE.md), bottom up. Every package of
@@ -222,4 +228,91 @@ func TestArchitectureCatches(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+}
+
+// driverNamesAllowed are where a driver's name may decide what code does:
+// the drivers themselves, the config that names them, and the doctor
+// that reports on each. Everywhere else asks a driver's capabilities
+// (drivers.Traits and the optional interfaces).
+var driverNamesAllowed = []string{"drivers", "internal/drivers", "pkg/apis/config", "internal/doctor"}
+
+// TestNoDriverNamesCompared fails when product code outside
+// driverNamesAllowed compares with or switches on a config.Driver*
+// constant.
+func TestNoDriverNamesCompared(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{.Dir}}", "./...").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, dir, _ := strings.Cut(line, " ")
+		rel := strings.TrimPrefix(path, module+"/")
+		if l := layerOf(path); l == nil || l.any || slices.ContainsFunc(driverNamesAllowed, func(d string) bool { return rel == d || strings.HasPrefix(rel, d+"/") }) {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			checked++
+			for _, pos := range driverNameComparisons(t, f) {
+				t.Errorf("%s compares a driver's name; ask drivers.TraitsOf or an optional interface instead", pos)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d files; the test reads nothing", checked)
+	}
+}
+
+// TestNoDriverNamesComparedCatches: each form of comparison is found.
+func TestNoDriverNamesComparedCatches(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "x.go")
+	src := `package x
+func a(n, d string) bool { return n == config.DriverDocker || config.DriverWSL2 != d }
+func b(n string) { switch n { case config.DriverHyperV: } }
+func c(n string) bool { return n == config.Linux }
+`
+	if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := driverNameComparisons(t, f); len(got) != 3 {
+		t.Errorf("found %d comparisons, want 3: %v", len(got), got)
+	}
+}
+
+// driverNameComparisons returns where file compares a config.Driver*
+// constant with == or !=, or has one as a switch case.
+func driverNameComparisons(t *testing.T, file string) []string {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isName := func(e ast.Expr) bool {
+		s, ok := e.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		x, ok := s.X.(*ast.Ident)
+		return ok && x.Name == "config" && strings.HasPrefix(s.Sel.Name, "Driver") && len(s.Sel.Name) > len("Driver") &&
+			unicode.IsUpper(rune(s.Sel.Name[len("Driver")]))
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BinaryExpr:
+			if (n.Op == token.EQL || n.Op == token.NEQ) && (isName(n.X) || isName(n.Y)) {
+				out = append(out, fset.Position(n.Pos()).String())
+			}
+		case *ast.CaseClause:
+			if slices.ContainsFunc(n.List, isName) {
+				out = append(out, fset.Position(n.Pos()).String())
+			}
+		}
+		return true
+	})
+	return out
 }

@@ -94,19 +94,18 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	var skew time.Duration // the API server's clock against this host's
 	res := &StartResult{}
 	workers, cp := split(rec)
-	// The docker nodes this start boots: their pods must start again
-	// before they count (bootstrap.WaitWorkloadsSince). Only stopped ones:
-	// a saved or paused VM resumes without restarting anything. Only
-	// docker's: a node container keeps its engine's clock, the API
-	// server's (the times are compared on it, below), while a VM's may
-	// run behind after boot until its time sync catches up, and a
-	// container start time from such a clock would never count.
+	// The nodes on the engine's clock this start boots: their pods must
+	// start again before they count (bootstrap.WaitWorkloadsSince). Only
+	// stopped ones: a saved or paused VM resumes without restarting
+	// anything. Only those on the API server's clock (the times are
+	// compared on it, below): a VM's may run behind after boot until its
+	// time sync catches up, and a start time from it would never count.
 	var (
 		mu     sync.Mutex
 		booted []string
 	)
 	start := func(d drivers.Driver, r drivers.Ref, m drivers.Machine) error {
-		if m.State == drivers.StateStopped && d.Name() == config.DriverDocker {
+		if m.State == drivers.StateStopped && drivers.TraitsOf(d).EngineClock {
 			mu.Lock()
 			booted = append(booted, r.Name)
 			mu.Unlock()

@@ -74,6 +74,12 @@ func (d *Driver) Name() string { return config.DriverDocker }
 // kernel, so Linux only.
 func (d *Driver) GuestOSes() []config.OS { return config.DriverGuests(config.DriverDocker) }
 
+// Traits implements drivers.Traiter: nodes are containers on the
+// engine's kernel and clock, the API server published on loopback.
+func (d *Driver) Traits() drivers.Traits {
+	return drivers.Traits{SharesHostKernel: true, APIOnLoopback: true, EngineClock: true}
+}
+
 func (d *Driver) client() (*client.Client, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -91,6 +91,12 @@ func (d *Driver) Name() string { return config.DriverWSL2 }
 // GuestOSes implements drivers.Driver.
 func (d *Driver) GuestOSes() []config.OS { return config.DriverGuests(config.DriverWSL2) }
 
+// Traits implements drivers.Traiter: the node is a distribution on WSL's
+// kernel, on WSL's own switch, which the host routes to.
+func (d *Driver) Traits() drivers.Traits {
+	return drivers.Traits{SharesHostKernel: true, NeedsHostRoute: true}
+}
+
 // Limits implements drivers.Experimental.
 func (d *Driver) Limits() string {
 	return "never run on a real WSL2 yet; the control plane only, with Windows workers on hyperv; NAT networking mode; one WSL node per host; an elevated terminal to route the node's address (again after WSL or Windows restarts: hwk start)"

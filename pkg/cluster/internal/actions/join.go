@@ -66,9 +66,9 @@ func joinWindows(ctx context.Context, c *Context, n config.Node, h *node.Node, c
 			Node: h, Version: n.WindowsVersion, Config: cfg, Log: w,
 			SSH: c.Timeouts.WindowsBoot, Network: c.Timeouts.Pods, Poll: 2 * time.Second,
 		}
-		if c.ControlPlane().Driver == config.DriverWSL2 {
-			// The control plane is on WSL's switch, not the node's:
-			// the host routes its address (see internal/drivers/wsl2).
+		if drivers.TraitsOf(c.Drivers[c.ControlPlane().Name]).NeedsHostRoute {
+			// The control plane is on a switch of its own, not the
+			// node's: the host routes its address.
 			subnet, err := netip.ParsePrefix(c.Config.Networking.NodeSubnet)
 			if err != nil {
 				return err

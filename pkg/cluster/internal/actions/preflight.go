@@ -100,14 +100,12 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 	}
 
 	c.Boot, err = bootstrap.FromConfig(cfg, bootstrap.NewToken(), func(n config.Node) bool {
-		return n.Driver == config.DriverDocker || n.Driver == config.DriverWSL2
+		return drivers.TraitsOf(c.Drivers[n.Name]).SharesHostKernel
 	})
 	if err != nil {
 		return err
 	}
-	if cfg.Nodes[0].Driver == config.DriverDocker {
-		// The docker driver publishes the API server on the host's
-		// loopback.
+	if drivers.TraitsOf(c.Drivers[cfg.Nodes[0].Name]).APIOnLoopback {
 		c.Boot.ExtraSANs = []string{"127.0.0.1"}
 	}
 	return nil
