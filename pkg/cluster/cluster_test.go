@@ -24,6 +24,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
 	"github.com/hwk-dev/hwk/pkg/node"
+	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
 // memDriver keeps machines and networks in memory. Its machines never
@@ -307,7 +308,7 @@ func TestUpChecksImagesFirst(t *testing.T) {
 	_, err = p.Up(context.Background(), testConfig(t, "noimg", config.Node{Role: config.ControlPlane}), UpOptions{})
 	// This build pins no published image, so nothing can be pulled: the
 	// error names every other way to get one.
-	var ni *NoImageError
+	var ni *nodeimage.NoImageError
 	if !errors.As(err, &ni) || !strings.Contains(err.Error(), "hwk node-image build linux --formats docker") ||
 		!strings.Contains(err.Error(), "hwk node-image load -i FILE") || !strings.Contains(err.Error(), "--image REGISTRY/REPO:TAG") {
 		t.Errorf("up without a node image: %v", err)

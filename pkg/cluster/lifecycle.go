@@ -86,7 +86,7 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 		if e, ok := d.(drivers.Emulator); ok && e.Emulated() {
 			// As up does: an emulated VM boots and settles many times
 			// slower.
-			t = t.Scale(actions.EmulationSlowdown)
+			t = Timeouts(actions.Timeouts(t).Scale(actions.EmulationSlowdown))
 			break
 		}
 	}

@@ -13,30 +13,38 @@ import (
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
 )
 
-// Timeouts bound the waits of Up.
-type Timeouts = actions.Timeouts
+// Timeouts bound the waits of Up and Start.
+type Timeouts struct {
+	// NodeBoot bounds a Linux node's boot, WindowsBoot a Windows node's
+	// first boot, which runs Windows Setup's specialize pass.
+	NodeBoot    time.Duration
+	WindowsBoot time.Duration
+	APIServer   time.Duration
+	NodesReady  time.Duration
+	Pods        time.Duration
+}
 
-// DefaultTimeouts are the waits' bounds when UpOptions leaves them zero.
-var DefaultTimeouts = actions.DefaultTimeouts
+// DefaultTimeouts are the waits' bounds where Timeouts leaves them zero.
+var DefaultTimeouts = Timeouts(actions.DefaultTimeouts)
 
-// WindowsImageHelp says what a Windows worker needs.
+// WindowsImageHelp tells what a Windows worker needs, for messages.
 const WindowsImageHelp = actions.WindowsImageHelp
 
-// PullPolicy says when Up pulls node images.
-type PullPolicy = actions.PullPolicy
+// PullPolicy is when Up pulls node images.
+type PullPolicy string
 
-// The pull policies.
+// The pull policies, as kind and Kubernetes name them.
 const (
-	PullMissing = actions.PullMissing
-	PullAlways  = actions.PullAlways
-	PullNever   = actions.PullNever
+	// PullMissing pulls an image only when the cache has none that fits.
+	PullMissing PullPolicy = "missing"
+	// PullAlways asks the registry every time.
+	PullAlways PullPolicy = "always"
+	// PullNever uses the cache only.
+	PullNever PullPolicy = "never"
 )
 
-// PullPolicies lists them, for flags.
-var PullPolicies = actions.PullPolicies
-
-// NoImageError is a node image that is neither cached nor pullable.
-type NoImageError = actions.NoImageError
+// PullPolicies lists the pull policies, for flags.
+var PullPolicies = []PullPolicy{PullMissing, PullAlways, PullNever}
 
 // UpOptions tune Up.
 type UpOptions struct {
@@ -110,8 +118,8 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 		SetCurrentContext: opts.SetCurrentContext,
 		Log:               p.log(),
 		Started:           time.Now(),
-		Timeouts:          withDefaults(opts.Timeouts),
-		Pull:              opts.Pull,
+		Timeouts:          actions.Timeouts(withDefaults(opts.Timeouts)),
+		Pull:              actions.PullPolicy(opts.Pull),
 		ImageRegistry:     p.ImageRegistry,
 		Docker:            p.Docker,
 		Status:            p.Progress,
@@ -120,7 +128,7 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 		HostMemory:        p.hostMemory,
 	}
 	if c.Pull == "" {
-		c.Pull = PullMissing
+		c.Pull = actions.PullMissing
 	}
 	for _, a := range steps() {
 		if s, ok := a.(actions.Skipper); ok && s.Skip(c) {
@@ -155,8 +163,8 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 	}, nil
 }
 
-func withDefaults(t actions.Timeouts) actions.Timeouts {
-	d := actions.DefaultTimeouts
+func withDefaults(t Timeouts) Timeouts {
+	d := DefaultTimeouts
 	if t.NodeBoot == 0 {
 		t.NodeBoot = d.NodeBoot
 	}

@@ -14,7 +14,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/cluster"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
@@ -30,7 +29,7 @@ const sourceBuildTime = "about 11 minutes the first time on two cores, more on a
 // another build. An up that stops for a missing image has made nothing
 // yet, so it can run again at once.
 func (g *globals) offerBuild(ctx context.Context, s Streams, upErr error, asked bool, built map[string]bool) (bool, error) {
-	var missing *cluster.NoImageError
+	var missing *nodeimage.NoImageError
 	if !errors.As(upErr, &missing) || missing.Node.OS != config.Linux {
 		return false, nil
 	}

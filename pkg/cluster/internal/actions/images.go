@@ -30,9 +30,6 @@ const (
 	PullNever PullPolicy = "never"
 )
 
-// PullPolicies lists them, for flags.
-var PullPolicies = []PullPolicy{PullMissing, PullAlways, PullNever}
-
 // pull is one node image `up` pulls, and the nodes it is for.
 type pull struct {
 	ref     string
@@ -81,7 +78,7 @@ func (c *Context) planImages(ctx context.Context, cached []*nodeimage.Manifest) 
 		n := p.nodes[0]
 		im, err := c.imageRegistry().Resolve(ctx, p.ref)
 		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, &NoImageError{Node: n, Version: c.Config.KubernetesVersion, Format: p.formats[0], Driver: c.Drivers[n.Name].Name(), Ref: p.ref, Err: err})
+			return fmt.Errorf("node %s: %w", n.Name, &nodeimage.NoImageError{Node: n, Version: c.Config.KubernetesVersion, Format: p.formats[0], Driver: c.Drivers[n.Name].Name(), Ref: p.ref, Err: err})
 		}
 		if err := fits(im, p, c.Config.KubernetesVersion); err != nil {
 			return err
@@ -217,7 +214,7 @@ func sameImage(pulled, want string) bool {
 // never pulled unless a config names one.
 func (c *Context) pullRef(n config.Node, format nodeimage.Format, d drivers.Driver) (string, error) {
 	version := c.Config.KubernetesVersion
-	noImage := &NoImageError{Node: n, Version: version, Format: format, Driver: d.Name()}
+	noImage := &nodeimage.NoImageError{Node: n, Version: version, Format: format, Driver: d.Name()}
 	switch {
 	case c.Pull == PullNever:
 		noImage.Err = errors.New("--pull=never")
@@ -239,45 +236,6 @@ func (c *Context) pullRef(n config.Node, format nodeimage.Format, d drivers.Driv
 		return "", noImage
 	}
 	return ref, nil
-}
-
-// NoImageError is a node whose image is not cached and cannot be pulled,
-// with every way to get it.
-type NoImageError struct {
-	Node    config.Node
-	Version string
-	Format  nodeimage.Format
-	Driver  string
-	// Ref is what hwk tried to pull, and Err why that cannot be done.
-	Ref string
-	Err error
-}
-
-func (e *NoImageError) Unwrap() error { return e.Err }
-
-func (e *NoImageError) Error() string {
-	what := "Linux"
-	if e.Node.OS == config.Windows {
-		what = "Windows Server " + e.Node.WindowsVersion
-	}
-	msg := fmt.Sprintf("no cached %s node image for Kubernetes %s has the %s format the %s driver needs", what, e.Version, e.Format, e.Driver)
-	switch {
-	case e.Ref != "":
-		msg += fmt.Sprintf(", and it cannot be pulled from %s:\n%s", e.Ref, indent(e.Err.Error(), "  "))
-	case e.Err != nil:
-		msg += fmt.Sprintf(" (%v)", e.Err)
-	}
-	return msg + "\n  fix, one of:\n" + waysForward(e.Node, e.Version, e.Format)
-}
-
-// waysForward are the ways to get a node image the cache lacks, one per
-// line.
-func waysForward(n config.Node, version string, format nodeimage.Format) string {
-	build := buildCommand(n, version, format)
-	if n.OS == config.Windows {
-		return fmt.Sprintf("  - build it (Windows images are never downloaded: Windows Server may not be redistributed): `%s`\n  - load one your team saved: `hwk node-image load -i FILE`\n  - pull it from your team's registry: set nodes[].image to its reference", build)
-	}
-	return fmt.Sprintf("  - load an archive made with `hwk node-image save` where the image is: `hwk node-image load -i FILE`\n  - build it here and go on: `hwk up --build-image` (or on its own: `%s`); it needs a Docker engine and takes minutes from release downloads, tens of minutes from source the first time\n  - pull it from another registry: `hwk up --image REGISTRY/REPO:TAG` (or set images.registry to a mirror)", build)
 }
 
 func (c *Context) imageRegistry() *imagedist.Registry {
@@ -322,7 +280,7 @@ func (PullImages) Execute(ctx context.Context, c *Context) error {
 		m, err := p.image.Unpack(ctx, imagedist.UnpackOptions{CacheDir: c.CacheDir, Formats: p.formats, Docker: c.Docker, Progress: progress})
 		if err != nil {
 			return fmt.Errorf("%w\n  fix: run `hwk up` again to go on from what was downloaded, or get the image another way:\n%s",
-				err, waysForward(p.nodes[0], c.Config.KubernetesVersion, p.formats[0]))
+				err, nodeimage.WaysForward(p.nodes[0], c.Config.KubernetesVersion, p.formats[0]))
 		}
 		for _, n := range p.nodes {
 			format, _ := nodeimage.FormatFor(c.Drivers[n.Name].Name())

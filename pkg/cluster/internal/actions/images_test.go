@@ -71,7 +71,7 @@ func TestImagePullPolicy(t *testing.T) {
 			cachedRef, ref, err := plan(tc.pull, tc.node)
 			switch {
 			case tc.err != "":
-				var ni *NoImageError
+				var ni *nodeimage.NoImageError
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Errorf("got %q, %q, %v; want an error with %q", cachedRef, ref, err, tc.err)
 				} else if !strings.Contains(tc.err, "linux-gone") && !errors.As(err, &ni) {

@@ -184,15 +184,3 @@ func checkWindowsImages(cfg *config.Cluster, ms []*nodeimage.Manifest) error {
 	}
 	return nil
 }
-
-// buildCommand is the command that makes a missing node image.
-func buildCommand(n config.Node, version string, format nodeimage.Format) string {
-	cmd := fmt.Sprintf("hwk node-image build linux --formats %s", format)
-	if n.OS == config.Windows {
-		cmd = fmt.Sprintf("hwk node-image build windows --iso PATH --version %s --formats %s", n.WindowsVersion, format)
-	}
-	if version != config.DefaultKubernetesVersion {
-		cmd += " --kubernetes-version " + version
-	}
-	return cmd
-}

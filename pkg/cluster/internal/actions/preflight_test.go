@@ -68,7 +68,7 @@ func TestNodeImageWindowsVersion(t *testing.T) {
 	}
 	// Only 2022 has a VHDX; Windows images are never pulled by default.
 	_, err = nodeImage("v1.35.4", node, driverstest.Up(config.DriverHyperV))
-	var ni *NoImageError
+	var ni *nodeimage.NoImageError
 	if !errors.As(err, &ni) || !strings.Contains(err.Error(), "no cached Windows Server 2025 node image for Kubernetes v1.35.4 has the vhdx format") ||
 		!strings.Contains(err.Error(), "hwk node-image build windows --iso PATH --version 2025 --formats vhdx") ||
 		!strings.Contains(err.Error(), "never downloaded") {
