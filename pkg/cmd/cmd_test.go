@@ -41,7 +41,7 @@ func withoutNotes(stderr string) string { return notes.ReplaceAllString(stderr, 
 func runRegistry(t *testing.T, registry func() *drivers.Registry, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	root := newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, registry)
+	root := newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, deps{registry: registry})
 	root.SetArgs(args)
 	if err := root.Execute(); err != nil {
 		printError(&errOut, err)
@@ -192,7 +192,7 @@ func TestGetDrivers(t *testing.T) {
 		return drivers.NewRegistry(driverstest.Up(config.DriverDocker), driverstest.Down(config.DriverLibvirt))
 	}
 	var out, errOut bytes.Buffer
-	root := newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, reg)
+	root := newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, deps{registry: reg})
 	root.SetArgs([]string{"get", "drivers"})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)
@@ -210,7 +210,7 @@ func TestGetDrivers(t *testing.T) {
 	}
 
 	out.Reset()
-	root = newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, reg)
+	root = newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, deps{registry: reg})
 	root.SetArgs([]string{"get", "drivers", "-o", "json"})
 	if err := root.Execute(); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hwk-dev/hwk/pkg/cluster"
 )
 
 // outputFlag is -o/--output for commands that print data.
@@ -61,4 +64,14 @@ func yamlToAny(data []byte) any {
 		return string(data)
 	}
 	return v
+}
+
+// showStepError keeps a failed step's details, which its step line has
+// shown already, from being printed twice.
+func showStepError(g *globals, verb string, err error) error {
+	var step *cluster.StepError
+	if g.quiet || !errors.As(err, &step) {
+		return err
+	}
+	return &shownError{err: err, summary: fmt.Sprintf("hwk %s stopped at %q (details above)", verb, step.Step)}
 }

@@ -1,5 +1,7 @@
 // Package cmd is hwk's command line: cobra commands that parse flags, call
-// into the library packages and print. Logic lives elsewhere.
+// into the library packages and print. Each command is in the file named
+// for it (getnodes.go is `hwk get nodes`); root.go holds the flags every
+// command has and the deps tests replace.
 package cmd
 
 import (
@@ -19,6 +21,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/all"
 	"github.com/hwk-dev/hwk/internal/kubeconfig"
+	"github.com/hwk-dev/hwk/internal/nodeimage/stage2"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -50,20 +53,25 @@ type globals struct {
 	// checks go; mu guards it, for the checks run concurrently.
 	mu     sync.Mutex
 	status *ui.Status
-	// registry makes the driver registry; tests replace it.
-	registry func() *drivers.Registry
 	// checked is what availability found, kept for the rest of the
 	// command: preflights can take seconds (Hyper-V starts PowerShell).
 	checked []drivers.Availability
-	// build makes a node image (nodeimage.Build); tests replace it.
+	deps
+}
+
+// deps are the commands' ways out of the process that tests replace; a
+// nil field is the real one.
+type deps struct {
+	// registry makes the driver registry (all.Registry).
+	registry func() *drivers.Registry
+	// build makes a Linux node image (nodeimage.Build).
 	build func(context.Context, nodeimage.Options) (*nodeimage.Manifest, error)
-	// terminal reports whether up may ask its user; tests replace it.
+	// terminal reports whether up may ask its user.
 	terminal func(Streams) bool
-	// releases says whether Kubernetes' release downloads answer
-	// (releasesReachable); tests replace it.
+	// releases returns why Kubernetes' release downloads do not answer
+	// (nodeimage.ReleasesReachable).
 	releases func(ctx context.Context, version string) error
-	// configureIn sets where a Linux build's stage 2 runs
-	// (stageKernel); tests replace it.
+	// configureIn sets where a Linux build's stage 2 runs (stage2.Choose).
 	configureIn func(ctx context.Context, opts *nodeimage.Options, where string) error
 }
 
@@ -77,21 +85,31 @@ func (g *globals) availability(ctx context.Context) []drivers.Availability {
 
 // NewRootCommand builds the hwk command tree.
 func NewRootCommand(s Streams) *cobra.Command {
-	return newRootCommand(s, nil)
+	return newRootCommand(s, deps{})
 }
 
-// newRootCommand builds the command tree with the driver registry and
-// the hooks tests give (nil and none: the real ones).
-func newRootCommand(s Streams, registry func() *drivers.Registry, hooks ...func(*globals)) *cobra.Command {
-	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), registry: registry,
-		build: nodeimage.Build, terminal: interactive, releases: releasesReachable}
-	g.configureIn = g.stageKernel
-	for _, h := range hooks {
-		h(g)
-	}
-	if registry == nil {
+// newRootCommand builds the command tree over d, whose nil fields take
+// the real dependencies.
+func newRootCommand(s Streams, d deps) *cobra.Command {
+	g := &globals{logger: ui.NewLogger(s.ErrOut, 0), deps: d}
+	if g.registry == nil {
 		g.registry = func() *drivers.Registry {
 			return all.Registry(all.Options{Warn: func(m string) { g.logger.Warn(m) }, Force: g.force})
+		}
+	}
+	if g.build == nil {
+		g.build = nodeimage.Build
+	}
+	if g.terminal == nil {
+		g.terminal = interactive
+	}
+	if g.releases == nil {
+		g.releases = nodeimage.ReleasesReachable
+	}
+	if g.configureIn == nil {
+		g.configureIn = func(ctx context.Context, opts *nodeimage.Options, where string) error {
+			// The registry makes fresh drivers on each call: one for this choice.
+			return stage2.Choose(ctx, opts, where, g.registry())
 		}
 	}
 	root := &cobra.Command{

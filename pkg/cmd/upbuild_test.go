@@ -27,22 +27,23 @@ func upWithBuild(t *testing.T, in string, terminal bool, build func(nodeimage.Op
 	reg := func() *drivers.Registry { return drivers.NewRegistry(emptyDriver{driverstest.Up(config.DriverDocker)}) }
 	var out, errOut bytes.Buffer
 	s := Streams{In: strings.NewReader(in), Out: &out, ErrOut: &errOut}
-	root := newRootCommand(s, reg, func(g *globals) {
-		g.terminal = func(Streams) bool { return terminal }
-		g.configureIn = func(context.Context, *nodeimage.Options, string) error { return nil }
-		g.releases = func(context.Context, string) error {
+	root := newRootCommand(s, deps{
+		registry:    reg,
+		terminal:    func(Streams) bool { return terminal },
+		configureIn: func(context.Context, *nodeimage.Options, string) error { return nil },
+		releases: func(context.Context, string) error {
 			if !terminal && !slices.Contains(args, "--build-image") {
 				t.Error("up asked dl.k8s.io with no build to offer (no flag, no terminal)")
 			}
 			return errors.New("no network here")
-		}
-		g.build = func(_ context.Context, o nodeimage.Options) (*nodeimage.Manifest, error) {
+		},
+		build: func(_ context.Context, o nodeimage.Options) (*nodeimage.Manifest, error) {
 			calls = append(calls, o)
 			if err := build(o); err != nil {
 				return nil, err
 			}
 			return &nodeimage.Manifest{Name: "linux-test"}, nil
-		}
+		},
 	})
 	root.SetArgs(append([]string{"up", "--windows-workers", "0", "--driver", "docker", "--kubernetes-version", testVersion}, args...))
 	root.SilenceErrors, root.SilenceUsage = true, true

@@ -1,4 +1,4 @@
-package cmd
+package stage2
 
 import (
 	"debug/pe"

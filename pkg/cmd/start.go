@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,30 +9,6 @@ import (
 	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/cluster"
 )
-
-func newStopCommand(g *globals, s Streams) *cobra.Command {
-	return &cobra.Command{
-		Use:   "stop [--name NAME]",
-		Short: "Shut a cluster's machines down, keeping everything for 'hwk start'",
-		Long: `Shut a cluster's machines down: the workers first, then the control plane.
-Nothing is deleted: node addresses, disks, certificates and the kubeconfig
-context stay, and 'hwk start' brings the cluster back. A stopped cluster
-stays stopped when the host or the Docker engine restarts; a running one
-comes back by itself on the docker driver.`,
-		Example: `  hwk stop
-  hwk stop --name ci && hwk start --name ci`,
-		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if err := g.provider(s, "").Stop(c.Context(), g.name); err != nil {
-				return showStepError(g, "stop", err)
-			}
-			if !g.quiet {
-				fmt.Fprintf(s.Out, "Cluster %q is stopped; `hwk start --name %s` starts it again.\n", g.name, g.name)
-			}
-			return nil
-		},
-	}
-}
 
 func newStartCommand(g *globals, s Streams) *cobra.Command {
 	var wait time.Duration
@@ -62,14 +37,4 @@ and the kubeconfig context are those of 'hwk up'.`,
 	}
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait for every node to be Ready (default "+cluster.DefaultTimeouts.NodesReady.String()+")")
 	return cmd
-}
-
-// showStepError keeps a failed step's details, which its step line has
-// shown already, from being printed twice.
-func showStepError(g *globals, verb string, err error) error {
-	var step *cluster.StepError
-	if g.quiet || !errors.As(err, &step) {
-		return err
-	}
-	return &shownError{err: err, summary: fmt.Sprintf("hwk %s stopped at %q (details above)", verb, step.Step)}
 }

@@ -1,6 +1,6 @@
 //go:build !windows
 
-package cmd
+package stage2
 
 import "runtime"
 

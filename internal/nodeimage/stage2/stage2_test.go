@@ -1,7 +1,6 @@
-package cmd
+package stage2
 
 import (
-	"bytes"
 	"context"
 	"runtime"
 	"strings"
@@ -22,9 +21,9 @@ func (booter) BootKernel(context.Context, drivers.KernelBootSpec, func(drivers.O
 }
 func (booter) RemoveBoot(context.Context, string) error { return nil }
 
-// TestStageKernel: where --configure-in sends stage 2 with no Docker
+// TestChoose: where --configure-in sends stage 2 with no Docker
 // engine answering, and what it says when nothing can take it.
-func TestStageKernel(t *testing.T) {
+func TestChoose(t *testing.T) {
 	noDocker := func() (client.APIClient, error) {
 		return client.New(client.WithHost("unix:///nonexistent/docker.sock"))
 	}
@@ -47,23 +46,23 @@ func TestStageKernel(t *testing.T) {
 		vm          bool   // a VM of the booter takes stage 2
 		err         string // else this error
 	}{
-		{"auto takes a driver that boots kernels", configureAuto, []nodeimage.Format{nodeimage.FormatQCOW2}, []drivers.Driver{booter{driverstest.Up("libvirt")}}, true, ""},
-		{"auto with none names each", configureAuto, []nodeimage.Format{nodeimage.FormatTar}, []drivers.Driver{booter{driverstest.Down("libvirt")}, driverstest.Up("docker")},
+		{"auto takes a driver that boots kernels", Auto, []nodeimage.Format{nodeimage.FormatQCOW2}, []drivers.Driver{booter{driverstest.Up("libvirt")}}, true, ""},
+		{"auto with none names each", Auto, []nodeimage.Format{nodeimage.FormatTar}, []drivers.Driver{booter{driverstest.Down("libvirt")}, driverstest.Up("docker")},
 			false, "no Linux kernel to configure the node's Debian root in; start one of these and build again:\n  Docker: "},
 		{"named driver", "libvirt", []nodeimage.Format{nodeimage.FormatTar}, []drivers.Driver{booter{driverstest.Down("libvirt")}}, true, ""},
 		{"named driver that boots no kernel", "docker", nil, []drivers.Driver{driverstest.Up("docker")}, false, "--configure-in docker: "},
 		{"a driver that boots no kernel", "hyperv", []nodeimage.Format{nodeimage.FormatTar}, []drivers.Driver{driverstest.Up("hyperv"), booter{driverstest.Up("libvirt")}}, false, "--configure-in hyperv: that driver cannot boot a kernel; use auto, docker, wsl2 or one of: libvirt"},
-		{"docker format without Docker", configureAuto, []nodeimage.Format{nodeimage.FormatDocker}, []drivers.Driver{booter{driverstest.Up("libvirt")}}, false, "the docker format goes into a Docker engine"},
+		{"docker format without Docker", Auto, []nodeimage.Format{nodeimage.FormatDocker}, []drivers.Driver{booter{driverstest.Up("libvirt")}}, false, "the docker format goes into a Docker engine"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			g := &globals{registry: func() *drivers.Registry { return drivers.NewRegistry(c.reg...) }}
+			reg := drivers.NewRegistry(c.reg...)
 			opts := nodeimage.Options{Docker: noDocker, Formats: c.formats, CacheDir: t.TempDir()}
-			err := g.stageKernel(context.Background(), &opts, c.where)
+			err := Choose(context.Background(), &opts, c.where, reg)
 			if c.err != "" {
 				if err == nil || !strings.Contains(err.Error(), c.err) {
 					t.Fatalf("err = %v, want %q", err, c.err)
 				}
-				if c.where == configureAuto && len(c.reg) > 1 {
+				if c.where == Auto && len(c.reg) > 1 {
 					for _, want := range []string{noWSL, "\n  libvirt: libvirt is not installed"} {
 						if !strings.Contains(err.Error(), want) {
 							t.Errorf("err = %v, want %q", err, want)
@@ -79,41 +78,5 @@ func TestStageKernel(t *testing.T) {
 				t.Errorf("VM %v, kernel %v", opts.VM, opts.Kernel)
 			}
 		})
-	}
-}
-
-// With no Docker engine, the default --formats leaves the docker format
-// out and says so; formats asked for by name are kept (stageKernel then
-// refuses docker's).
-func TestBuildDefaultFormatsWithoutDocker(t *testing.T) {
-	home := t.TempDir()
-	t.Setenv("HWK_HOME", home)
-	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"node-image", "build", "linux"}, "tar, qcow2, vhdx, vdi"},
-		{[]string{"node-image", "build", "linux", "--formats", "docker,tar"}, "docker, tar"},
-	} {
-		var got []nodeimage.Format
-		var out, errOut bytes.Buffer
-		root := newRootCommand(Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, func() *drivers.Registry { return drivers.NewRegistry() }, func(g *globals) {
-			g.configureIn = func(context.Context, *nodeimage.Options, string) error { return nil }
-			g.build = func(_ context.Context, o nodeimage.Options) (*nodeimage.Manifest, error) {
-				got = o.Formats
-				return &nodeimage.Manifest{Name: "linux-test"}, nil
-			}
-		})
-		root.SetArgs(c.args)
-		if err := root.Execute(); err != nil {
-			t.Fatalf("%v: %v\n%s", c.args, err, errOut.String())
-		}
-		if nodeimage.JoinFormats(got) != c.want {
-			t.Errorf("%v built %s, want %s", c.args, nodeimage.JoinFormats(got), c.want)
-		}
-		if said := strings.Contains(errOut.String(), "No Docker engine answers"); said != (c.want != "docker, tar") {
-			t.Errorf("%v: stderr %q", c.args, errOut.String())
-		}
 	}
 }
