@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
@@ -89,4 +90,23 @@ func (t *execTransport) Run(ctx context.Context, cmd node.Cmd) error {
 		return &node.ExitError{Code: code}
 	}
 	return nil
+}
+
+// waitExit polls until the exec'd process is gone; the stream can end a
+// moment before the engine records the exit code.
+func waitExit(ctx context.Context, c *client.Client, execID string) (int, error) {
+	for {
+		r, err := c.ExecInspect(ctx, execID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, err
+		}
+		if !r.Running {
+			return r.ExitCode, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/drivers/filetar"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 //go:embed entrypoint.sh
@@ -481,71 +480,4 @@ func (d *Driver) List(ctx context.Context, cluster string) ([]drivers.Machine, e
 	}
 	slices.SortFunc(out, func(a, b drivers.Machine) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
-}
-
-// HostEndpoint implements drivers.Driver: the loopback port the engine
-// published for port.
-func (d *Driver) HostEndpoint(ctx context.Context, m drivers.Ref, port uint16) (netip.AddrPort, error) {
-	_, ctr, err := d.inspect(ctx, m)
-	if err != nil {
-		return netip.AddrPort{}, err
-	}
-	p, _ := network.PortFrom(port, network.TCP)
-	if ctr.NetworkSettings != nil {
-		for _, b := range ctr.NetworkSettings.Ports[p] {
-			hp, err := strconv.ParseUint(b.HostPort, 10, 16)
-			if err != nil || !b.HostIP.Is4() {
-				continue
-			}
-			return netip.AddrPortFrom(b.HostIP, uint16(hp)), nil
-		}
-	}
-	return netip.AddrPort{}, fmt.Errorf("node %s publishes no host port for %d/tcp (is it running?)", m.Name, port)
-}
-
-// Node implements drivers.Driver: a handle over docker exec.
-func (d *Driver) Node(ctx context.Context, m drivers.Ref) (*node.Node, error) {
-	c, ctr, err := d.inspect(ctx, m)
-	if err != nil {
-		return nil, err
-	}
-	if ctr.State == nil || !ctr.State.Running {
-		return nil, fmt.Errorf("node %s is not running (%s)", m.Name, machine(ctr).Detail)
-	}
-	return node.New(m.Name, config.OS(ctr.Config.Labels[LabelOS]), &execTransport{d: d, c: c, id: ctr.ID}), nil
-}
-
-// waitExit polls until the exec'd process is gone; the stream can end a
-// moment before the engine records the exit code.
-func waitExit(ctx context.Context, c *client.Client, execID string) (int, error) {
-	for {
-		r, err := c.ExecInspect(ctx, execID, client.ExecInspectOptions{})
-		if err != nil {
-			return 0, err
-		}
-		if !r.Running {
-			return r.ExitCode, nil
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// CheckImage implements drivers.ImageChecker.
-func (d *Driver) CheckImage(ctx context.Context, image string) error {
-	c, err := d.client()
-	if err != nil {
-		return err
-	}
-	_, err = c.ImageInspect(ctx, image)
-	if cerrdefs.IsNotFound(err) {
-		return &drivers.ImageMissingError{Driver: "the Docker engine", Image: image, Build: BuildCommand}
-	}
-	if err != nil {
-		return d.wrap(c, fmt.Errorf("inspect image %s: %w", image, err))
-	}
-	return nil
 }

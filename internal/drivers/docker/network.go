@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"net/url"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -125,27 +124,6 @@ func overlappingNetwork(nets []network.Summary, subnet netip.Prefix) string {
 		}
 	}
 	return ""
-}
-
-// localEngine reports whether the engine runs on this host, where its
-// interfaces are ours to inspect and its loopback ports are ours: a Unix
-// socket, a named pipe (Docker Desktop), or TCP on a loopback address
-// (Docker Desktop's "Expose daemon on tcp://localhost:2375", a relay to
-// the engine's socket).
-func (d *Driver) localEngine(c *client.Client) bool {
-	h := c.DaemonHost()
-	if strings.HasPrefix(h, "unix://") || strings.HasPrefix(h, "npipe://") {
-		return true
-	}
-	u, err := url.Parse(h)
-	if err != nil || u.Scheme != "tcp" {
-		return false
-	}
-	if u.Hostname() == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(u.Hostname())
-	return err == nil && ip.IsLoopback()
 }
 
 func subnetsOf(nw network.Network) string {

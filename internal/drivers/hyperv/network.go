@@ -252,3 +252,7 @@ func (d *Driver) DeleteNetwork(ctx context.Context, cluster string) error {
 	}
 	return nil
 }
+
+// adapterTimeout is how long EnsureNetwork waits for Windows to make the
+// IPv4 interface of the host's adapter to hwk's new switch.
+const adapterTimeout = 30 * time.Second

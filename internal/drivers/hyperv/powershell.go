@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
@@ -239,7 +240,13 @@ type process interface {
 }
 
 // Session is one long-lived PowerShell: every script of a command run
-// goes to it in turn, so a whole `hwk up` starts PowerShell once.
+// goes to it in turn, so a whole `hwk up` starts PowerShell once. Every
+// host operation of the driver is such a script: the Hyper-V module is
+// the interface Microsoft documents and keeps compatible, and one process
+// avoids PowerShell's start-up cost (about half a second, more with the
+// Hyper-V module loading) per cmdlet. The scripts, the parsing of their
+// JSON and the decisions are portable and tested on Linux; only starting
+// powershell.exe and reading a VM's serial pipe are Windows-only.
 type Session struct {
 	// start launches the process, its stderr to the given writer; tests
 	// give a fake.
@@ -370,8 +377,10 @@ func (s *Session) awaitReady(ctx context.Context, log io.Writer) error {
 // it); it matches errNoPowerShell.
 type noPowerShellError struct{ err error }
 
-func (e *noPowerShellError) Error() string        { return e.err.Error() }
-func (e *noPowerShellError) Unwrap() error        { return e.err }
+func (e *noPowerShellError) Error() string { return e.err.Error() }
+
+func (e *noPowerShellError) Unwrap() error { return e.err }
+
 func (e *noPowerShellError) Is(target error) bool { return target == errNoPowerShell }
 
 // reset kills the process; the next Run starts another.
@@ -410,4 +419,15 @@ func quote(s string) string {
 	}
 	b.WriteByte('\'')
 	return b.String()
+}
+
+// run runs a script; a host without PowerShell is the driver unavailable.
+// Other failures (an error record, PowerShell dying, a reply hwk cannot
+// read) are the operation's.
+func (d *Driver) run(ctx context.Context, script string, out any) error {
+	err := d.ps.Run(ctx, script, out)
+	if errors.Is(err, errNoPowerShell) {
+		return &drivers.UnavailableError{Driver: config.DriverHyperV, Reason: err.Error(), Fix: "the Hyper-V driver needs Windows 10/11 Pro or Enterprise, or Windows Server, with Windows PowerShell"}
+	}
+	return err
 }

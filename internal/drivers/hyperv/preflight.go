@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
+	"os"
 	"strings"
 
 	"github.com/hwk-dev/hwk/drivers"
@@ -115,4 +117,22 @@ func orNone(s string) string {
 		return "not installed"
 	}
 	return strings.ToLower(s)
+}
+
+// CheckImage implements drivers.ImageChecker: image is a VHDX file.
+func (d *Driver) CheckImage(_ context.Context, image string) error {
+	f, err := os.Open(image)
+	if errors.Is(err, os.ErrNotExist) {
+		return &drivers.ImageMissingError{Driver: d.Name(), Image: image, Build: BuildCommand}
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// A VHDX starts with its file type identifier, "vhdxfile".
+	head := make([]byte, 8)
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != "vhdxfile" {
+		return fmt.Errorf("node image %s is not a VHDX disk; the hyperv driver boots the vhdx format (`%s`)", image, BuildCommand)
+	}
+	return nil
 }

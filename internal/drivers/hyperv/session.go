@@ -69,7 +69,8 @@ type osProcess struct {
 }
 
 func (p *osProcess) Write(b []byte) (int, error) { return p.stdin.Write(b) }
-func (p *osProcess) Stdout() io.Reader           { return p.stdout }
+
+func (p *osProcess) Stdout() io.Reader { return p.stdout }
 
 // Kill ends the session: stdin closed first, which PowerShell reading
 // commands from it takes as the end, then the process killed in case it
@@ -80,3 +81,11 @@ func (p *osProcess) Kill() error {
 	_ = p.cmd.Wait()
 	return err
 }
+
+// shared is the session every driver of this process uses, so that one
+// hwk command starts PowerShell once however many drivers it makes.
+var shared = &Session{start: startPowerShell}
+
+// SharedSession is the session the process's Hyper-V drivers use, for
+// other drivers that change the host's network beside them (wsl2).
+func SharedSession() *Session { return shared }

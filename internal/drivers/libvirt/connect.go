@@ -72,3 +72,31 @@ func connectError(sock string, uri golibvirt.ConnectURI, err error) error {
 		}
 	}
 }
+
+// connect opens a connection for one operation; the caller disconnects.
+func (d *Driver) connect() (*golibvirt.Libvirt, error) {
+	return connect(d.sockets, d.uri)
+}
+
+// with runs fn on a connection opened for it, and closes it after.
+func (d *Driver) with(fn func(l *golibvirt.Libvirt) error) error {
+	_, err := withConn(d, func(l *golibvirt.Libvirt) (struct{}, error) { return struct{}{}, fn(l) })
+	return err
+}
+
+// withConn is with for an fn that returns a value.
+func withConn[T any](d *Driver, fn func(l *golibvirt.Libvirt) (T, error)) (T, error) {
+	l, err := d.connect()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer l.Disconnect()
+	return fn(l)
+}
+
+// isCode reports whether err is libvirt's error code.
+func isCode(err error, code golibvirt.ErrorNumber) bool {
+	var e golibvirt.Error
+	return errors.As(err, &e) && e.Code == uint32(code)
+}

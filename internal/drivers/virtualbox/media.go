@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"github.com/hwk-dev/hwk/drivers"
 )
 
 // The VDI header (src/VBox/Storage/VDICore.h): a 64-byte text pre-header,
@@ -65,18 +63,6 @@ func readVDI(path string) (vdiHeader, error) {
 	uuid := fmt.Sprintf("%08x-%04x-%04x-%x-%x", binary.LittleEndian.Uint32(u[0:]), binary.LittleEndian.Uint16(u[4:]),
 		binary.LittleEndian.Uint16(u[6:]), u[8:10], u[10:16])
 	return vdiHeader{UUID: uuid, Size: int64(size)}, nil
-}
-
-// CheckImage implements drivers.ImageChecker: image is a VDI file.
-func (d *Driver) CheckImage(_ context.Context, image string) error {
-	_, err := readVDI(image)
-	if errors.Is(err, os.ErrNotExist) {
-		return &drivers.ImageMissingError{Driver: d.Name(), Image: image, Build: BuildCommand}
-	}
-	if err != nil {
-		return fmt.Errorf("node image: %w; the virtualbox driver boots the vdi format (`%s`)", err, BuildCommand)
-	}
-	return nil
 }
 
 // medium is a disk as showmediuminfo and list hdds report it.

@@ -176,3 +176,6 @@ func (d *Driver) removeForwards(ctx context.Context, r drivers.Ref) error {
 	}
 	return nil
 }
+
+// NetworkName is the NAT Network of a cluster.
+func NetworkName(cluster string) string { return "hwk-" + cluster }

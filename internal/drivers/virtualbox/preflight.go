@@ -2,7 +2,9 @@ package virtualbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/hwk-dev/hwk/drivers"
@@ -86,4 +88,16 @@ const hypervisorScript = `(CimCmdlets\Get-CimInstance -ClassName Win32_ComputerS
 // for internal/testing/pscatalog's checks.
 func Scripts() map[string]string {
 	return map[string]string{"hypervisorScript": hypervisorScript}
+}
+
+// CheckImage implements drivers.ImageChecker: image is a VDI file.
+func (d *Driver) CheckImage(_ context.Context, image string) error {
+	_, err := readVDI(image)
+	if errors.Is(err, os.ErrNotExist) {
+		return &drivers.ImageMissingError{Driver: d.Name(), Image: image, Build: BuildCommand}
+	}
+	if err != nil {
+		return fmt.Errorf("node image: %w; the virtualbox driver boots the vdi format (`%s`)", err, BuildCommand)
+	}
+	return nil
 }

@@ -15,11 +15,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/drivers/console"
+	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
 // Runner runs VBoxManage with args and returns what it wrote to stdout. A
-// failure is an *Error.
+// failure is an *Error. Every operation of the driver is a VBoxManage
+// call, as minikube and Vagrant drive VirtualBox too: VBoxManage is the
+// interface VirtualBox documents and keeps compatible, and its
+// --machinereadable output is meant for this.
 type Runner interface {
 	Run(ctx context.Context, args ...string) (string, error)
 }
@@ -282,4 +287,18 @@ func Find(getenv func(string) string, lookPath func(string) (string, error), reg
 func isFile(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir()
+}
+
+// run runs VBoxManage; a host without it is the driver unavailable.
+func (d *Driver) run(ctx context.Context, args ...string) (string, error) {
+	out, err := d.vbm.Run(ctx, args...)
+	if errors.Is(err, errNotFound) {
+		return "", notInstalled()
+	}
+	return out, err
+}
+
+func notInstalled() error {
+	return &drivers.UnavailableError{Driver: config.DriverVirtualBox, Reason: "VBoxManage was not found (VBOX_MSI_INSTALL_PATH, the registry, PATH): VirtualBox is not installed",
+		Fix: "install VirtualBox 7.0 or newer from https://www.virtualbox.org/wiki/Downloads (on Windows: `winget install Oracle.VirtualBox`)"}
 }

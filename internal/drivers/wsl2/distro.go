@@ -154,3 +154,15 @@ func (d distros) remove(ctx context.Context, r drivers.Ref) error {
 	}
 	return nil
 }
+
+// clustersDir holds every cluster's directory.
+func (d *Driver) clustersDir() string {
+	return state.NewStore(d.dirs).ClustersDir()
+}
+
+// nodeDir is where a node's distribution lives: its disk and hwk's marker.
+func (d *Driver) nodeDir(r drivers.Ref) string {
+	return filepath.Join(state.NewStore(d.dirs).DriverDir(r.Cluster, "wsl2"), r.Name)
+}
+
+func (d *Driver) distros() distros { return distros{r: d.r, dir: d.nodeDir} }

@@ -13,7 +13,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// The host's half of the node's stable address (doc.go): Windows routes
+// The host's half of the node's stable address (network.go): Windows routes
 // the node's address to the VM's current one on WSL's switch, and
 // forwards between that switch and hwk's Hyper-V switch, where the
 // Windows workers are. The route goes in the active store only: WSL's

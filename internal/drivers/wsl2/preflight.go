@@ -1,15 +1,66 @@
 package wsl2
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
+
+// Preflight implements drivers.Driver: wsl.exe of WSL 2.0 or newer, all
+// that removing nodes needs.
+func (d *Driver) Preflight(ctx context.Context) (string, error) {
+	drivers.Waiting(ctx, "wsl.exe and the WSL distribution's answers")
+	f, err := d.facts(ctx)
+	if err != nil {
+		return "", err
+	}
+	return judgeWSL(f)
+}
+
+// CheckUp implements drivers.UpChecker: NAT mode with localhost
+// forwarding, which making and running a node needs.
+func (d *Driver) CheckUp(ctx context.Context) error {
+	f, err := d.facts(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = judgeHost(f)
+	return err
+}
+
+// Limits implements drivers.Experimental.
+func (d *Driver) Limits() string {
+	return "never run on a real WSL2 yet; the control plane only, with Windows workers on hyperv; NAT networking mode; one WSL node per host; an elevated terminal to route the node's address (again after WSL or Windows restarts: hwk start)"
+}
+
+func (d *Driver) facts(ctx context.Context) (hostFacts, error) {
+	f, err := gatherFacts(ctx, d.r, d.profile, d.clustersDir())
+	switch {
+	case errors.Is(err, errInWSL):
+		return f, unavailable(err.Error(), "run hwk.exe from Windows (PowerShell or cmd)")
+	case errors.Is(err, errNoWSL) && runtime.GOOS != "windows":
+		return f, unavailable("WSL2 is Windows'; this is "+runtime.GOOS, "use the docker or libvirt driver on Linux, virtualbox on macOS")
+	case errors.Is(err, errNoWSL):
+		return f, unavailable("wsl.exe was not found: WSL is not installed (it needs Windows 10 2004 or later)",
+			"run `wsl --install --no-distribution` as administrator, then restart Windows")
+	case isCode(err, "WSL_E_WSL_OPTIONAL_COMPONENT_REQUIRED"):
+		return f, unavailable("the Windows Subsystem for Linux optional component is off, or waits for a restart of Windows",
+			"run `wsl --install --no-distribution` as administrator, then restart Windows")
+	}
+	var we *Error
+	if errors.As(err, &we) {
+		return f, unavailable(err.Error(), "`wsl --status` says what WSL needs; `wsl --update` brings it up to date")
+	}
+	return f, err
+}
 
 // wslConfig is %UserProfile%\.wslconfig: keys by "section.key", lower
 // case, as WSL reads them (case-insensitively; WslCoreConfig.cpp).

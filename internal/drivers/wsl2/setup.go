@@ -14,7 +14,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// netScript gives the node its stable address at every boot (see doc.go).
+// netScript gives the node its stable address at every boot (see network.go).
 //
 //go:embed hwk-wsl-net.sh
 var netScript []byte

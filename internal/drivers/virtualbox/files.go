@@ -1,0 +1,32 @@
+package virtualbox
+
+import (
+	"path/filepath"
+
+	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/drivers/vmnode"
+	"github.com/hwk-dev/hwk/internal/state"
+)
+
+// Files of a cluster and its nodes.
+func (d *Driver) clusterFiles(cluster string) string {
+	return state.NewStore(d.dirs).DriverDir(cluster, "virtualbox")
+}
+
+func (d *Driver) machineDir(r drivers.Ref) string {
+	return filepath.Join(d.clusterFiles(r.Cluster), r.Name)
+}
+
+func (d *Driver) seedISO(r drivers.Ref) string { return filepath.Join(d.machineDir(r), "cidata.iso") }
+
+// ConsoleLog is the file a node's serial console (COM1) is logged to.
+func (d *Driver) ConsoleLog(r drivers.Ref) string {
+	return filepath.Join(d.machineDir(r), "console.log")
+}
+
+func (d *Driver) paths(r drivers.Ref) vmnode.Paths {
+	return vmnode.Paths{
+		ClusterKey: filepath.Join(d.clusterFiles(r.Cluster), "id_ed25519"),
+		KnownHosts: filepath.Join(d.machineDir(r), "known_hosts"),
+	}
+}
