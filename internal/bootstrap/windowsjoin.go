@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
@@ -226,7 +227,7 @@ func (j *WindowsJoin) route(ctx context.Context) error {
 
 // lastLine is the last line of a script's output with text on it.
 func lastLine(out string) string {
-	return strings.TrimSpace(node.LastLines(strings.TrimSpace(out), 1))
+	return strings.TrimSpace(hostexec.LastLines(strings.TrimSpace(out), 1))
 }
 
 // retry runs script until it succeeds, again is false for its error, or

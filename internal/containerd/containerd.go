@@ -14,6 +14,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
@@ -168,7 +169,7 @@ func parseInventory(s string) (*Inventory, error) {
 	}
 	parts = append(parts, cur.String())
 	if len(parts) != 5 {
-		return nil, fmt.Errorf("unexpected output: %q", node.LastLines(s, 3))
+		return nil, fmt.Errorf("unexpected output: %q", hostexec.LastLines(s, 3))
 	}
 	inv := &Inventory{Arch: strings.TrimSpace(parts[0]), IDs: map[string][]string{}, Targets: map[string]string{},
 		Blobs: map[string]bool{}, Snapshots: map[string]bool{}}

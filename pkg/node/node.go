@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/powershell"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
@@ -86,7 +87,7 @@ type ExitError struct {
 func (e *ExitError) Error() string {
 	msg := fmt.Sprintf("%s on node %s exited with status %d", summarize(e.Args), e.Node, e.Code)
 	if s := strings.TrimSpace(e.Stderr); s != "" {
-		msg += ": " + LastLines(s, 3)
+		msg += ": " + hostexec.LastLines(s, 3)
 	}
 	return msg
 }
@@ -128,7 +129,7 @@ func (n *Node) Run(ctx context.Context, cmd Cmd) error {
 	if n.shell == PowerShell {
 		size = 16 << 10
 	}
-	tail := NewTail(size)
+	tail := hostexec.NewTail(size)
 	switch {
 	case cmd.Stderr == nil:
 		cmd.Stderr = tail
@@ -318,15 +319,6 @@ func summarize(args []string) string {
 	return fmt.Sprintf("%q", s)
 }
 
-// LastLines is the last n lines of s.
-func LastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // inputReader remembers the first read error of a command's input.
 type inputReader struct {
 	r   io.Reader
@@ -354,32 +346,4 @@ func (i *inputReader) Err() error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.err
-}
-
-// Tail keeps the last bytes written to it: the end of a command's output,
-// for error messages. A command's stdout and stderr may write to it from
-// two goroutines.
-type Tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-// NewTail keeps the last max bytes.
-func NewTail(max int) *Tail { return &Tail{max: max} }
-
-func (t *Tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
-	}
-	return len(p), nil
-}
-
-func (t *Tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

@@ -2,13 +2,15 @@ package nodeimage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+
+	"github.com/hwk-dev/hwk/internal/format/diskimage"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // formats converts the installed disk to every format asked for; the
@@ -73,15 +75,15 @@ var qemuFormat = map[Format][]string{
 func convertDisk(ctx context.Context, log io.Writer, src, from string, dst string, to Format) error {
 	args := append([]string{"convert", "-f", from}, qemuFormat[to]...)
 	args = append(args, src, dst+".tmp")
-	cmd := exec.CommandContext(ctx, "qemu-img", args...)
-	tail := &tailWriter{max: 20}
-	cmd.Stdout, cmd.Stderr = io.MultiWriter(log, tail), io.MultiWriter(log, tail)
-	if err := cmd.Run(); err != nil {
+	qemuImg, err := diskimage.QemuImg()
+	if err != nil {
+		return fmt.Errorf("converting disks needs qemu-img: %w", err)
+	}
+	cmd := hostexec.Command(ctx, qemuImg, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := hostexec.Run(cmd); err != nil {
 		os.Remove(dst + ".tmp")
-		if errors.Is(err, exec.ErrNotFound) {
-			return fmt.Errorf("converting disks needs qemu-img (Debian: apt-get install qemu-utils; Windows: QEMU for Windows)")
-		}
-		return fmt.Errorf("qemu-img convert to %s: %w\n%s", to, err, tail)
+		return fmt.Errorf("convert the disk to %s: %w", to, err)
 	}
 	return os.Rename(dst+".tmp", dst)
 }

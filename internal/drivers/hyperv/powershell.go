@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // Runner runs one PowerShell script and decodes what it returns (the
@@ -259,7 +259,7 @@ type Session struct {
 	out  *bufio.Reader
 	// stderr keeps the end of what the process wrote to its stderr, for
 	// the error when it dies.
-	stderr *node.Tail
+	stderr *hostexec.Tail
 	// startTimeout replaces StartTimeout (tests).
 	startTimeout time.Duration
 	// failed is why PowerShell did not start or answer: every later
@@ -280,7 +280,7 @@ func (s *Session) Run(ctx context.Context, script string, out any) error {
 		return s.failed
 	}
 	if s.proc == nil {
-		s.stderr = node.NewTail(1024)
+		s.stderr = hostexec.NewTail(1024)
 		p, err := s.start(io.MultiWriter(log, s.stderr))
 		if err != nil {
 			s.failed = &noPowerShellError{err}

@@ -16,6 +16,7 @@ import (
 	golibvirt "github.com/digitalocean/go-libvirt"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/sshkey"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -141,7 +142,7 @@ func TestBootOnSystemLibvirt(t *testing.T) {
 	checkOverlay(t, ref, spec.DiskBytes)
 	checkGrown(ctx, t, h, int64(virtual), spec.DiskBytes)
 	if log, err := os.ReadFile(d.ConsoleLog(ref)); err != nil || !strings.Contains(string(log), "hwk-seed: address by DHCP (reserved: 172.31.248.10/24)") {
-		t.Errorf("console log %s (%v) does not show hwk-seed's DHCP line; last lines:\n%s", d.ConsoleLog(ref), err, node.LastLines(string(log), 15))
+		t.Errorf("console log %s (%v) does not show hwk-seed's DHCP line; last lines:\n%s", d.ConsoleLog(ref), err, hostexec.LastLines(string(log), 15))
 	}
 
 	if out, err := exec.Command("virsh", "-c", "qemu:///system", "dominfo", "boot-cp").CombinedOutput(); err != nil || !regexp.MustCompile(`(?m)^Autostart:\s+enable`).Match(out) {
@@ -241,7 +242,7 @@ func waitSSH(t *testing.T, d *Driver, ref drivers.Ref, timeout time.Duration) *n
 		time.Sleep(time.Second)
 	}
 	log, _ := os.ReadFile(d.ConsoleLog(ref))
-	t.Fatalf("node %s did not answer SSH within %s: %v\nlast console lines:\n%s", ref.Name, timeout, last, node.LastLines(string(log), 30))
+	t.Fatalf("node %s did not answer SSH within %s: %v\nlast console lines:\n%s", ref.Name, timeout, last, hostexec.LastLines(string(log), 30))
 	return nil
 }
 

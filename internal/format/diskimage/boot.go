@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // consoleLines is how much of the serial console a failed BootCheck quotes.
@@ -115,12 +117,12 @@ func BootCheck(ctx context.Context, disk string, timeout time.Duration, want str
 		return fmt.Errorf("boot check: %w", err)
 	}
 	defer pr.Close()
-	var stderr tailBuffer
-	cmd := exec.CommandContext(ctx, qemu, args...)
+	stderr := hostexec.NewTail(16 << 10)
+	cmd := hostexec.Command(ctx, qemu, args...)
 	// A file, not a writer: QEMU writes the console straight into the
 	// pipe, and it closes when QEMU exits, whatever became of our side.
 	cmd.Stdout = pw
-	cmd.Stderr = &stderr
+	cmd.Stderr = stderr
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {

@@ -19,13 +19,11 @@
 package diskimage
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"strings"
-	"sync"
+
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // tailLines is how much of QEMU's output a failed BootCheck quotes.
@@ -34,65 +32,26 @@ const tailLines = 20
 // Info reads a disk image's format and virtual size (in bytes) with
 // qemu-img info.
 func Info(ctx context.Context, path string) (format string, virtualSize int64, err error) {
-	qemuImg, err := lookQemuImg()
+	qemuImg, err := QemuImg()
 	if err != nil {
 		return "", 0, fmt.Errorf("disk image info: %w", err)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, qemuImg, "info", "--output=json", path)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", 0, fmt.Errorf("qemu-img info %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+	out, err := hostexec.Output(hostexec.Command(ctx, qemuImg, "info", "--output=json", path))
+	if err != nil {
+		return "", 0, fmt.Errorf("disk image info: %w", err)
 	}
 	var info struct {
 		Format      string `json:"format"`
 		VirtualSize int64  `json:"virtual-size"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &info); err != nil {
+	if err := json.Unmarshal(out, &info); err != nil {
 		return "", 0, fmt.Errorf("qemu-img info %s: %w", path, err)
 	}
 	return info.Format, info.VirtualSize, nil
 }
 
-func lookQemuImg() (string, error) {
-	p, err := exec.LookPath("qemu-img")
-	if err != nil {
-		return "", fmt.Errorf("qemu-img is not installed (Debian/Ubuntu: apt-get install qemu-utils): %w", err)
-	}
-	return p, nil
-}
-
-// tailBuffer keeps the end of what is written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-// tailKeep bounds the buffer: enough for a few dozen long lines.
-const tailKeep = 16 << 10
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - tailKeep; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// Lines returns up to the last n lines written, without their line ends.
-func (t *tailBuffer) Lines(n int) []string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return lastLines(string(t.buf), n)
-}
-
-func lastLines(s string, n int) []string {
-	s = strings.TrimRight(strings.ReplaceAll(s, "\r", ""), "\n")
-	if s == "" {
-		return nil
-	}
-	lines := strings.Split(s, "\n")
-	return lines[max(0, len(lines)-n):]
+// QemuImg returns where qemu-img is installed, or an error that says how
+// to install it.
+func QemuImg() (string, error) {
+	return hostexec.LookPath("qemu-img", "Debian/Ubuntu: apt-get install qemu-utils; Windows: install QEMU for Windows and put its folder on PATH")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/diskfs/go-diskfs/partition/gpt"
 	"github.com/google/uuid"
+
 	"github.com/hwk-dev/hwk/internal/state"
 )
 

@@ -20,6 +20,8 @@ import (
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/ext4"
+
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // requireOracles skips the test when a tool that checks the disk is
@@ -358,7 +360,7 @@ func e2fsck(t testing.TB, spec string) {
 		t.Errorf("e2fsck -fn %s: %v\n%s", spec, err, outb)
 		return
 	}
-	t.Logf("e2fsck -fn: %s", lastLines(string(outb), 1))
+	t.Logf("e2fsck -fn: %s", hostexec.LastLines(strings.TrimSpace(string(outb)), 1))
 }
 
 // TestVersionLess checks the order sort -V gives kernel names.

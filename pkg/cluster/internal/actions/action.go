@@ -13,9 +13,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moby/moby/client"
+
 	"github.com/hwk-dev/hwk/internal/imagedist"
 	"github.com/hwk-dev/hwk/internal/ui"
-	"github.com/moby/moby/client"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"

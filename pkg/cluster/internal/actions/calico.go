@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
-	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // Calico installs Calico for Linux from its manifest and turns on strict
@@ -96,7 +96,7 @@ func (CoreDNS) Execute(ctx context.Context, c *Context) error {
 	}
 	if err := runLogged(ctx, c, "coredns", func(w io.Writer) error { return bootstrap.InstallCoreDNS(ctx, h, w) },
 		func(err error, tail, path string) error {
-			return withLog(fmt.Errorf("install CoreDNS (kubeadm init phase addon coredns): %w", err), "last lines of kubeadm", node.LastLines(tail, 10), path)
+			return withLog(fmt.Errorf("install CoreDNS (kubeadm init phase addon coredns): %w", err), "last lines of kubeadm", hostexec.LastLines(tail, 10), path)
 		}); err != nil {
 		return err
 	}
@@ -116,6 +116,6 @@ func apply(ctx context.Context, c *Context, name string, manifests []byte) error
 	}
 	return runLogged(ctx, c, name, func(w io.Writer) error { return bootstrap.Apply(ctx, h, manifests, w) },
 		func(err error, tail, path string) error {
-			return withLog(fmt.Errorf("kubectl apply (%s): %w", name, err), "last lines of kubectl", node.LastLines(tail, 10), path)
+			return withLog(fmt.Errorf("kubectl apply (%s): %w", name, err), "last lines of kubectl", hostexec.LastLines(tail, 10), path)
 		})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
@@ -50,7 +51,7 @@ func joinWorkers(ctx context.Context, c *Context, os config.OS) error {
 		}
 		return runLogged(ctx, c, "kubeadm-join-"+n.Name, func(w io.Writer) error { return bootstrap.Join(ctx, h, cfg, c.Boot.ServiceSubnet, w) },
 			func(err error, tail, path string) error {
-				err = withLog(fmt.Errorf("kubeadm join on %s: %w", n.Name, err), "last lines of kubeadm join", node.LastLines(tail, 15), path)
+				err = withLog(fmt.Errorf("kubeadm join on %s: %w", n.Name, err), "last lines of kubeadm join", hostexec.LastLines(tail, 15), path)
 				return withLog(err, "last lines of the kubelet's log on "+n.Name, bootstrap.KubeletJournal(context.WithoutCancel(ctx), h, 10), "")
 			})
 	})
@@ -81,7 +82,7 @@ func joinWindows(ctx context.Context, c *Context, n config.Node, h *node.Node, c
 		if errors.As(err, &we) && (we.Step == bootstrap.StepSSH || we.Step == bootstrap.StepBuild) {
 			return err // nothing ran that logs
 		}
-		err = withLog(err, "last lines of kubeadm join", node.LastLines(tail, 15), path)
+		err = withLog(err, "last lines of kubeadm join", hostexec.LastLines(tail, 15), path)
 		return withLog(err, "the node's logs", bootstrap.WindowsLogs(context.WithoutCancel(ctx), h, 10), "")
 	})
 }

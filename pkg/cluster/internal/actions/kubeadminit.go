@@ -15,10 +15,10 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/bootstrap"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/kubeconfig"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/clusterdir"
-	"github.com/hwk-dev/hwk/pkg/node"
 )
 
 // KubeadmInit makes the control plane with kubeadm init, then waits until
@@ -40,7 +40,7 @@ func (KubeadmInit) Execute(ctx context.Context, c *Context) error {
 		return err
 	}
 	if err := runLogged(ctx, c, "kubeadm-init", func(w io.Writer) error { return bootstrap.Init(ctx, h, cfg, c.Boot.ServiceSubnet, w) }, func(err error, tail, path string) error {
-		err = withLog(fmt.Errorf("kubeadm init on %s: %w", cp.Name, err), "last lines of kubeadm init", node.LastLines(tail, 15), path)
+		err = withLog(fmt.Errorf("kubeadm init on %s: %w", cp.Name, err), "last lines of kubeadm init", hostexec.LastLines(tail, 15), path)
 		return withLog(err, "last lines of the kubelet's log on "+cp.Name, bootstrap.KubeletJournal(context.WithoutCancel(ctx), h, 10), "")
 	}); err != nil {
 		return err
@@ -117,7 +117,7 @@ func runLogged(ctx context.Context, c *Context, name string, fn func(io.Writer) 
 		return err
 	}
 	defer f.Close()
-	tail := node.NewTail(16 << 10)
+	tail := hostexec.NewTail(16 << 10)
 	if err := fn(io.MultiWriter(f, tail)); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()

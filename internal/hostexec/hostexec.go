@@ -1,0 +1,138 @@
+// Package hostexec runs programs on the host (qemu-img, go, kubeadm,
+// powershell.exe, VBoxManage, wsl.exe). Command makes one; Run, Output
+// and Start keep the end of its stderr and return an *Error that names
+// the command, its exit code and those last lines. Tail keeps the end of
+// any output. The drivers' tool runners are built on it and keep their
+// own tools' quirks.
+package hostexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// ErrNotFound is the error a command whose program is not installed
+// wraps (errors.Is).
+var ErrNotFound = exec.ErrNotFound
+
+// stderrKeep bounds the stderr an Error keeps: a few dozen long lines.
+const stderrKeep = 16 << 10
+
+// errorLines is how many of stderr's last lines an Error shows.
+const errorLines = 10
+
+// Command returns the command that runs name with args, stopped when ctx
+// ends. Set its Dir, Env, Stdin, Stdout and Stderr as for exec.Cmd before
+// Run, Output or Start.
+func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, name, args...)
+}
+
+// LookPath returns where name is installed, or an error that says so and
+// how to install it (fix).
+func LookPath(name, fix string) (string, error) {
+	p, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s is not installed: %w\n  fix: %s", name, err, fix)
+	}
+	return p, nil
+}
+
+// Error is a host program that failed.
+type Error struct {
+	// Argv is the command line, the program first.
+	Argv []string
+	// Code is the exit code, or -1 when the program did not start or a
+	// signal ended it.
+	Code int
+	// Stderr is the last lines of its stderr, without line ends.
+	Stderr []string
+	// Err is what exec returned.
+	Err error
+}
+
+func (e *Error) Error() string {
+	msg := fmt.Sprintf("%s: %v", e.Command(), e.Err)
+	if len(e.Stderr) > 0 {
+		msg += ":\n  " + strings.Join(e.Stderr, "\n  ")
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Command is the command line as a shell would take it: the program's
+// base name, then each argument, quoted where it has spaces or quotes.
+func (e *Error) Command() string {
+	var b strings.Builder
+	for i, a := range e.Argv {
+		if i == 0 {
+			a = filepath.Base(a)
+		} else {
+			b.WriteByte(' ')
+		}
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		b.WriteString(a)
+	}
+	return b.String()
+}
+
+// StderrText is the kept stderr as one string.
+func (e *Error) StderrText() string { return strings.Join(e.Stderr, "\n") }
+
+// Run runs cmd to its end. Its stderr also goes to a Tail; a failure is
+// an *Error with the tail's last lines.
+func Run(cmd *exec.Cmd) error {
+	t := keepStderr(cmd)
+	return wrap(cmd, cmd.Run(), t)
+}
+
+// Output runs cmd to its end and returns its stdout; a failure is an
+// *Error, as Run's.
+func Output(cmd *exec.Cmd) ([]byte, error) {
+	if cmd.Stdout != nil {
+		return nil, errors.New("hostexec: Stdout already set")
+	}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	err := Run(cmd)
+	return out.Bytes(), err
+}
+
+// Start starts cmd and returns a wait that ends it: wait returns an
+// *Error, as Run's, when the program fails.
+func Start(cmd *exec.Cmd) (wait func() error, err error) {
+	t := keepStderr(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, wrap(cmd, err, t)
+	}
+	return func() error { return wrap(cmd, cmd.Wait(), t) }, nil
+}
+
+func keepStderr(cmd *exec.Cmd) *Tail {
+	t := NewTail(stderrKeep)
+	if cmd.Stderr == nil {
+		cmd.Stderr = t
+	} else {
+		cmd.Stderr = teeWriter{cmd.Stderr, t}
+	}
+	return t
+}
+
+func wrap(cmd *exec.Cmd, err error, t *Tail) error {
+	if err == nil {
+		return nil
+	}
+	code := -1
+	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = ee.ExitCode()
+	}
+	return &Error{Argv: cmd.Args, Code: code, Stderr: t.Lines(errorLines), Err: err}
+}

@@ -1,0 +1,97 @@
+package hostexec
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// The test binary is also the program the tests run: with
+// HOSTEXEC_HELPER set it writes lines to stderr, "out" to stdout and
+// exits with the code given.
+func TestMain(m *testing.M) {
+	if code := os.Getenv("HOSTEXEC_HELPER"); code != "" {
+		for i := 1; i <= 15; i++ {
+			fmt.Fprintf(os.Stderr, "line %d\r\n", i)
+		}
+		fmt.Print("out")
+		var c int
+		fmt.Sscan(code, &c)
+		os.Exit(c)
+	}
+	os.Exit(m.Run())
+}
+
+func TestRunFails(t *testing.T) {
+	t.Setenv("HOSTEXEC_HELPER", "3")
+	var own bytes.Buffer
+	cmd := Command(context.Background(), os.Args[0], "-test.run=none", "an arg")
+	cmd.Stderr = &own
+	err := Run(cmd)
+	e, ok := errors.AsType[*Error](err)
+	if !ok {
+		t.Fatalf("err = %T %v, want *Error", err, err)
+	}
+	if e.Code != 3 {
+		t.Errorf("Code = %d, want 3", e.Code)
+	}
+	if len(e.Stderr) != errorLines || e.Stderr[0] != "line 6" || e.Stderr[9] != "line 15" {
+		t.Errorf("Stderr = %q, want lines 6 to 15", e.Stderr)
+	}
+	if !strings.Contains(own.String(), "line 1\r\n") {
+		t.Errorf("the caller's stderr got %q, want all of it", own.String())
+	}
+	if want := " -test.run=none 'an arg': exit status 3:\n  line 6\n"; !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %q, want it to hold %q", err, want)
+	}
+}
+
+func TestOutput(t *testing.T) {
+	t.Setenv("HOSTEXEC_HELPER", "0")
+	out, err := Output(Command(context.Background(), os.Args[0]))
+	if err != nil || string(out) != "out" {
+		t.Fatalf("Output = %q, %v; want out", out, err)
+	}
+	if _, err := Output(Command(context.Background(), "hwk-no-such-program")); !errors.Is(err, ErrNotFound) {
+		t.Errorf("err = %v, want ErrNotFound", err)
+	} else if e, _ := errors.AsType[*Error](err); e == nil || e.Code != -1 {
+		t.Errorf("err = %#v, want an *Error with Code -1", err)
+	}
+}
+
+func TestStart(t *testing.T) {
+	t.Setenv("HOSTEXEC_HELPER", "2")
+	wait, err := Start(Command(context.Background(), os.Args[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := errors.AsType[*Error](wait()); !ok || e.Code != 2 || len(e.Stderr) != errorLines {
+		t.Errorf("wait() = %v, want an *Error with code 2 and the last lines", e)
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	_, err := LookPath("hwk-no-such-program", "apt-get install it")
+	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "hwk-no-such-program is not installed") || !strings.HasSuffix(err.Error(), "\n  fix: apt-get install it") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestTail(t *testing.T) {
+	tl := NewTail(8)
+	fmt.Fprint(tl, "abc\r\n")
+	fmt.Fprint(tl, "defgh\nij\n")
+	if got := tl.String(); got != "efgh\nij\n" {
+		t.Errorf("String = %q, want the last 8 bytes", got)
+	}
+	if got := tl.Lines(5); len(got) != 2 || got[0] != "efgh" || got[1] != "ij" {
+		t.Errorf("Lines = %q", got)
+	}
+	if got := LastLines("a\nb\nc", 2); got != "b\nc" {
+		t.Errorf("LastLines = %q", got)
+	}
+}

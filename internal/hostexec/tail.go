@@ -1,0 +1,74 @@
+package hostexec
+
+import (
+	"io"
+	"strings"
+	"sync"
+)
+
+// Tail keeps the last bytes written to it: the end of a program's
+// output, for messages. A program's stdout and stderr may write to it
+// from two goroutines.
+type Tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+// NewTail returns a Tail that keeps the last max bytes.
+func NewTail(max int) *Tail { return &Tail{max: max} }
+
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+// String returns what the tail holds.
+func (t *Tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// Bytes returns a copy of what the tail holds.
+func (t *Tail) Bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]byte(nil), t.b...)
+}
+
+// Lines returns up to the last n lines the tail holds, without line ends
+// (carriage returns dropped) and without a last empty line.
+func (t *Tail) Lines(n int) []string {
+	s := strings.TrimRight(strings.ReplaceAll(t.String(), "\r", ""), "\n")
+	if s == "" {
+		return nil
+	}
+	lines := strings.Split(s, "\n")
+	return lines[max(0, len(lines)-n):]
+}
+
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// teeWriter writes to w and to the tail; a failure of w is w's alone.
+type teeWriter struct {
+	w io.Writer
+	t *Tail
+}
+
+func (tw teeWriter) Write(p []byte) (int, error) {
+	tw.t.Write(p)
+	return tw.w.Write(p)
+}
