@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 
 	"golang.org/x/sys/windows/svc"
+
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // runService answers the service control manager when started by it, and
@@ -41,7 +44,7 @@ func startKubelet() (*exec.Cmd, *os.File, error) {
 		return nil, nil, err
 	}
 	fmt.Fprintf(log, "hwk-kubelet: starting %s %v\n", kubeletExe, argv)
-	cmd := exec.Command(kubeletExe, argv...)
+	cmd := hostexec.Command(context.Background(), kubeletExe, argv...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()

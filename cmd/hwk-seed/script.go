@@ -2,11 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/powershell"
 )
 
@@ -16,7 +17,7 @@ import (
 // script has ended, and a failure carries the error's message.
 func runEncoded(program, script string, out, errOut io.Writer) error {
 	var stderr bytes.Buffer
-	cmd := exec.Command(program, powershell.Args(script)...)
+	cmd := hostexec.Command(context.Background(), program, powershell.Args(script)...)
 	cmd.Stdout, cmd.Stderr = out, &stderr
 	err := cmd.Run()
 	if _, werr := io.WriteString(errOut, powershell.DecodeCLIXML(stderr.String())); werr != nil && err == nil {

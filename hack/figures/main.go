@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -224,6 +225,10 @@ func exported(p pkg) (int, error) {
 	return n, nil
 }
 
+// execCall is a call of os/exec's Command or CommandContext (not
+// hostexec.Command).
+var execCall = regexp.MustCompile(`\bexec\.Command(Context)?\(`)
+
 // execSites counts calls of exec.Command and exec.CommandContext in file.
 func execSites(file string) (int, error) {
 	f, err := os.Open(file)
@@ -235,7 +240,7 @@ func execSites(file string) (int, error) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		n += strings.Count(sc.Text(), "exec.Command(") + strings.Count(sc.Text(), "exec.CommandContext(")
+		n += len(execCall.FindAllString(sc.Text(), -1))
 	}
 	return n, sc.Err()
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 
 	"golang.org/x/sys/windows"
 
 	"github.com/hwk-dev/hwk/internal/drivers/virtualbox"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/hostmem"
 	"github.com/hwk-dev/hwk/internal/ui"
 )
@@ -22,14 +22,13 @@ func platform(p *Probes) {
 			return facts, nil
 		}
 		ui.Waiting(ctx, "powershell.exe to read Win32_Processor and Win32_ComputerSystem")
-		out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hostFactsScript).Output()
+		out, err := hostexec.Output(hostexec.Command(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hostFactsScript))
 		if err != nil {
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				return nil, fmt.Errorf("powershell.exe exited with %d: %s", ee.ExitCode(), strings.TrimSpace(string(ee.Stderr)))
-			}
-			if errors.Is(err, exec.ErrNotFound) {
+			if errors.Is(err, hostexec.ErrNotFound) {
 				return nil, errors.New("powershell.exe (Windows PowerShell) is not on PATH")
+			}
+			if e, ok := errors.AsType[*hostexec.Error](err); ok && e.Code >= 0 {
+				return nil, fmt.Errorf("powershell.exe exited with %d: %s", e.Code, e.StderrText())
 			}
 			return nil, err
 		}

@@ -56,8 +56,17 @@ type Error struct {
 	Err error
 }
 
+// Error names the program and its subcommand (go build, qemu-img
+// convert), the failure, and the last lines of stderr.
 func (e *Error) Error() string {
-	msg := fmt.Sprintf("%s: %v", e.Command(), e.Err)
+	name := "?"
+	if len(e.Argv) > 0 {
+		name = filepath.Base(e.Argv[0])
+	}
+	if len(e.Argv) > 1 && e.Argv[1] != "" && !strings.HasPrefix(e.Argv[1], "-") {
+		name += " " + e.Argv[1]
+	}
+	msg := fmt.Sprintf("%s: %v", name, e.Err)
 	if len(e.Stderr) > 0 {
 		msg += ":\n  " + strings.Join(e.Stderr, "\n  ")
 	}

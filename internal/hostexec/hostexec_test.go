@@ -45,8 +45,11 @@ func TestRunFails(t *testing.T) {
 	if !strings.Contains(own.String(), "line 1\r\n") {
 		t.Errorf("the caller's stderr got %q, want all of it", own.String())
 	}
-	if want := " -test.run=none 'an arg': exit status 3:\n  line 6\n"; !strings.Contains(err.Error(), want) {
-		t.Errorf("err = %q, want it to hold %q", err, want)
+	if want := ": exit status 3:\n  line 6\n"; !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "an arg") {
+		t.Errorf("err = %q, want the program, %q and no arguments", err, want)
+	}
+	if got, want := e.Command(), " -test.run=none 'an arg'"; !strings.HasSuffix(got, want) {
+		t.Errorf("Command() = %q, want it to end %q", got, want)
 	}
 }
 
@@ -93,5 +96,11 @@ func TestTail(t *testing.T) {
 	}
 	if got := LastLines("a\nb\nc", 2); got != "b\nc" {
 		t.Errorf("LastLines = %q", got)
+	}
+	if got := Clip(" abcdéf \n", 3); got != "...éf" {
+		t.Errorf("Clip = %q, want the cut at the start of é", got)
+	}
+	if got := Clip("abc", 3); got != "abc" {
+		t.Errorf("Clip = %q, want it whole", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // Tail keeps the last bytes written to it: the end of a program's
@@ -60,6 +61,21 @@ func LastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Clip returns the end of s, trimmed of spaces, in at most n bytes plus
+// "..." before it where it was cut; the cut falls where a character
+// starts, so the result stays UTF-8.
+func Clip(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "..." + s[i:]
 }
 
 // teeWriter writes to w and to the tail; a failure of w is w's alone.

@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/powershell"
 )
 
@@ -210,7 +210,7 @@ func parseAdapters(out string) ([]Adapter, error) {
 // runPowerShell runs script in Windows PowerShell and returns its output.
 func runPowerShell(ctx context.Context, script string) (string, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "powershell.exe", powershell.Args(script)...)
+	cmd := hostexec.Command(ctx, "powershell.exe", powershell.Args(script)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		// The error record is CLIXML: the command is encoded and stderr

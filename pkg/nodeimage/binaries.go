@@ -19,6 +19,7 @@ import (
 
 	"github.com/hwk-dev/hwk/images"
 	"github.com/hwk-dev/hwk/internal/download"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
 	windows "github.com/hwk-dev/hwk/node-images/windows"
 )
@@ -215,7 +216,7 @@ func (b *builder) buildComponent(ctx context.Context, c *component, dir string) 
 	}
 	args = append(args, "-o", dir+string(filepath.Separator))
 	args = append(args, packages...)
-	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd := hostexec.Command(ctx, "go", args...)
 	cmd.Dir = src
 	cgo := "0"
 	if c.Source.CGO {
@@ -261,16 +262,11 @@ func (b *builder) componentModule(c *component) (mod, sum string, packages []str
 	return mod, sum, c.Source.Packages, err
 }
 
-// run runs cmd with its output in the build log; a failure carries the
-// output's last lines, which say why.
+// run runs cmd with its output in the build log; a failure is a
+// *hostexec.Error with stderr's last lines, which say why.
 func (b *builder) run(cmd *exec.Cmd) error {
-	tail := &tailWriter{max: 30}
-	w := io.MultiWriter(b.opts.Log, tail)
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args[:min(len(cmd.Args), 2)], " "), err, tail)
-	}
-	return nil
+	cmd.Stdout, cmd.Stderr = b.opts.Log, b.opts.Log
+	return hostexec.Run(cmd)
 }
 
 // downloadComponent fetches c's release artifacts and puts the binaries
@@ -401,30 +397,4 @@ func fileSHA256(p string) (string, int64, error) {
 	h := sha256.New()
 	n, err := io.Copy(h, f)
 	return hex.EncodeToString(h.Sum(nil)), n, err
-}
-
-// tailWriter keeps the last lines written to it.
-type tailWriter struct {
-	max   int
-	lines []string
-	part  string
-}
-
-func (t *tailWriter) Write(p []byte) (int, error) {
-	s := t.part + string(p)
-	parts := strings.Split(s, "\n")
-	t.part = parts[len(parts)-1]
-	t.lines = append(t.lines, parts[:len(parts)-1]...)
-	if len(t.lines) > t.max {
-		t.lines = t.lines[len(t.lines)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailWriter) String() string {
-	lines := t.lines
-	if t.part != "" {
-		lines = append(slices.Clone(lines), t.part)
-	}
-	return strings.Join(lines, "\n")
 }

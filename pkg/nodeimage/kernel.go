@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // Kernel is a Linux kernel a root's second stage runs in, once: the
@@ -110,13 +113,13 @@ func (k DockerKernel) Configure(ctx context.Context, kind string, root io.Reader
 	case err := <-wait.Error:
 		return fmt.Errorf("wait for the configure container: %w", err)
 	}
-	tail := &tailWriter{max: 30}
+	tail := hostexec.NewTail(16 << 10)
 	if logs, lerr := c.ContainerLogs(cleanup, res.ID, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}); lerr == nil {
 		_, _ = io.Copy(io.MultiWriter(log, tail), logs)
 		logs.Close()
 	}
 	if code != 0 {
-		return fmt.Errorf("stage2.sh exited with %d:\n%s", code, tail)
+		return fmt.Errorf("stage2.sh exited with %d:\n%s", code, strings.Join(tail.Lines(30), "\n"))
 	}
 	exp, err := c.ContainerExport(ctx, res.ID, client.ContainerExportOptions{})
 	if err != nil {

@@ -7,11 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"os/exec"
 	"slices"
 	"strings"
 
 	"github.com/hwk-dev/hwk/images"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
 )
 
@@ -132,7 +132,7 @@ func (b *builder) version(c *component) string {
 }
 
 func goVersion(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	out, err := hostexec.Output(hostexec.Command(ctx, "go", "env", "GOVERSION"))
 	if err != nil {
 		return "", fmt.Errorf("--source source builds with Go, which was not found or failed (%v); install Go 1.26 or use --source release", err)
 	}

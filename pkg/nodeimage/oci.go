@@ -5,12 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -25,6 +23,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // builtImage is a container image archive ready to preload.
@@ -137,13 +137,9 @@ func (b *builder) imageRefs(ctx context.Context) ([]string, error) {
 	if err := os.WriteFile(cfg, []byte(b.kubeadmConfig()), 0o644); err != nil {
 		return nil, err
 	}
-	out, err := exec.CommandContext(ctx, b.bins["kubernetes/kubeadm"], "config", "images", "list", "--config", cfg).Output()
+	out, err := hostexec.Output(hostexec.Command(ctx, b.bins["kubernetes/kubeadm"], "config", "images", "list", "--config", cfg))
 	if err != nil {
-		var stderr string
-		if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-			stderr = strings.TrimSpace(string(ee.Stderr))
-		}
-		return nil, fmt.Errorf("kubeadm config images list: %w\n%s", err, stderr)
+		return nil, fmt.Errorf("list kubeadm's images: %w", err)
 	}
 	if err := b.checkKubeadmImages(strings.Fields(string(out)), refs); err != nil {
 		return nil, err
@@ -412,16 +408,13 @@ func (b *builder) moduleDir(ctx context.Context, component, module string) (stri
 	// go mod download, not go list -m: it fetches the module (checked
 	// against go.sum) when this user's module cache lacks it, which it
 	// does when the binaries came from a cache.
-	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
+	cmd := hostexec.Command(ctx, "go", "mod", "download", "-json", module)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
-	out, err := cmd.Output()
+	out, err := hostexec.Output(cmd)
 	var m struct{ Dir, Error string }
 	if jerr := json.Unmarshal(out, &m); jerr == nil && m.Error != "" {
 		return "", fmt.Errorf("download module %s: %s", module, m.Error)
-	}
-	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) && len(bytes.TrimSpace(ee.Stderr)) > 0 {
-		return "", fmt.Errorf("download module %s: %w: %s", module, err, bytes.TrimSpace(ee.Stderr))
 	}
 	if err != nil {
 		return "", fmt.Errorf("download module %s: %w", module, err)

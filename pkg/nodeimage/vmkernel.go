@@ -20,6 +20,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/debian"
 	"github.com/hwk-dev/hwk/internal/download"
 	"github.com/hwk-dev/hwk/internal/format/diskimage"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/state"
 	linux "github.com/hwk-dev/hwk/node-images/linux"
 )
@@ -146,12 +147,12 @@ func readVMResult(disk drivers.OutputDisk, log, out io.Writer) error {
 	if logBytes < 0 || logBytes > vmTarOffset-vmLogOffset || tarBytes < 0 {
 		return fmt.Errorf("the VM's result is malformed: %q", line)
 	}
-	tail := &tailWriter{max: 30}
+	tail := hostexec.NewTail(16 << 10)
 	if err := disk.CopyRange(io.MultiWriter(log, tail), vmLogOffset, logBytes); err != nil {
 		return fmt.Errorf("read the VM's log: %w", err)
 	}
 	if code != 0 {
-		return fmt.Errorf("stage2.sh exited with %d:\n%s", code, tail)
+		return fmt.Errorf("stage2.sh exited with %d:\n%s", code, strings.Join(tail.Lines(30), "\n"))
 	}
 	if err := disk.CopyRange(out, vmTarOffset, tarBytes); err != nil {
 		return fmt.Errorf("read the configured root: %w", err)
@@ -165,9 +166,9 @@ func fileTail(p string, n int) string {
 	if err != nil || len(b) == 0 {
 		return ""
 	}
-	t := &tailWriter{max: n}
+	t := hostexec.NewTail(len(b))
 	_, _ = t.Write(b)
-	return t.String()
+	return strings.Join(t.Lines(n), "\n")
 }
 
 // vmLinuz is the kernel the configure VM boots: the node lock's Debian

@@ -1,6 +1,7 @@
 package hyperv
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/internal/drivers/winhost"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // errNotWindows is every host but Windows: Hyper-V is Windows'.
@@ -40,7 +42,7 @@ func startPowerShell(stderr io.Writer) (process, error) {
 		}
 		return nil, err
 	}
-	cmd := exec.Command(exe, "-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-Command", "-")
+	cmd := hostexec.Command(context.Background(), exe, "-NoLogo", "-NoProfile", "-NonInteractive", "-ExecutionPolicy", "Bypass", "-Command", "-")
 	// The session sets its console's output code page to UTF-8; in a
 	// console of its own, the user's keeps its own.
 	ownConsole(cmd)

@@ -3,10 +3,11 @@ package virtualbox
 import (
 	"context"
 	"os"
-	"os/exec"
 	"strings"
 
 	"golang.org/x/sys/windows/registry"
+
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // InstallDir is where VirtualBox is installed, "" when it is not: its MSI
@@ -37,7 +38,7 @@ func installDir() string {
 // WSL2, the Windows Hypervisor Platform): VirtualBox then runs its VMs
 // through it.
 func hypervisorPresent(ctx context.Context) (bool, error) {
-	out, err := exec.CommandContext(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hypervisorScript).Output()
+	out, err := hostexec.Output(hostexec.Command(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hypervisorScript))
 	if err != nil {
 		return false, err
 	}

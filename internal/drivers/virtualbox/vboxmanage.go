@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/drivers/console"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
@@ -96,7 +96,7 @@ func (c *CLI) call(ctx context.Context, path string, args []string) (string, err
 	defer callMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
+	cmd := hostexec.Command(ctx, path, args...)
 	console.Hide(cmd)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -212,23 +212,9 @@ func parseError(args []string, stderr string, runErr error) *Error {
 		return nil
 	}
 	if len(e.Messages) == 0 {
-		e.Stderr = tail(stderr, 400)
+		e.Stderr = hostexec.Clip(stderr, 400)
 	}
 	return e
-}
-
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		// Cut where a character starts: a cut inside one would leave
-		// the message half a character that is no UTF-8.
-		i := len(s) - n
-		for i < len(s) && !utf8.RuneStart(s[i]) {
-			i++
-		}
-		s = "..." + s[i:]
-	}
-	return s
 }
 
 // exeName is VBoxManage's file name on this OS.

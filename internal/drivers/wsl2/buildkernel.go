@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/internal/state"
 )
 
@@ -120,7 +121,7 @@ func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log,
 	}
 	// One writer for both streams: os/exec then copies them in one
 	// goroutine, so the tail and the log are never written at once.
-	tail := &tailBuffer{max: 4096}
+	tail := hostexec.NewTail(4096)
 	w := io.MultiWriter(log, tail)
 	// In a network namespace of its own: the distribution shares the VM's
 	// network, and stage 2 must need none (as in Docker, NetworkMode none).
@@ -159,10 +160,9 @@ func (k Kernel) remove(ctx context.Context, name string) error {
 // fails: wsl.exe writes its messages to stdout, so stdout's end is kept to
 // read one.
 func (k Kernel) run(ctx context.Context, stdin io.Reader, stdout io.Writer, args ...string) error {
-	tail := &tailBuffer{max: 4096}
-	var stderr tailBuffer
-	stderr.max = 4096
-	exit, err := k.Runner.Run(ctx, stdin, io.MultiWriter(stdout, tail), &stderr, args...)
+	tail := hostexec.NewTail(4096)
+	stderr := hostexec.NewTail(4096)
+	exit, err := k.Runner.Run(ctx, stdin, io.MultiWriter(stdout, tail), stderr, args...)
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,11 @@
 package wsl2
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 
+	"github.com/hwk-dev/hwk/internal/hostexec"
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
@@ -37,7 +37,7 @@ func (t transport) Run(ctx context.Context, cmd node.Cmd) error {
 	}
 	// wsl.exe writes its own failure to stdout; the end of stdout is kept
 	// to tell it from the command's.
-	tail := &tailBuffer{max: 4096}
+	tail := hostexec.NewTail(4096)
 	exit, err := t.r.Run(ctx, cmd.Stdin, io.MultiWriter(stdout, tail), stderr, args...)
 	switch {
 	case err != nil:
@@ -49,19 +49,3 @@ func (t transport) Run(ctx context.Context, cmd node.Cmd) error {
 	}
 	return nil
 }
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	max int
-	b   bytes.Buffer
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.b.Write(p)
-	if over := t.b.Len() - t.max; over > 0 {
-		t.b.Next(over)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) Bytes() []byte { return t.b.Bytes() }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hwk-dev/hwk/internal/drivers/console"
 	"github.com/hwk-dev/hwk/internal/drivers/winhost"
+	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
 // Runner runs wsl.exe with args, stdin (which may be nil) as its input,
@@ -75,7 +76,7 @@ func (CLI) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, a
 	if err != nil {
 		return 0, err
 	}
-	cmd := command(exec.CommandContext(ctx, p, args...))
+	cmd := command(hostexec.Command(ctx, p, args...))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	err = cmd.Run()
 	var ee *exec.ExitError
@@ -93,7 +94,7 @@ func (CLI) Spawn(args ...string) error {
 	if err != nil {
 		return err
 	}
-	cmd := command(exec.Command(p, args...))
+	cmd := command(hostexec.Command(context.Background(), p, args...))
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start wsl.exe %s: %w", strings.Join(args, " "), err)
 	}
