@@ -33,7 +33,7 @@ KIND := $(BIN)/tools/kind-$(KIND_VERSION)
 HWK_CACHE := $${HWK_HOME:+$$HWK_HOME/cache}; cache=$${cache:-$${XDG_CACHE_HOME:-$$HOME/.cache}/hwk}
 
 # Packages with Windows-only files, whose tests must at least compile for Windows.
-WINDOWS_TEST_PKGS := ./internal/state ./internal/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./internal/drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./internal/winseed ./internal/winimage ./internal/format/udf ./internal/nodeimage/stage2
+WINDOWS_TEST_PKGS := ./internal/state ./internal/kubeconfig ./pkg/cmd ./cmd/hwk ./pkg/node ./drivers/... ./internal/drivers/... ./cmd/hwk-seed ./cmd/hwk-kubelet ./internal/winseed ./internal/nodeimage/winimage ./internal/format/udf ./internal/nodeimage/stage2
 
 .PHONY: test-windows e2e-wine debian-lock workflows ci-cold ci-full nonroot test-race all build test check-ps check-ps-files action-cache fuzz unit lint cross clean node-image node-image-test e2e e2e-store up test-libvirt test-wsl2 bench-load bench-up bench-copy site docs release-snapshot release release-build release-check release-upload
 
@@ -58,7 +58,7 @@ ACTION_CACHE_DEPS := action/cache/node_modules/esbuild
 # second time. pkg/cluster's fan-out over nodes is left out: its race
 # build is client-go and Kubernetes' API types again, about 400 more
 # packages.
-RACE_PKGS := ./pkg/node ./internal/download ./internal/imagedist ./internal/load ./internal/ui \
+RACE_PKGS := ./pkg/node ./internal/download ./internal/nodeimage/imagedist ./internal/load ./internal/ui \
 	./internal/state ./internal/drivers/docker ./internal/format/diskimage ./cmd/hwk-kubelet
 
 # The packages left out of RACE_PKGS whose tests run goroutines, under

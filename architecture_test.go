@@ -54,7 +54,7 @@ var layers = []layer{
 		uses: []string{"config", "base"}, forbid: kubernetesAPI,
 	},
 	{
-		name: "node images", dirs: []string{"pkg/nodeimage", "internal/nodeimage", "internal/imagedist", "internal/winimage"},
+		name: "node images", dirs: []string{"pkg/nodeimage", "internal/nodeimage"},
 		uses: []string{"config", "recipes", "base", "drivers"},
 	},
 	{

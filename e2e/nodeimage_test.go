@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 	"github.com/hwk-dev/hwk/internal/testing/registrytest"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )

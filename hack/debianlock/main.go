@@ -27,8 +27,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/internal/debian"
-	linux "github.com/hwk-dev/hwk/node-images/linux"
-	"github.com/hwk-dev/hwk/pkg/nodeimage"
+	"github.com/hwk-dev/hwk/internal/nodeimage/build"
+	"github.com/hwk-dev/hwk/node-images/linux"
 )
 
 // Where the locks live, relative to the repository root. Neither matches
@@ -50,13 +50,13 @@ const (
 type Target struct {
 	Name   string // "node" or "userland"
 	Path   string
-	Recipe nodeimage.Debian
+	Recipe build.Debian
 	What   string
 }
 
 // Targets are the locks this command makes, from the embedded recipe.
 func Targets() ([]Target, error) {
-	node, userland, err := nodeimage.DebianRecipes()
+	node, userland, err := build.DebianRecipes()
 	if err != nil {
 		return nil, err
 	}

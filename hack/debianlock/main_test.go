@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/hwk-dev/hwk/internal/debian"
+	"github.com/hwk-dev/hwk/internal/nodeimage/build"
 	"github.com/hwk-dev/hwk/internal/state"
-	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
 // committed reads a target's lock from the repository.
@@ -273,14 +273,14 @@ func TestLiveLocks(t *testing.T) {
 // cached in cache/debootstrap under a name of everything that shapes them.
 func debootstrapTars(t *testing.T, cache string) (node, userland string) {
 	t.Helper()
-	nodeRecipe, userlandRecipe, err := nodeimage.DebianRecipes()
+	nodeRecipe, userlandRecipe, err := build.DebianRecipes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	return debootstrapTar(t, cache, "node", nodeRecipe), debootstrapTar(t, cache, "userland", userlandRecipe)
 }
 
-func debootstrapTar(t *testing.T, cache, kind string, d nodeimage.Debian) string {
+func debootstrapTar(t *testing.T, cache, kind string, d build.Debian) string {
 	t.Helper()
 	key := sha256.Sum256([]byte(strings.Join([]string{d.Suite, d.Mirror, Component, strings.Join(d.Packages, ",")}, "\n")))
 	file := filepath.Join(cache, "debootstrap", fmt.Sprintf("%s-%s-%x.tar", kind, d.Suite, key[:6]))

@@ -174,10 +174,10 @@ func list() ([]pkg, error) {
 func rel(p string) string { return strings.TrimPrefix(strings.TrimPrefix(p, module), "/") }
 
 // importable is a library package another module could import: not a
-// command, not under an internal/ directory.
+// command, not only tests, not under an internal/ directory.
 func importable(p pkg) bool {
 	r := "/" + rel(p.ImportPath) + "/"
-	return p.Name != "main" && !strings.Contains(r, "/internal/")
+	return p.Name != "main" && len(p.GoFiles) > 0 && !strings.Contains(r, "/internal/")
 }
 
 // product is the code that ships: everything except test support, the

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 )
 
 func main() {

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 	"github.com/moby/moby/client"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"

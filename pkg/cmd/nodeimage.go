@@ -14,7 +14,7 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/spf13/cobra"
 
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
@@ -51,7 +51,7 @@ func splitFormats(s string) []nodeimage.Format {
 	return out
 }
 
-// buildOutput is where a build's commands write: the build log, and with
+// buildOutput returns where a build's commands write: the build log, and with
 // -v the terminal too.
 func (g *globals) buildOutput(log io.Writer, status *ui.Status, s Streams) io.Writer {
 	if g.verbosity > 0 {
@@ -107,7 +107,7 @@ func dockerClient() func() (client.APIClient, error) {
 	})
 }
 
-// hostFormats are the formats of node images for os that the drivers
+// hostFormats returns the formats of node images for os that the drivers
 // usable on this host boot from: what a pull fetches when not told.
 func (g *globals) hostFormats(ctx context.Context, os config.OS) ([]nodeimage.Format, []string) {
 	var out []nodeimage.Format

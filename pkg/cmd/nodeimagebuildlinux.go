@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hwk-dev/hwk/internal/nodeimage/build"
 	"github.com/hwk-dev/hwk/internal/nodeimage/stage2"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/internal/ui"
@@ -71,7 +72,7 @@ Windows or a libvirt VM on Linux configures it instead (--configure-in).`,
 func planLinux(ctx context.Context, s Streams, opts nodeimage.Options) error {
 	opts.CacheDir = state.DefaultDirs().Cache
 	opts.Docker = dockerClient()
-	plan, err := nodeimage.Plan(ctx, opts)
+	plan, err := build.Plan(ctx, opts)
 	if err != nil {
 		return err
 	}
@@ -93,7 +94,7 @@ func planLinux(ctx context.Context, s Streams, opts nodeimage.Options) error {
 
 // buildLinux builds the Linux node image opts describe into hwk's cache,
 // showing each step, with every command's output in a build log.
-// defaultFormats says the formats are --formats' default, from which the
+// defaultFormats reports whether the formats are --formats' default, from which the
 // docker format is left out where no engine answers.
 func (g *globals) buildLinux(ctx context.Context, s Streams, opts nodeimage.Options, where string, defaultFormats bool) (*nodeimage.Manifest, error) {
 	opts.CacheDir = state.DefaultDirs().Cache

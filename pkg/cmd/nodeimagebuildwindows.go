@@ -12,13 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hwk-dev/hwk/drivers"
+	"github.com/hwk-dev/hwk/internal/nodeimage/build"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// installDriver is the driver that installs Windows images when
+// installDriver returns the driver that installs Windows images when
 // --driver names none: the one that would run Windows nodes here (Hyper-V
 // on Windows Pro, VirtualBox on Windows Home, libvirt on Linux).
 func installDriver(c *cobra.Command, g *globals) (string, error) {
@@ -29,7 +30,7 @@ func installDriver(c *cobra.Command, g *globals) (string, error) {
 	return d.Name(), nil
 }
 
-// programsDir is where hwk's Windows programs ship: beside the hwk
+// programsDir returns where hwk's Windows programs ship: beside the hwk
 // executable, in windows-amd64/.
 func programsDir() string {
 	exe, err := os.Executable()
@@ -136,7 +137,7 @@ image's manifest (mode 0600).`,
 				}
 			}
 			start := time.Now()
-			m, err := nodeimage.BuildWindows(c.Context(), opts)
+			m, err := build.BuildWindows(c.Context(), opts)
 			if err != nil {
 				return fmt.Errorf("%w\n(full build log: %s)", err, log.Name())
 			}

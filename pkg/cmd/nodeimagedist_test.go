@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestNodeImageDistBadInput: pull, push, save, load and up's --pull name
-// each mistake with its fix and write nothing.
+// TestNodeImageDistBadInput checks that pull, push, save, load and up's
+// --pull name each mistake with its fix and write nothing.
 func TestNodeImageDistBadInput(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
@@ -60,8 +60,8 @@ func TestNodeImageDistBadInput(t *testing.T) {
 	}
 }
 
-// TestNodeImageWindowsSaveLoad: a Windows image saves and loads like any
-// (a team's own file), with the licence reminder each way, and its
+// TestNodeImageWindowsSaveLoad checks that a Windows image saves and loads
+// like any (a team's own file), with the licence reminder each way, and its
 // Administrator password stays on the machine that built it.
 func TestNodeImageWindowsSaveLoad(t *testing.T) {
 	src := t.TempDir()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
@@ -84,7 +84,7 @@ cache, and unpack as they arrive. Credentials come from Docker's config.`,
 	return cmd
 }
 
-// pinnedRef is what a pull argument names: a version (or nothing) means
+// pinnedRef returns what a pull argument names: a version (or nothing) means
 // this build's pin for it, from reg when set; anything else is a
 // reference.
 func pinnedRef(arg, reg string) (string, error) {

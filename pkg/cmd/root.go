@@ -21,6 +21,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/drivers/all"
 	"github.com/hwk-dev/hwk/internal/kubeconfig"
+	"github.com/hwk-dev/hwk/internal/nodeimage/build"
 	"github.com/hwk-dev/hwk/internal/nodeimage/stage2"
 	"github.com/hwk-dev/hwk/internal/state"
 	"github.com/hwk-dev/hwk/internal/ui"
@@ -35,7 +36,7 @@ type Streams struct {
 	Out, ErrOut io.Writer
 }
 
-// StdStreams are the process's own.
+// StdStreams returns the process's own.
 func StdStreams() Streams {
 	return Streams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}
 }
@@ -64,7 +65,7 @@ type globals struct {
 type deps struct {
 	// registry makes the driver registry (all.Registry).
 	registry func() *drivers.Registry
-	// build makes a Linux node image (nodeimage.Build).
+	// build makes a Linux node image (build.Build).
 	build func(context.Context, nodeimage.Options) (*nodeimage.Manifest, error)
 	// terminal reports whether up may ask its user.
 	terminal func(Streams) bool
@@ -75,7 +76,7 @@ type deps struct {
 	configureIn func(ctx context.Context, opts *nodeimage.Options, where string) error
 }
 
-// availability is every driver's standing here, checked once per command.
+// availability returns every driver's standing here, checked once per command.
 func (g *globals) availability(ctx context.Context) []drivers.Availability {
 	if g.checked == nil {
 		g.checked = g.registry().Check(ctx, runtime.GOOS)
@@ -98,7 +99,7 @@ func newRootCommand(s Streams, d deps) *cobra.Command {
 		}
 	}
 	if g.build == nil {
-		g.build = nodeimage.Build
+		g.build = build.Build
 	}
 	if g.terminal == nil {
 		g.terminal = interactive
@@ -130,7 +131,7 @@ VirtualBox, libvirt, WSL2, docker), with Calico networking for both.`,
 			if err := config.CheckName(g.name); err != nil {
 				return fmt.Errorf("--name: %w", err)
 			}
-			// A check of the host that takes long says what it waits
+			// A check of the host that takes long shows what it waits
 			// for, every few seconds, never silence: in the running
 			// step's line, or a line of its own.
 			if !g.quiet {
@@ -226,14 +227,14 @@ func plural(n int, word string) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// host is this machine as config defaults see it: its OS, and for each
+// host returns this machine as config defaults see it: its OS, and for each
 // node OS the driver hwk would pick among those that work here now.
 func (g *globals) host(ctx context.Context) config.Host {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	// Each driver's check has its own limit (drivers.PreflightTimeout),
-	// and says why it gave up: an outer limit would only cut that short.
+	// and reports why it gave up: an outer limit would only cut that short.
 	h := config.Host{OS: runtime.GOOS, Drivers: map[config.OS]string{}}
 	for _, a := range g.availability(ctx) {
 		for _, os := range a.DefaultFor {
@@ -243,7 +244,7 @@ func (g *globals) host(ctx context.Context) config.Host {
 	return h
 }
 
-// newStatus is the step lines of a command on stderr; slow checks of
+// newStatus returns the step lines of a command on stderr; slow checks of
 // the host add their notes to the newest one's running step.
 func (g *globals) newStatus(s Streams) *ui.Status {
 	st := ui.NewStatus(s.ErrOut, g.quiet)
@@ -253,7 +254,7 @@ func (g *globals) newStatus(s Streams) *ui.Status {
 	return st
 }
 
-// provider is the cluster provider every cluster command uses: this
+// provider returns the cluster provider every cluster command uses: this
 // host's drivers, hwk's directories, and step lines on stderr.
 func (g *globals) provider(s Streams, kubeconfigPath string) *cluster.Provider {
 	return &cluster.Provider{

@@ -140,7 +140,9 @@ const (
 	originFile   = "origin.json"
 )
 
-func readManifest(dir string) (*Manifest, error) {
+// ReadManifest reads the manifest of the image in dir; an error satisfying
+// errors.Is(err, fs.ErrNotExist) means there is no finished image there.
+func ReadManifest(dir string) (*Manifest, error) {
 	data, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if err != nil {
 		return nil, err
@@ -158,10 +160,6 @@ func readManifest(dir string) (*Manifest, error) {
 	}
 	return m, nil
 }
-
-// ReadManifest reads the manifest of the image in dir; an error satisfying
-// errors.Is(err, fs.ErrNotExist) means there is no finished image there.
-func ReadManifest(dir string) (*Manifest, error) { return readManifest(dir) }
 
 // ParseManifest decodes a manifest's bytes (a pulled image's config blob).
 func ParseManifest(data []byte) (*Manifest, error) {
@@ -209,8 +207,6 @@ func (m *Manifest) Write() error {
 	return state.WriteFileAtomic(filepath.Join(m.Dir, manifestFile), data, mode)
 }
 
-func (m *Manifest) write() error { return m.Write() }
-
 // Size is the total size of the image's file artifacts.
 func (m *Manifest) Size() int64 {
 	var n int64
@@ -238,7 +234,7 @@ func List(cacheDir string) ([]*Manifest, error) {
 		if !e.IsDir() {
 			continue
 		}
-		m, err := readManifest(filepath.Join(root, e.Name()))
+		m, err := ReadManifest(filepath.Join(root, e.Name()))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}

@@ -1,25 +1,19 @@
 package nodeimage
 
 import (
-	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/images"
-	"github.com/hwk-dev/hwk/internal/winimage"
-	windows "github.com/hwk-dev/hwk/node-images/windows"
 )
 
 // WindowsFormats are the disk formats a Windows node image comes in.
@@ -101,11 +95,9 @@ var DefaultInstallBudgets = InstallBudgets{Setup: 90 * time.Minute, Phase1: 45 *
 // with containerd and the images takes about 12 GiB.
 const DefaultWindowsDiskSize = 40 << 30
 
-// Validate checks the options a user gives, before anything is touched.
-func (o *WindowsOptions) Validate() error { return o.validate() }
-
-// validate checks the options before anything is read or written.
-func (o *WindowsOptions) validate() error {
+// Validate checks the options a user gives, before anything is read or
+// written.
+func (o *WindowsOptions) Validate() error {
 	var errs []string
 	if o.ISO == "" {
 		errs = append(errs, "--iso is required: a Windows Server 2022 or 2025 ISO (the evaluation ISO from Microsoft's Evaluation Center works)")
@@ -141,7 +133,7 @@ func (o *WindowsOptions) validate() error {
 		}
 	}
 	if o.Updates != "" {
-		if _, err := updateFiles(o.Updates); err != nil {
+		if _, err := UpdateFiles(o.Updates); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -177,215 +169,59 @@ func (o *WindowsOptions) validate() error {
 	return nil
 }
 
-// windowsImage is one entry of images/windows.yaml.
-type windowsImage struct {
-	Name     string `yaml:"name"`
-	Tag      string `yaml:"tag"`
-	Manifest string `yaml:"manifest"`
-	Sandbox  bool   `yaml:"sandbox"`
-	// HostProcess images run on the host itself, so any Windows build
-	// of them does.
-	HostProcess bool `yaml:"hostProcess"`
-}
+// updateNameRE is an update package's file name hwk takes: the Microsoft
+// Update Catalog's names (windows10.0-kb5044281-x64_<hash>.msu) and
+// anything else of letters, digits and ._+- with no spaces, which pass
+// through the build disk, build.json and DISM's command line unquoted
+// and unchanged.
+var updateNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*\.(?i:msu|cab)$`)
 
-// windowsRecipe reads node-images/windows/components.yaml and
-// images/windows.yaml.
-func windowsRecipe() (*recipe, []windowsImage, error) {
-	var r recipe
-	data, err := fs.ReadFile(windows.Recipe, "components.yaml")
+// UpdateFiles returns the update packages (.msu, .cab) in dir, in the
+// order they are installed: by file name, case ignored, as Windows sorts
+// them. Servicing stack updates come inside Windows Server 2022's
+// cumulative updates since 2021, so its latest cumulative update alone
+// is enough; a separate servicing stack update must be named so that it
+// sorts first. Other files in dir are left out; a directory with no
+// package, or a package whose name hwk cannot pass on, is an error
+// that says the fix.
+func UpdateFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, err
+		return nil, fmt.Errorf("--updates %s: %w (name a directory holding the .msu files from the Microsoft Update Catalog)", dir, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&r); err != nil {
-		return nil, nil, fmt.Errorf("recipe node-images/windows/components.yaml: %w", err)
-	}
-	var list struct {
-		Images []windowsImage `yaml:"images"`
-	}
-	data, err = images.Manifests.ReadFile("windows.yaml")
-	if err != nil {
-		return nil, nil, err
-	}
-	dec = yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&list); err != nil {
-		return nil, nil, fmt.Errorf("images/windows.yaml: %w", err)
-	}
-	return &r, list.Images, nil
-}
-
-// windowsBuilder carries one Windows build.
-type windowsBuilder struct {
-	*builder
-	w       WindowsOptions
-	edition winimage.Edition
-	isoSum  string
-	images  []windowsImage
-	// pulled are the image archives for the build disk.
-	pulled []builtImage
-	work   string
-	// updates are --updates' packages, in the order they go in.
-	updates []string
-}
-
-// BuildWindows makes (or finds in the cache) the Windows node image: it
-// reads the ISO's editions, builds or downloads the Windows binaries,
-// pulls the Windows container images, writes the build disk, installs
-// Windows from the ISO in a VM of opts.Installer's driver, and converts
-// the disk it leaves to every format asked for.
-func BuildWindows(ctx context.Context, opts WindowsOptions) (*Manifest, error) {
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	if opts.Installer == nil {
-		return nil, errors.New("no driver to install Windows with")
-	}
-	r, list, err := windowsRecipe()
-	if err != nil {
-		return nil, err
-	}
-	wb := &windowsBuilder{w: opts, images: list, builder: &builder{
-		opts: Options{KubernetesVersion: opts.KubernetesVersion, Source: opts.Source, CacheDir: opts.CacheDir,
-			Step: opts.Step, Log: opts.Log, HTTP: opts.HTTP},
-		recipe: r, goos: "windows", bins: map[string]string{},
-	}}
-	if opts.Source == FromSource {
-		if wb.goVer, err = goVersion(ctx); err != nil {
-			return nil, err
-		}
-	}
-	err = wb.step("Read the editions of "+filepath.Base(opts.ISO), func() error {
-		eds, err := winimage.ISOEditions(opts.ISO)
-		if err != nil {
-			return err
-		}
-		wb.edition, err = winimage.ChooseEdition(eds, opts.Version, opts.Edition)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = wb.step("Checksum "+filepath.Base(opts.ISO), func() error {
-		wb.isoSum, _, err = fileSHA256(opts.ISO)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := wb.windowsKeys(); err != nil {
-		return nil, err
-	}
-	wb.dir = filepath.Join(opts.CacheDir, "node-images", wb.windowsName())
-	if m, err := readManifest(wb.dir); err == nil && m.Key == wb.keys["node"] && wb.hasFormats(m) {
-		return m, opts.Step(fmt.Sprintf("Cached node image %s", m.Name), func() error { return nil })
-	}
-	if err := os.MkdirAll(wb.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("node image cache: %w", err)
-	}
-	wb.work, err = os.MkdirTemp(opts.CacheDir, "windows-build-")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(wb.work)
-
-	m := &Manifest{Dir: wb.dir, Artifacts: map[Format]Artifact{}}
-	for _, s := range []struct {
-		name string
-		run  func(context.Context) error
-	}{
-		{"binaries", wb.binaries},
-		{"images", wb.windowsImages},
-		{"install", func(ctx context.Context) error { return wb.install(ctx, m) }},
-		{"formats", func(ctx context.Context) error { return wb.formats(ctx, m) }},
-	} {
-		if err := wb.stage(s.name, func() error { return s.run(ctx) }); err != nil {
-			return nil, err
-		}
-	}
-	return m, wb.finishWindows(m)
-}
-
-func (wb *windowsBuilder) hasFormats(m *Manifest) bool {
-	for _, f := range wb.w.Formats {
-		if !m.Has(context.Background(), f, nil) {
-			return false
-		}
-	}
-	return true
-}
-
-// windowsKeys keys the image on everything that goes into it: the ISO
-// and edition, the recipe, each component, the image list, OpenSSH,
-// hwk's Windows programs and any image archives.
-func (wb *windowsBuilder) windowsKeys() error {
-	comps, err := wb.componentKeys()
-	if err != nil {
-		return err
-	}
-	recipeSum, err := hashFS(windows.Recipe)
-	if err != nil {
-		return err
-	}
-	list, err := images.Manifests.ReadFile("windows.yaml")
-	if err != nil {
-		return err
-	}
-	files := map[string]string{}
-	for _, p := range append([]string{wb.w.OpenSSH, filepath.Join(wb.w.Programs, "hwk-seed.exe"), filepath.Join(wb.w.Programs, "hwk-kubelet.exe")}, wb.w.ImageArchives...) {
-		if p == "" {
+	var out []string
+	seen := map[string]string{}
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if e.IsDir() || (ext != ".msu" && ext != ".cab") {
 			continue
 		}
-		sum, _, err := fileSHA256(p)
-		if err != nil {
-			return err
+		if !updateNameRE.MatchString(e.Name()) {
+			return nil, fmt.Errorf("--updates: %q is not a name hwk can pass to DISM: rename it to letters, digits and . _ + - only, no spaces (the Update Catalog's own names, such as windows10.0-kb5044281-x64.msu, are fine)", e.Name())
 		}
-		files[filepath.Base(p)] = sum
-	}
-	// The updates by name and content; their order is their names'.
-	if wb.w.Updates != "" {
-		if wb.updates, err = updateFiles(wb.w.Updates); err != nil {
-			return err
+		lower := strings.ToLower(e.Name())
+		if other, ok := seen[lower]; ok {
+			return nil, fmt.Errorf("--updates: %s and %s are the same name to Windows; keep one", other, e.Name())
 		}
+		seen[lower] = e.Name()
+		out = append(out, filepath.Join(dir, e.Name()))
 	}
-	for _, p := range wb.updates {
-		sum, _, err := fileSHA256(p)
-		if err != nil {
-			return fmt.Errorf("--updates: %w", err)
-		}
-		files["updates/"+filepath.Base(p)] = sum
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--updates %s holds no .msu or .cab file: download the latest cumulative update for the Windows Server release (for 2022: \"Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems\") from https://www.catalog.update.microsoft.com into it", dir)
 	}
-	wb.keys["node"] = hashJSON([]any{"windows", recipeSum, string(list), comps, wb.isoSum, wb.w.Version, wb.edition.Name,
-		files, wb.w.KubernetesVersion, wb.w.Source, wb.w.DiskSize})
-	return nil
+	slices.SortFunc(out, func(a, b string) int {
+		return strings.Compare(strings.ToLower(filepath.Base(a)), strings.ToLower(filepath.Base(b)))
+	})
+	return out, nil
 }
 
-func (wb *windowsBuilder) windowsName() string {
-	return fmt.Sprintf("windows-%s-%s-%s-%s", wb.w.Version, wb.w.KubernetesVersion, wb.w.Source, wb.keys["node"][:12])
-}
-
-// build is the Windows build the image installs.
-func (wb *windowsBuilder) build() int {
-	return map[string]int{"2022": 20348, "2025": 26100}[wb.w.Version]
-}
-
-// finishWindows fills in and writes the manifest (0600: it holds the
-// Administrator password).
-func (wb *windowsBuilder) finishWindows(m *Manifest) error {
-	m.Name, m.OS = filepath.Base(wb.dir), "windows"
-	m.KubernetesVersion, m.Source, m.Key = wb.w.KubernetesVersion, wb.w.Source, wb.keys["node"]
-	m.Built = time.Now().UTC().Truncate(time.Second)
-	m.Components = map[string]string{"windows": fmt.Sprintf("%s (build %s)", wb.edition.Name, m.Windows.BuildString())}
-	if wb.goVer != "" {
-		m.Components["go"] = wb.goVer
+// DefaultWindowsFormats are the formats a Windows image is built in when
+// none are named: every one where qemu-img can convert the installed disk,
+// else only install, the format the install VM's driver writes (and
+// boots).
+func DefaultWindowsFormats(install Format) []Format {
+	if _, err := exec.LookPath("qemu-img"); err == nil {
+		return slices.Clone(WindowsFormats)
 	}
-	if err := wb.recordBinaries(m); err != nil {
-		return err
-	}
-	for _, im := range wb.pulled {
-		m.Images = append(m.Images, im.Image)
-	}
-	m.Stages = wb.stages
-	return m.write()
+	return []Format{install}
 }

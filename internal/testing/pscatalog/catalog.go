@@ -15,9 +15,9 @@ import (
 	"github.com/hwk-dev/hwk/internal/drivers/virtualbox"
 	"github.com/hwk-dev/hwk/internal/drivers/wsl2"
 	"github.com/hwk-dev/hwk/internal/logs"
-	"github.com/hwk-dev/hwk/internal/winimage"
+	"github.com/hwk-dev/hwk/internal/nodeimage/winimage"
 	"github.com/hwk-dev/hwk/internal/winseed"
-	windows "github.com/hwk-dev/hwk/node-images/windows"
+	"github.com/hwk-dev/hwk/node-images/windows"
 )
 
 // Script is one script of the catalog.
@@ -52,7 +52,7 @@ var packages = []struct {
 	{"internal/containerd", containerd.Scripts},
 	{"internal/doctor", doctor.Scripts},
 	{"internal/logs", logs.Scripts},
-	{"internal/winimage", winimage.Scripts},
+	{"internal/nodeimage/winimage", winimage.Scripts},
 	{"internal/winseed", winseed.Scripts},
 }
 

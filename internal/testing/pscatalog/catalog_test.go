@@ -228,18 +228,18 @@ var looksLikePowerShell = regexp.MustCompile(`\b(Add|Clear|ConvertFrom|ConvertTo
 // commands for the user to run, in error messages and fixes; they send
 // nothing.
 var messages = map[string]string{
-	"internal/drivers/hyperv.Driver.Preflight":      "the fix for a host hwk cannot check",
-	"internal/drivers/hyperv.judge":                 "preflight's fixes",
-	"internal/drivers/hyperv.Driver.checkSubnet":    "how to remove what is in the way",
-	"internal/drivers/hyperv.otherNAT":              "how to remove a NAT that keeps hwk's from being made",
-	"pkg/cmd.newExecCommand":                        "an example command for hwk exec on a Windows node",
-	"internal/drivers/hyperv.Driver.Create":         "how to remove a VM of the node's name",
-	"internal/drivers/hyperv.confirmAddress":        "where to look for a VM's addresses",
-	"internal/drivers/hyperv.Driver.runOnAdapter":   "where to look at an adapter that never got its IPv4 interface",
-	"internal/drivers/hyperv.adapterMissing":        "the FullyQualifiedErrorIds of the errors EnsureNetwork waits out",
-	"internal/winimage.UnattendOptions.check":       "dism /Get-WimInfo, where the edition names come from",
-	"internal/drivers/wsl2.Driver.unroute":          "how to remove the firewall rule kept for want of elevation",
-	"pkg/cluster/internal/actions.bootPhase.lookAt": "where to look when a Windows node's first boot stops (Get-Service containerd)",
+	"internal/drivers/hyperv.Driver.Preflight":          "the fix for a host hwk cannot check",
+	"internal/drivers/hyperv.judge":                     "preflight's fixes",
+	"internal/drivers/hyperv.Driver.checkSubnet":        "how to remove what is in the way",
+	"internal/drivers/hyperv.otherNAT":                  "how to remove a NAT that keeps hwk's from being made",
+	"pkg/cmd.newExecCommand":                            "an example command for hwk exec on a Windows node",
+	"internal/drivers/hyperv.Driver.Create":             "how to remove a VM of the node's name",
+	"internal/drivers/hyperv.confirmAddress":            "where to look for a VM's addresses",
+	"internal/drivers/hyperv.Driver.runOnAdapter":       "where to look at an adapter that never got its IPv4 interface",
+	"internal/drivers/hyperv.adapterMissing":            "the FullyQualifiedErrorIds of the errors EnsureNetwork waits out",
+	"internal/nodeimage/winimage.UnattendOptions.check": "dism /Get-WimInfo, where the edition names come from",
+	"internal/drivers/wsl2.Driver.unroute":              "how to remove the firewall rule kept for want of elevation",
+	"pkg/cluster/internal/actions.bootPhase.lookAt":     "where to look when a Windows node's first boot stops (Get-Service containerd)",
 }
 
 // notSent are packages that hold PowerShell they never send.

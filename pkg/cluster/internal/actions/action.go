@@ -1,6 +1,6 @@
 // Package actions holds the steps of `hwk up`, one small type per step,
-// run in order by pkg/cluster. Each step does one job, says what it is
-// called, and on failure returns an error that explains itself (the end of
+// run in order by pkg/cluster. Each step does one job, names itself, and
+// on failure returns an error that explains itself (the end of
 // the log that matters, from the node).
 package actions
 
@@ -15,7 +15,7 @@ import (
 
 	"github.com/moby/moby/client"
 
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 	"github.com/hwk-dev/hwk/internal/ui"
 
 	"k8s.io/client-go/kubernetes"
@@ -44,7 +44,7 @@ type Skipper interface {
 	Skip(c *Context) bool
 }
 
-// Describer is an action whose step line says what it works on, which it
+// Describer is an action whose step line names what it works on, which it
 // knows only once the steps before it have run.
 type Describer interface {
 	Describe(c *Context) string
@@ -66,7 +66,7 @@ type Context struct {
 	Started time.Time
 	// Timeouts for the waits.
 	Timeouts Timeouts
-	// Pull says when node images are pulled; ImageRegistry pulls them
+	// Pull is when node images are pulled; ImageRegistry pulls them
 	// (nil: Docker's credentials and the system's CAs) and Docker is the
 	// engine the docker format goes into.
 	Pull          PullPolicy
@@ -126,11 +126,7 @@ type Timeouts struct {
 }
 
 // EmulationSlowdown is how many times longer up waits when a driver
-// emulates the CPU. Under TCG on two cores, a one-node cluster on libvirt
-// took 14 minutes to be Ready (kubeadm init 2.5 min, Calico's pods 9 more),
-// against under a minute on the docker driver; four times the default
-// waits covers that. (Another run never settled: its API server stopped
-// answering under the load. Longer waits would not have helped.)
+// emulates the CPU (see Preflight for why 4).
 const EmulationSlowdown = 4
 
 // Scale makes every timeout n times longer.
@@ -141,14 +137,7 @@ func (t Timeouts) Scale(n int) Timeouts {
 
 // DefaultTimeouts suit a laptop or a small CI runner: generous, since a
 // timeout that fires on a slow but healthy machine is worse than a slow
-// failure.
-//
-// A Windows clone's first boot gets 20 minutes: in it Windows Setup runs
-// specialize with full hardware detection, restarts, runs oobeSystem,
-// then hwk-seed applies the seed and renames the computer, which takes a
-// second restart; on a laptop's two vCPUs, beside the Linux control
-// plane's boot and Defender's first scan. The review of issue 37 (D2)
-// found the 5 minutes Linux gets too tight for that.
+// failure. A Windows node's first boot gets 20 minutes (see waitWindowsBooted).
 var DefaultTimeouts = Timeouts{
 	NodeBoot:    5 * time.Minute,
 	WindowsBoot: 20 * time.Minute,
@@ -182,12 +171,12 @@ func (c *Context) Node(ctx context.Context, name string) (*node.Node, error) {
 	return h, nil
 }
 
-// LogPath is where a step keeps the full output of a command it ran.
+// LogPath returns where a step keeps the full output of a command it ran.
 func (c *Context) LogPath(name string) string {
 	return filepath.Join(c.Dir, clusterdir.LogsDir, name+".log")
 }
 
-// ControlPlane is the control-plane node of the config.
+// ControlPlane returns the control-plane node of the config.
 func (c *Context) ControlPlane() config.Node {
 	for _, n := range c.Config.Nodes {
 		if n.Role == config.ControlPlane {
@@ -197,7 +186,7 @@ func (c *Context) ControlPlane() config.Node {
 	return config.Node{}
 }
 
-// Workers are the config's worker nodes of os ("" for all).
+// Workers returns the config's worker nodes of os ("" for all).
 func (c *Context) Workers(os config.OS) []config.Node {
 	var out []config.Node
 	for _, n := range c.Config.Nodes {

@@ -10,13 +10,13 @@ import (
 	"github.com/distribution/reference"
 
 	"github.com/hwk-dev/hwk/drivers"
-	"github.com/hwk-dev/hwk/internal/imagedist"
+	"github.com/hwk-dev/hwk/internal/nodeimage/imagedist"
 	"github.com/hwk-dev/hwk/internal/ui"
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// PullPolicy says when `up` pulls node images.
+// PullPolicy is when `up` pulls node images.
 type PullPolicy string
 
 // The pull policies, as kind and Kubernetes name them.
@@ -129,9 +129,9 @@ func fits(im *imagedist.Image, p *pull, version string) error {
 	return nil
 }
 
-// cachedImage is the node's image in its driver's terms when the cache (or,
-// for the docker driver, the engine) has one that fits and the pull policy
-// lets `up` use it; "" when it must be pulled.
+// cachedImage returns the node's image in its driver's terms when the cache
+// (or, for the docker driver, the engine) has one that fits and the pull
+// policy lets `up` use it; "" when it must be pulled.
 func (c *Context) cachedImage(ctx context.Context, cached []*nodeimage.Manifest, n config.Node, d drivers.Driver, format nodeimage.Format) (string, error) {
 	explicit := config.IsImageRef(n.Image)
 	if c.Pull == PullAlways && (explicit || n.OS == config.Linux) {
@@ -190,7 +190,7 @@ func (c *Context) cachedImage(ctx context.Context, cached []*nodeimage.Manifest,
 	return ref, nil
 }
 
-// sameImage says whether a pulled image's reference (repository, tag,
+// sameImage reports whether a pulled image's reference (repository, tag,
 // digest) is what a node's image setting names: the same repository, and
 // the same digest or tag, whichever the setting gives.
 func sameImage(pulled, want string) bool {
@@ -208,7 +208,7 @@ func sameImage(pulled, want string) bool {
 	return ok1 && ok2 && wt.Tag() == pt.Tag()
 }
 
-// pullRef is what `up` pulls for a node the cache has no image for: the
+// pullRef returns what `up` pulls for a node the cache has no image for: the
 // reference its config names, else the Linux image this hwk pins for the
 // cluster's version (from images.registry when set). Windows images are
 // never pulled unless a config names one.
@@ -255,7 +255,7 @@ func (PullImages) Name() string { return "Pulling node images" }
 // Skip implements Skipper: nothing to pull, no step.
 func (PullImages) Skip(c *Context) bool { return len(c.pulls) == 0 }
 
-// Describe implements Describer: the step says what it pulls.
+// Describe implements Describer: the step names what it pulls.
 func (PullImages) Describe(c *Context) string {
 	var what []string
 	for _, p := range c.pulls {
