@@ -5,14 +5,14 @@ import (
 	"strconv"
 )
 
-// DiskSize is the size of the disk a VM driver makes for a node that asks
-// for disk bytes (nodes[].disk) over a node image of image bytes: what it
-// asks, or the image's size when it asks for less, since a disk made over
-// an image (a qcow2 overlay, a differencing VHDX) holds the whole image and
-// cannot be smaller. warning is "" when the node gets what it asked for,
-// else what to tell the user; every VM driver keeps the image's size and
-// warns, rather than refusing a cluster over a smaller disk.
+// DiskSize returns the size of the disk a VM driver makes for a node that
+// asks for disk bytes (nodes[].disk) over a node image of image bytes: disk,
+// or image when disk is smaller, with a warning for the user then (else "").
 func DiskSize(node string, disk, image int64) (size int64, warning string) {
+	// Why: a disk made over an image (a qcow2 overlay, a differencing
+	// VHDX) holds the whole image and cannot be smaller; every VM driver
+	// keeps the image's size and warns, rather than refusing a cluster
+	// over a smaller disk.
 	if disk >= image {
 		return disk, ""
 	}
@@ -20,7 +20,7 @@ func DiskSize(node string, disk, image int64) (size int64, warning string) {
 		node, gib(image), gib(disk))
 }
 
-// gib is bytes in GiB, with as many decimals as it takes.
+// gib returns bytes in GiB, with as many decimals as it takes.
 func gib(bytes int64) string {
 	return strconv.FormatFloat(float64(bytes)/(1<<30), 'f', -1, 64)
 }

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// TestDiskSize: a disk at least the image's size is made as asked; a
-// smaller one stays at the image's size, with a warning that says both.
+// TestDiskSize checks that a disk at least the image's size is made as
+// asked, and a smaller one stays at the image's size, with a warning that
+// names both.
 func TestDiskSize(t *testing.T) {
 	for _, c := range []struct {
 		disk, image, want int64

@@ -70,7 +70,7 @@ type Network struct {
 	Subnet  netip.Prefix
 }
 
-// Gateway is the host side of the network: the subnet's first address.
+// Gateway returns the host side of the network: the subnet's first address.
 func (n Network) Gateway() netip.Addr {
 	return n.Subnet.Masked().Addr().Next()
 }
@@ -134,7 +134,7 @@ type Machine struct {
 	Role  config.Role
 	OS    config.OS
 	State State
-	// Detail is the driver's own word for the state when it says more
+	// Detail is the driver's own word for the state when it tells more
 	// than State ("paused", "exited (137)").
 	Detail string
 	IP     netip.Addr
@@ -150,7 +150,7 @@ type ImageChecker interface {
 
 // SubnetChecker is implemented by drivers that can say, before anything is
 // made, whether a subnet is free for a cluster's network: that none of the
-// driver's networks but the cluster's own, and nothing on the host the
+// driver's networks except the cluster's own, and nothing on the host the
 // driver would route through, overlaps it. It returns a
 // *SubnetInUseError when something does.
 type SubnetChecker interface {
@@ -173,7 +173,7 @@ type UpChecker interface {
 }
 
 // Experimental is implemented by drivers hwk ships before they have run
-// on the hosts they are for. Limits says what is known not to work, or
+// on the hosts they are for. Limits returns what is known not to work, or
 // has not been tried. Such a driver is used only when a config or flag
 // names it.
 type Experimental interface {

@@ -5,8 +5,8 @@ import (
 	"net/netip"
 )
 
-// UnavailableError says a driver cannot be used on this host now, why, and
-// the command or step that fixes it.
+// UnavailableError is the error of a driver that cannot be used on this
+// host now: why, and the command or step that fixes it.
 type UnavailableError struct {
 	Driver string
 	Reason string

@@ -4,7 +4,7 @@ import "context"
 
 // Installer is a driver that can run an operating system's installer in a
 // throwaway VM and keep the disk it leaves: how hwk makes the Windows node
-// image, whose install cannot be done anywhere but in a VM.
+// image, whose install cannot be done anywhere except in a VM.
 type Installer interface {
 	// InstallFormat is the disk format Install writes: qcow2 (libvirt),
 	// vhdx (Hyper-V), vdi (VirtualBox).
@@ -24,9 +24,9 @@ type InstallSpec struct {
 	// Media are ISO files on the host, attached as CD-ROMs in this order;
 	// the VM boots from the first (UEFI).
 	Media []string
-	// PressKey says the first medium's boot loader waits for a key press
-	// ("Press any key to boot from CD or DVD", Windows media): the driver
-	// presses one while the VM starts.
+	// PressKey reports whether the first medium's boot loader waits for a
+	// key press ("Press any key to boot from CD or DVD", Windows media):
+	// the driver presses one while the VM starts.
 	PressKey bool
 	// Disk is the host file to write the installed disk to, in
 	// InstallFormat; DiskBytes its virtual size.

@@ -19,7 +19,7 @@ type MemoryCommitter interface {
 	StartupMemory(os config.OS, memory int64) int64
 }
 
-// StartupMemory is what nodes' machines take from the host when they
+// StartupMemory returns what nodes' machines take from the host when they
 // start, by the drivers that commit memory then (MemoryCommitter), with
 // each node's share ("demo-win-1 3.0 GiB"); nodes of other drivers
 // (containers) count nothing. driver gives a node's driver.
@@ -44,5 +44,5 @@ func StartupMemory(nodes []config.Node, driver func(config.Node) (Driver, error)
 	return need, shares, nil
 }
 
-// GiB is n bytes in GiB, to a tenth.
+// GiB returns n bytes in GiB, to a tenth.
 func GiB(n uint64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }

@@ -54,7 +54,7 @@ type Availability struct {
 	Detail string `json:"detail"`
 	// Fix is how to make an unavailable driver usable.
 	Fix string `json:"fix,omitempty"`
-	// Emulated says the driver works here only by emulating the CPU.
+	// Emulated reports whether the driver works here only by emulating the CPU.
 	Emulated bool `json:"emulated,omitempty"`
 	// DefaultFor lists the node operating systems this driver is the
 	// default for on this host.
@@ -82,7 +82,7 @@ func (r *Registry) Check(ctx context.Context, hostOS string) []Availability {
 	return out
 }
 
-// Reachable is every driver whose Preflight passes here now, in name
+// Reachable returns every driver whose Preflight passes here now, in name
 // order: the drivers that may hold machines to remove. The preflights run
 // concurrently, each within PreflightTimeout, with notes as Check's.
 func (r *Registry) Reachable(ctx context.Context) []Driver {

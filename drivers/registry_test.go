@@ -117,9 +117,9 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// TestCheckAsksUpChecker: a driver that can reach its machines but not
-// make them here (drivers.UpChecker) is shown unavailable, with the fix,
-// and is no default.
+// TestCheckAsksUpChecker checks that a driver that can reach its machines
+// but not make them here (drivers.UpChecker) is shown unavailable, with the
+// fix, and is no default.
 func TestCheckAsksUpChecker(t *testing.T) {
 	r := drivers.NewRegistry(driverstest.RefusingUp{Fake: up1(config.DriverDocker)})
 	got := r.Check(context.Background(), "linux")

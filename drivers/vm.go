@@ -41,15 +41,15 @@ func CheckVM(spec MachineSpec, r VMRules) error {
 	return nil
 }
 
-// Inspector is the part of a Driver that says what a machine is.
+// Inspector is the part of a Driver that reports what a machine is.
 type Inspector interface {
 	Inspect(ctx context.Context, r Ref) (Machine, error)
 }
 
-// OwnAddress is HostEndpoint for a driver whose host reaches each node at
-// the node's own address (hwk's switch or network): port at the machine's
-// IP. what names the machine for the error when there is none ("Hyper-V
-// VM").
+// OwnAddress implements HostEndpoint for a driver whose host reaches each
+// node at the node's own address (hwk's switch or network): port at the
+// machine's IP. what names the machine for the error when there is none
+// ("Hyper-V VM").
 func OwnAddress(ctx context.Context, d Inspector, r Ref, port uint16, what string) (netip.AddrPort, error) {
 	m, err := d.Inspect(ctx, r)
 	if err != nil {

@@ -8,13 +8,11 @@ import (
 	"github.com/hwk-dev/hwk/internal/ui"
 )
 
-// PreflightTimeout bounds one driver's preflight: a driver whose host
-// tool does not answer (a PowerShell that never replies, a hung wsl.exe)
-// is reported unusable, saying what it was waiting for, instead of
-// holding up every command that probes the host. It covers the Hyper-V
-// driver's PowerShell start (hyperv.StartTimeout) and its checks, CIM
-// queries that take seconds on a laptop.
-const PreflightTimeout = time.Minute
+// PreflightTimeout bounds one driver's preflight: a driver whose host tool
+// does not answer (a PowerShell that never replies, a hung wsl.exe) is
+// reported unusable, naming what it was waiting for, instead of holding up
+// every command that probes the host.
+const PreflightTimeout = time.Minute // Why a minute: the Hyper-V driver's PowerShell start (hyperv.StartTimeout) and CIM checks take seconds on a laptop.
 
 // preflightLimit is PreflightTimeout, shortened by tests.
 var preflightLimit = PreflightTimeout
@@ -25,13 +23,13 @@ var preflightLimit = PreflightTimeout
 // that did not come from Preflight, PreflightUp or the Registry's checks.
 func Waiting(ctx context.Context, what string) { ui.Waiting(ctx, what) }
 
-// Preflight is d.Preflight within PreflightTimeout, with notes to the
+// Preflight runs d.Preflight within PreflightTimeout, with notes to the
 // context's note function (ui.WithNotes) while it is slow.
 func Preflight(ctx context.Context, d Driver) (string, error) {
 	return one(ctx, d, d.Preflight)
 }
 
-// PreflightUp is Preflight and, for an UpChecker, CheckUp: whether d can
+// PreflightUp runs Preflight and, for an UpChecker, CheckUp: whether d can
 // make and run nodes here now, within PreflightTimeout.
 func PreflightUp(ctx context.Context, d Driver) (string, error) {
 	return one(ctx, d, upCheck(d))
@@ -49,7 +47,7 @@ func upCheck(d Driver) func(context.Context) (string, error) {
 
 func newWait(d string) *ui.Wait { return ui.NewWait("the " + d + " driver's check") }
 
-// one is a single timed check, with its own progress notes.
+// one runs a single timed check, with its own progress notes.
 func one(ctx context.Context, d Driver, check func(context.Context) (string, error)) (string, error) {
 	w := newWait(d.Name())
 	stop := ui.Watch(ctx, preflightLimit, w)

@@ -12,8 +12,8 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// slowDriver's preflight says what it waits for, then waits for its
-// context (honest) or for release (one that ignores it).
+// slowDriver is a driver whose preflight records what it waits for, then
+// waits for its context (honest) or for release (one that ignores it).
 type slowDriver struct {
 	Driver
 	name    string
@@ -33,9 +33,9 @@ func (d *slowDriver) Preflight(ctx context.Context) (string, error) {
 	return "late", nil
 }
 
-// TestPreflightTimeout: a preflight past its limit, whether it heeds its
-// context or not, is an UnavailableError that names what it waited for;
-// the caller hears what is pending after a second, and a driver that
+// TestPreflightTimeout checks that a preflight past its limit, whether it
+// heeds its context or not, is an UnavailableError that names what it waited
+// for; the caller hears what is pending after a second, and a driver that
 // answers at once is not held up by one that does not.
 func TestPreflightTimeout(t *testing.T) {
 	old := preflightLimit

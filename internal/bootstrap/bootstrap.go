@@ -46,8 +46,8 @@ type Node struct {
 	Container bool
 }
 
-// FromConfig takes the Kubernetes side of a validated config. Which nodes
-// are containers is the driver's business, so the caller says.
+// FromConfig returns the Kubernetes side of a validated config. Which nodes
+// are containers is the driver's business, so container reports it.
 func FromConfig(c *config.Cluster, token string, container func(config.Node) bool) (Cluster, error) {
 	pods, err := netip.ParsePrefix(c.Networking.PodSubnet)
 	if err != nil {
@@ -85,13 +85,13 @@ func FromConfig(c *config.Cluster, token string, container func(config.Node) boo
 	return out, nil
 }
 
-// APIServerEndpoint is where nodes reach the API server: the control
+// APIServerEndpoint returns where nodes reach the API server: the control
 // plane's address on the node network.
 func (c Cluster) APIServerEndpoint() netip.AddrPort {
 	return netip.AddrPortFrom(c.ControlPlane.IP, uint16(c.APIServerPort))
 }
 
-// DNSServiceIP is the cluster DNS service's address: the tenth of the
+// DNSServiceIP returns the cluster DNS service's address: the tenth of the
 // service range, as kubeadm picks it.
 func (c Cluster) DNSServiceIP() netip.Addr {
 	a := c.ServiceSubnet.Masked().Addr()
@@ -101,7 +101,7 @@ func (c Cluster) DNSServiceIP() netip.Addr {
 	return a
 }
 
-// APIServiceIP is the kubernetes.default service's address: the first of
+// APIServiceIP returns the kubernetes.default service's address: the first of
 // the service range.
 func (c Cluster) APIServiceIP() netip.Addr {
 	return c.ServiceSubnet.Masked().Addr().Next()

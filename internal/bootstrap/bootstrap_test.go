@@ -42,7 +42,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// testCluster is the default cluster with one Linux and one Windows
+// testCluster returns the default cluster with one Linux and one Windows
 // worker, its Linux nodes taken for containers (as on the docker driver),
 // so that one rendering shows both kinds of node.
 func testCluster(t *testing.T) Cluster {
@@ -415,8 +415,9 @@ func imagesOf(ds []map[string]any) []string {
 	return out
 }
 
-// TestLinuxImagesArePreloaded: every image the Calico manifest runs is one
-// the Linux node image preloads (images/linux.yaml), so up pulls nothing.
+// TestLinuxImagesArePreloaded checks that every image the Calico manifest
+// runs is one the Linux node image preloads (images/linux.yaml), so up pulls
+// nothing.
 func TestLinuxImagesArePreloaded(t *testing.T) {
 	out, err := CalicoManifest(testCluster(t), false)
 	if err != nil {
@@ -538,8 +539,8 @@ func kubeProxyStartOrder(t *testing.T, code string) {
 	}
 }
 
-// TestWindowsImagesListed: images/windows.yaml names exactly the images the
-// Windows manifests run.
+// TestWindowsImagesListed checks that images/windows.yaml names exactly the
+// images the Windows manifests run.
 func TestWindowsImagesListed(t *testing.T) {
 	c := testCluster(t)
 	out, err := WindowsManifests(c)
@@ -601,14 +602,14 @@ func TestPowerShellSyntax(t *testing.T) {
 	})
 }
 
-// TestWindowsLogsAreThePodLogs: on a HostProcess node Calico and
-// kube-proxy log to their containers' stdout, so every pod log that the
-// join's diagnostics (windowsLogs) and hwk logs (logs.WindowsItems) read
-// must be that of a container the Windows DaemonSets run, in their
-// namespace; and nothing may turn Calico's file logging into the place to
-// look (issue 26: CALICO_DISABLE_FILE_LOGGING, which Calico's Windows
-// node never reads).
+// TestWindowsLogsAreThePodLogs checks that every pod log the join's
+// diagnostics (windowsLogs) and hwk logs (logs.WindowsItems) read is that
+// of a container the Windows DaemonSets run, and that none is a Calico log file.
 func TestWindowsLogsAreThePodLogs(t *testing.T) {
+	// Why: on a HostProcess node Calico and kube-proxy log to their
+	// containers' stdout, and nothing may turn Calico's file logging into
+	// the place to look (issue 26: CALICO_DISABLE_FILE_LOGGING, which
+	// Calico's Windows node never reads).
 	out, err := WindowsManifests(testCluster(t))
 	if err != nil {
 		t.Fatal(err)
@@ -657,9 +658,9 @@ func TestWindowsLogsAreThePodLogs(t *testing.T) {
 	}
 }
 
-// The kubelet's drop-in makes the cluster's Service range unreachable,
-// masked as the route wants it, and a failure to add it does not keep
-// the kubelet from starting.
+// TestKubeletServiceRoute checks that the kubelet's drop-in makes the
+// cluster's Service range unreachable, masked as the route wants it, and a
+// failure to add it does not keep the kubelet from starting.
 func TestKubeletServiceRoute(t *testing.T) {
 	got := kubeletServiceRoute(netip.MustParsePrefix("10.97.3.1/16"))
 	if !strings.Contains(got, "\n[Service]\nExecStartPre=-/usr/sbin/ip route replace unreachable 10.97.0.0/16\n") {
@@ -683,8 +684,9 @@ func (r rootTransport) Run(ctx context.Context, cmd node.Cmd) error {
 	return c.Run()
 }
 
-// install-cni keeps a node's Calico plugins only when its image recorded
-// them from the very install-cni image the manifest runs.
+// TestNodeHasCalicoPlugins checks that install-cni keeps a node's Calico
+// plugins only when its image recorded them from the very install-cni image
+// the manifest runs.
 func TestNodeHasCalicoPlugins(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("runs the Linux node's grep on this host, and a Windows host has none")
@@ -716,10 +718,10 @@ func TestNodeHasCalicoPlugins(t *testing.T) {
 	}
 }
 
-// kubelet.conf as kubeadm init writes it on the control plane, less its
-// data: kubeletRotatingCert must leave it naming the kubelet's rotating
-// certificate file, everything else as it was, and change nothing while
-// the kubelet has not stored one.
+// TestKubeletRotatingCert checks that kubeletRotatingCert leaves
+// kubelet.conf, as kubeadm init writes it on the control plane (less its
+// data), naming the kubelet's rotating certificate file, everything else as
+// it was, and changes nothing while the kubelet has not stored one.
 func TestKubeletRotatingCert(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("runs the Linux node's shell script with sh, which a Windows host lacks")

@@ -23,39 +23,11 @@ const CalicoVersion = "v3.31.0"
 // block per host, so it must be fixed before the first pod.
 const CalicoBlockSize = 26
 
-// CalicoManifest is Calico's calico-vxlan.yaml for this cluster, less
-// calico-kube-controllers (see CalicoControllersManifest): the pod range as
-// the first IP pool, in VXLAN mode Always (Windows cannot do CrossSubnet),
-// the configured VNI and port, and node addresses taken from the Node
-// objects (the kubelet's --node-ip) rather than guessed from interfaces.
-//
-// Two changes make it ready sooner:
-//   - calico-node and its init containers reach the API server at its own
-//     address (Calico's kubernetes-services-endpoint ConfigMap) rather than
-//     through the kubernetes Service, which works only once kube-proxy has
-//     programmed it: before that install-cni fails and is restarted ten
-//     seconds later, and the node waits for it to be Ready;
-//   - calico-node's readiness is Felix's health endpoint, asked every
-//     second (the manifest runs calico-node -felix-ready every ten, which
-//     asks the same endpoint).
-//
-// Three make each node lighter (make bench-up measures them):
-//   - install-cni keeps the CNI plugins the node image already has
-//     (UPDATE_CNI_BINARIES=false; node-images/linux/components.yaml's
-//     fromImages): it would copy the 57 MB plugin to two files and read
-//     each back, and the kernel charges those pages to the node;
-//   - calico-node runs two fewer processes (calicoNodeStart);
-//   - its liveness, like its readiness, asks Felix's endpoint instead of
-//     starting calico-node -felix-live every ten seconds.
-//
-// Its init containers stay as upstream has them: without upgrade-ipam and
-// ebpf-bootstrap, which hwk clusters do not need, up was no faster within
-// make bench-up's spread.
-//
-// nodePlugins says every Linux node's root has the CNI plugins of the
-// install-cni image the manifest runs (see NodeHasCalicoPlugins); only
-// then does install-cni keep what it finds. A node image made by another
-// hwk may carry another Calico's, which install-cni must replace.
+// CalicoManifest returns Calico's calico-vxlan.yaml configured for c (pod
+// range as the first IP pool, VXLAN VNI and port), less
+// calico-kube-controllers (see CalicoControllersManifest). nodePlugins
+// reports whether every Linux node has CalicoCNIImage's plugins
+// (NodeHasCalicoPlugins); only then does install-cni keep them.
 func CalicoManifest(c Cluster, nodePlugins bool) ([]byte, error) {
 	raw, err := images.Manifests.ReadFile("manifests/calico-vxlan.yaml")
 	if err != nil {
@@ -63,12 +35,14 @@ func CalicoManifest(c Cluster, nodePlugins bool) ([]byte, error) {
 	}
 	env := []envVar{
 		{"CALICO_IPV4POOL_CIDR", c.PodSubnet.String()},
-		{"CALICO_IPV4POOL_VXLAN", "Always"},
+		{"CALICO_IPV4POOL_VXLAN", "Always"}, // Why: Windows cannot do CrossSubnet.
 		{"CALICO_IPV4POOL_IPIP", "Never"},
 		{"CALICO_IPV4POOL_BLOCK_SIZE", strconv.Itoa(CalicoBlockSize)},
 		{"CALICO_IPV4POOL_NAT_OUTGOING", "true"},
 		{"FELIX_VXLANVNI", strconv.Itoa(c.VXLANVNI)},
 		{"FELIX_VXLANPORT", strconv.Itoa(c.VXLANPort)},
+		// Why: node addresses come from the Node objects (the kubelet's
+		// --node-ip) rather than being guessed from interfaces.
 		{"IP_AUTODETECTION_METHOD", "kubernetes-internal-ip"},
 		// Felix clears connect-time load balancing left by a BPF dataplane
 		// through libbpf, which a calico-node built without cgo (hwk's
@@ -89,14 +63,28 @@ func CalicoManifest(c Cluster, nodePlugins bool) ([]byte, error) {
 		if err := setContainerEnv(doc, "calico-node", env); err != nil {
 			return keep, err
 		}
+		// Why: calicoNodeStart drops node-status-reporter and
+		// monitor-addresses, each a calico-node process of its own (about
+		// 18 MiB) that an hwk node has no use for: node-status-reporter
+		// reports BGP sessions, and there are none in VXLAN mode;
+		// monitor-addresses follows a node whose address changes while it
+		// runs, and an hwk node's address is fixed (a new one comes only
+		// with a restart, when startup reads it again).
 		if err := setContainerField(doc, "calico-node", "command", []any{"/bin/sh", "-c", calicoNodeStart}); err != nil {
 			return keep, err
 		}
+		// Why: install-cni would copy the 57 MB plugin to two files and
+		// read each back, and the kernel charges those pages to the node;
+		// the node image already has them (node-images/linux/components.yaml's
+		// fromImages). Only with nodePlugins: a node image made by another
+		// hwk may carry another Calico's, which install-cni must replace.
 		if nodePlugins {
 			if err := setContainerEnv(doc, "install-cni", []envVar{{"UPDATE_CNI_BINARIES", "false"}}); err != nil {
 				return keep, err
 			}
 		}
+		// Why: liveness, like readiness, asks Felix's health endpoint
+		// instead of starting calico-node -felix-live every ten seconds.
 		if err := setContainerField(doc, "calico-node", "livenessProbe", map[string]any{
 			"httpGet":             map[string]any{"host": "localhost", "path": "/liveness", "port": 9099},
 			"periodSeconds":       10,
@@ -108,6 +96,9 @@ func CalicoManifest(c Cluster, nodePlugins bool) ([]byte, error) {
 		}
 		// Felix serves its health on localhost (FELIX_HEALTHHOST), in the
 		// node's network namespace, which is the kubelet's.
+		// Why: asked every second, calico-node is Ready sooner; the
+		// manifest runs calico-node -felix-ready every ten, which asks the
+		// same endpoint.
 		return changed, setContainerField(doc, "calico-node", "readinessProbe", map[string]any{
 			"httpGet":          map[string]any{"host": "localhost", "path": "/readiness", "port": 9099},
 			"periodSeconds":    1,
@@ -121,6 +112,11 @@ func CalicoManifest(c Cluster, nodePlugins bool) ([]byte, error) {
 	if !patched {
 		return nil, errors.New("calico manifest: no calico-node DaemonSet to configure")
 	}
+	// Why: calico-node and its init containers reach the API server at its
+	// own address (Calico's kubernetes-services-endpoint ConfigMap) rather
+	// than through the kubernetes Service, which works only once kube-proxy
+	// has programmed it: before that install-cni fails and is restarted ten
+	// seconds later, and the node waits for it to be Ready.
 	// The endpoint comes first: calico-node reads it only if it exists
 	// when its containers start (envFrom, optional).
 	endpoint := c.APIServerEndpoint()
@@ -149,14 +145,10 @@ func NodeHasCalicoPlugins(ctx context.Context, n *node.Node) bool {
 	return n.Run(ctx, node.Cmd{Args: []string{"grep", "-qxF", CalicoCNIImage + " opt/cni/bin/calico", "/" + images.RootFilesRecord}}) == nil
 }
 
-// calicoNodeStart is what calico-node's container runs instead of the
-// image's start_runit (calico node/filesystem/sbin/start_runit): the same
-// steps, less two of the services Calico's rc.local enables. Each is a
-// calico-node process of its own (about 18 MiB each) that an hwk node has
-// no use for: node-status-reporter reports BGP sessions, and there are
-// none in VXLAN mode; monitor-addresses follows a node whose address
-// changes while it runs, and an hwk node's address is fixed (a new one
-// comes only with a restart, when startup reads it again).
+// calicoNodeStart is the script calico-node's container runs instead of
+// the image's start_runit (calico node/filesystem/sbin/start_runit): the
+// same steps, less the node-status-reporter and monitor-addresses services
+// Calico's rc.local enables (see CalicoManifest for why).
 const calicoNodeStart = `env > /etc/envvars
 /etc/rc.local || { retval=$?; echo >&2 "Calico node failed to start"; exit $retval; }
 rm -rf /etc/service/enabled/node-status-reporter /etc/service/enabled/monitor-addresses
@@ -165,7 +157,7 @@ export NODENAME
 exec runsvdir -P /etc/service/enabled
 `
 
-// CalicoControllersManifest is calico-kube-controllers from Calico's
+// CalicoControllersManifest returns calico-kube-controllers from Calico's
 // manifest (its Deployment and PodDisruptionBudget), which up applies
 // apart from the rest: its pod, like CoreDNS's, needs calico-node running
 // on its node (see InstallCoreDNS). Its readiness is looked at every two
@@ -241,7 +233,7 @@ const (
 )
 
 // mapDocuments calls fn on each YAML document of a multi-document stream
-// and keeps, re-encodes or drops it as fn says.
+// and keeps, re-encodes or drops it as fn returns.
 func mapDocuments(stream []byte, fn func(map[string]any) (edit, error)) ([]byte, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(stream)))
 	var out bytes.Buffer

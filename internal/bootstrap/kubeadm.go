@@ -44,7 +44,8 @@ type Taint struct{ Key, Value, Effect string }
 // tolerate it through their RuntimeClass.
 var WindowsTaint = Taint{Key: "os", Value: "windows", Effect: "NoSchedule"}
 
-// InitConfig is the kubeadm config for `kubeadm init` on the control plane.
+// InitConfig returns the kubeadm config for `kubeadm init` on the control
+// plane.
 func InitConfig(c Cluster) ([]byte, error) {
 	sans := []string{c.ControlPlane.IP.String(), c.ControlPlane.Name, "localhost", "127.0.0.1"}
 	for _, s := range c.ExtraSANs {
@@ -76,7 +77,7 @@ func InitConfig(c Cluster) ([]byte, error) {
 	})
 }
 
-// JoinConfig is the kubeadm config with which worker n joins, given the
+// JoinConfig returns the kubeadm config with which worker n joins, given the
 // hash of the cluster CA (see CACertHash). Windows workers get the npipe
 // CRI socket and the os=windows taint.
 func JoinConfig(c Cluster, n Node, caCertHash string) ([]byte, error) {
@@ -122,7 +123,7 @@ func NewToken() string {
 	return t[:6] + "." + t[6:22]
 }
 
-// CACertHash is kubeadm's discovery hash of a CA certificate (PEM): the
+// CACertHash returns kubeadm's discovery hash of a CA certificate (PEM): the
 // SHA-256 of its SubjectPublicKeyInfo, as "sha256:<hex>".
 func CACertHash(caPEM []byte) (string, error) {
 	block, _ := pem.Decode(caPEM)

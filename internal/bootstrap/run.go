@@ -29,13 +29,10 @@ const (
 	caCertPath         = "/etc/kubernetes/pki/ca.crt"
 )
 
-// GOGC is Go's garbage collection target for the Go programs of a Linux
-// node hwk configures (the control plane's, the kubelet, Calico and
-// CoreDNS): at Go's default, 100, each heap grows to twice what is live
-// before a collection, which on an idle development cluster is memory
-// held for nothing. 50 keeps it to one and a half times, for a little
-// more CPU on collections (see make bench-up).
-const GOGC = 50
+// GOGC is the garbage collection target hwk sets for the Go programs of a
+// Linux node (the control plane's, the kubelet, Calico and CoreDNS): each
+// heap grows to one and a half times what is live, not Go's default twice.
+const GOGC = 50 // Why: Go's 100 holds memory for nothing on an idle cluster; 50 costs a little CPU (make bench-up).
 
 // coreDNSPhase is the phase of kubeadm init that installs CoreDNS; Init
 // skips it and InstallCoreDNS runs it once Calico runs (see there).
@@ -43,20 +40,14 @@ const coreDNSPhase = "addon/coredns"
 
 // kubeletFinalizePhase is the phase of kubeadm init that points the
 // control plane's kubelet.conf at the kubelet's rotating client
-// certificate, then restarts the kubelet, as the node comes up: a few
-// hundred milliseconds of kubeadm init, and a kubelet that starts its pods
-// again. Init skips it and does its first part (kubeletRotatingCert).
+// certificate, then restarts the kubelet. Init skips it and does its first
+// part (kubeletRotatingCert).
 const kubeletFinalizePhase = "kubelet-finalize"
 
-// kubeletRotatingCert is kubelet-finalize without the restart (kubeadm
-// v1.35.4 cmd/kubeadm/app/cmd/phases/init/kubeletfinalize.go): once the
-// kubelet has stored its client certificate, kubelet.conf names that file
-// instead of embedding the certificate kubeadm made, which is valid for a
-// year. The running kubelet already uses the file (its certificate manager
-// started from kubelet.conf's certificate); a restarted one reads the file
-// too, and neither needs the embedded one, which kubeadm certs renew
-// leaves alone. Like kubeadm, it changes nothing if the file is not there.
-// It reads $conf and $pem.
+// kubeletRotatingCert is the shell of kubelet-finalize without the
+// kubelet's restart: it makes kubelet.conf ($conf) name the kubelet's
+// client certificate file ($pem) instead of embedding kubeadm's, and
+// changes nothing if $pem is not there (see Init for why).
 const kubeletRotatingCert = `[ -s "$pem" ] || exit 0
 sed -i -e "s|^\( *\)client-certificate-data: .*|\1client-certificate: $pem|" \
 	-e "s|^\( *\)client-key-data: .*|\1client-key: $pem|" "$conf"
@@ -89,6 +80,16 @@ spec:
 // writing kubeadm's output to log. It skips CoreDNS, which
 // InstallCoreDNS adds, and the kubelet's restart (kubeletFinalizePhase).
 func Init(ctx context.Context, cp *node.Node, cfg []byte, services netip.Prefix, log io.Writer) error {
+	// Why: kubelet-finalize restarts the kubelet as the node comes up: a
+	// few hundred milliseconds of kubeadm init, and a kubelet that starts
+	// its pods again. initScript does its first part instead
+	// (kubeletRotatingCert, after kubeadm v1.35.4
+	// cmd/kubeadm/app/cmd/phases/init/kubeletfinalize.go): the certificate
+	// kubeadm embeds is valid for a year, while the running kubelet
+	// already uses the file (its certificate manager started from
+	// kubelet.conf's certificate); a restarted one reads the file too, and
+	// neither needs the embedded one, which kubeadm certs renew leaves
+	// alone.
 	if err := cp.CopyTo(ctx, bytes.NewReader(cfg), initConfig, 0o600); err != nil {
 		return err
 	}
@@ -105,17 +106,17 @@ func Init(ctx context.Context, cp *node.Node, cfg []byte, services netip.Prefix,
 	})
 }
 
-// InstallCoreDNS runs the phase of kubeadm init that Init skipped, with
-// the same config and patches, then uploads that config again: skipping
-// the phase recorded CoreDNS as disabled in the kubeadm-config ConfigMap,
-// which kubeadm upgrade would believe.
-//
-// CoreDNS waits for Calico because a pod needs calico-node running on its
-// node: Calico's install-cni makes the node Ready before calico-node has
-// started, a pod placed then fails to get its network ("stat
-// /var/lib/calico/nodename"), and the kubelet tries again only after ten
-// seconds.
+// InstallCoreDNS runs the CoreDNS phase of kubeadm init that Init skipped,
+// with the same config and patches, then uploads that config again. Run it
+// once calico-node runs: CoreDNS's pod needs it on its node.
 func InstallCoreDNS(ctx context.Context, cp *node.Node, log io.Writer) error {
+	// Why: skipping the phase recorded CoreDNS as disabled in the
+	// kubeadm-config ConfigMap, which kubeadm upgrade would believe; hence
+	// upload-config again.
+	// Why it waits for Calico: Calico's install-cni makes the node Ready
+	// before calico-node has started, a pod placed then fails to get its
+	// network ("stat /var/lib/calico/nodename"), and the kubelet tries
+	// again only after ten seconds.
 	for _, phase := range [][]string{{"addon", "coredns"}, {"upload-config", "kubeadm"}} {
 		args := append([]string{"kubeadm", "init", "phase"}, phase...)
 		if err := cp.Run(ctx, node.Cmd{
@@ -140,18 +141,19 @@ func writeKubeletDefaults(ctx context.Context, n *node.Node, services netip.Pref
 	return n.CopyTo(ctx, strings.NewReader(kubeletServiceRoute(services)), kubeletRouteDropIn, 0o644)
 }
 
-// kubeletServiceRoute is a drop-in of the kubelet's unit that makes the
-// Service range unreachable on the node before the kubelet starts, at
-// every boot. When a node starts again (hwk start, an engine restart)
-// the kubelet starts every pod at once; a pod that dials a Service
-// before kube-proxy has written its rules sends the SYN out of the
-// default route untranslated, and its retransmissions keep that
-// conntrack entry, so the client hangs until its dial timeout (30 s for
-// client-go: CoreDNS and calico-kube-controllers were not Ready for 35 s
-// after start). An unreachable route fails that dial at once, and the
-// client's next one is translated. kube-proxy's DNAT happens before the
-// routing decision, so translated traffic never meets the route.
+// kubeletServiceRoute returns a drop-in of the kubelet's unit that makes
+// the Service range unreachable on the node before the kubelet starts, at
+// every boot, so that a dial to a Service kube-proxy has not yet
+// translated fails at once. Translated traffic never meets the route.
 func kubeletServiceRoute(services netip.Prefix) string {
+	// Why: when a node starts again (hwk start, an engine restart) the
+	// kubelet starts every pod at once; a pod that dials a Service before
+	// kube-proxy has written its rules sends the SYN out of the default
+	// route untranslated, and its retransmissions keep that conntrack
+	// entry, so the client hangs until its dial timeout (30 s for
+	// client-go: CoreDNS and calico-kube-controllers were not Ready for
+	// 35 s after start). Failing the dial makes the client's next one be
+	// translated; kube-proxy's DNAT happens before the routing decision.
 	return fmt.Sprintf(`# Written by hwk: the Service range is unreachable until kube-proxy translates it.
 [Service]
 ExecStartPre=-/usr/sbin/ip route replace unreachable %s
@@ -204,7 +206,7 @@ func Join(ctx context.Context, n *node.Node, cfg []byte, services netip.Prefix, 
 	})
 }
 
-// joinWindows is Join on a Windows node.
+// joinWindows does Join's work on a Windows node.
 func joinWindows(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) error {
 	path := WindowsConfigDir + `\kubeadm-join.yaml`
 	if err := n.CopyTo(ctx, bytes.NewReader(cfg), path, 0o600); err != nil {
@@ -213,15 +215,17 @@ func joinWindows(ctx context.Context, n *node.Node, cfg []byte, log io.Writer) e
 	return n.RunScript(ctx, WindowsJoinScript(path), node.Cmd{Stdout: log, Stderr: log})
 }
 
-// WindowsJoinScript is the PowerShell that joins a Windows node, whose
-// image carries kubeadm.exe and kubelet.exe in C:\k, containerd as a
-// service, and a kubelet service that kubeadm starts: the layout of
-// sig-windows-tools' hostprocess/PrepareNode.ps1 (at 401ee6fc, lines
-// 113-126: a service named kubelet depending on containerd), joined as
-// Calico's Windows guide has it, `c:\k\kubeadm.exe join` (tigera/docs
-// version-3.31 windows-calico/operator.mdx). kubeadm logs to stderr, so it
-// runs under 'Continue' (see internal/testing/pscatalog's TestNoNativeUnderStop).
+// WindowsJoinScript returns the PowerShell that joins a Windows node with
+// `c:\k\kubeadm.exe join --config configPath`. The node's image must carry
+// kubeadm.exe and kubelet.exe in C:\k, containerd as a service, and a
+// kubelet service that kubeadm starts.
 func WindowsJoinScript(configPath string) string {
+	// Why: that is the layout of sig-windows-tools'
+	// hostprocess/PrepareNode.ps1 (at 401ee6fc, lines 113-126: a service
+	// named kubelet depending on containerd), joined as Calico's Windows
+	// guide has it (tigera/docs version-3.31 windows-calico/operator.mdx).
+	// kubeadm logs to stderr, so it runs under 'Continue' (see
+	// internal/testing/pscatalog's TestNoNativeUnderStop).
 	return strings.ReplaceAll(`$ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'
 
@@ -262,7 +266,7 @@ Microsoft.PowerShell.Utility\Write-Output "joined: kubelet is $((Microsoft.Power
 }
 
 // KubeletJournal returns the kubelet's last n log lines on a Linux node,
-// for failure messages; on any error it says why instead.
+// for failure messages; on any error it returns why instead.
 func KubeletJournal(ctx context.Context, n *node.Node, lines int) string {
 	if n.OS() == config.Windows {
 		out, err := n.Output(ctx, node.ScriptArgs(node.PowerShell, kubeletLogScript(lines))...)

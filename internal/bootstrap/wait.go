@@ -69,13 +69,14 @@ func WaitAPIServer(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 	}, nil)
 }
 
-// ClockSkew is how far the API server's clock is ahead of this host's:
-// the creation time it gives a configmap made with dry run (nothing is
-// stored), against this host's clock at the answer. The server's times
-// are whole seconds, so the skew is a second low at most. Node and pod
-// times come from the nodes' clocks, which a Docker Desktop or WSL VM
-// keeps apart from Windows', and which drift after the host sleeps.
+// ClockSkew returns how far the API server's clock is ahead of this
+// host's, a second low at most (the server's times are whole seconds). It
+// creates a configmap with dry run, so nothing is stored.
 func ClockSkew(ctx context.Context, cs kubernetes.Interface) (time.Duration, error) {
+	// Why: node and pod times come from the nodes' clocks, which a Docker
+	// Desktop or WSL VM keeps apart from Windows', and which drift after
+	// the host sleeps. The skew is the creation time the server gives the
+	// configmap against this host's clock at the answer.
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "hwk-clock-"}}
 	made, err := cs.CoreV1().ConfigMaps(metav1.NamespaceDefault).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 	now := time.Now()
@@ -102,7 +103,7 @@ func (w Workload) String() string {
 // CalicoNode is Calico's Linux DaemonSet.
 var CalicoNode = Workload{Kind: "DaemonSet", Namespace: "kube-system", Name: "calico-node"}
 
-// SystemWorkloads are the cluster's own workloads: Calico, kube-proxy and
+// SystemWorkloads returns the cluster's own workloads: Calico, kube-proxy and
 // CoreDNS, and with windows Calico's and kube-proxy's Windows DaemonSets
 // too (a Windows node can be Ready while they crash-loop on it).
 func SystemWorkloads(windows bool) []Workload {
@@ -127,13 +128,14 @@ func WaitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Du
 	return waitWorkloads(ctx, cs, timeout, nil, ws)
 }
 
-// WaitWorkloadsSince is WaitWorkloads after the nodes named in booted
-// booted again at since: a pod on one of them counts only once every
-// container of it has started since then. Until the controller manager,
-// itself just started again, has looked at the pods, a workload's status
-// still counts those Ready before the stop (a one-node cluster's start
-// used to wait for nothing).
+// WaitWorkloadsSince waits as WaitWorkloads does, except that a pod on a
+// node named in booted, which booted again at since, counts only once
+// every container of it has started since then.
 func WaitWorkloadsSince(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, since time.Time, booted []string, ws ...Workload) error {
+	// Why: until the controller manager, itself just started again, has
+	// looked at the pods, a workload's status still counts those Ready
+	// before the stop (a one-node cluster's start used to wait for
+	// nothing).
 	return waitWorkloads(ctx, cs, timeout, func(p *corev1.Pod) bool {
 		if !slices.Contains(booted, p.Spec.NodeName) {
 			return true
@@ -147,8 +149,9 @@ func WaitWorkloadsSince(ctx context.Context, cs kubernetes.Interface, timeout ti
 	}, ws)
 }
 
-// waitWorkloads is WaitWorkloads; with fresh, a workload's Ready pods are
-// counted from its pods, those fresh accepts, instead of its status.
+// waitWorkloads does WaitWorkloads' work; with fresh, a workload's Ready
+// pods are counted from its pods, those fresh accepts, instead of its
+// status.
 func waitWorkloads(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, fresh func(*corev1.Pod) bool, ws []Workload) error {
 	names := make([]string, len(ws))
 	for i, w := range ws {
@@ -280,7 +283,7 @@ func PodReady(p *corev1.Pod) bool {
 	return false
 }
 
-// podProblem says in a few words why a pod is not Ready: a waiting or
+// podProblem returns in a few words why a pod is not Ready: a waiting or
 // crashed container's reason, else the pod's phase and conditions.
 func podProblem(p *corev1.Pod) string {
 	statuses := slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
@@ -315,7 +318,7 @@ func isInit(p *corev1.Pod, name string) bool {
 	return false
 }
 
-// firstLine is the first line of s, cut to a length that fits a terminal
+// firstLine returns the first line of s, cut to a length that fits a terminal
 // line or two.
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
@@ -365,9 +368,10 @@ func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, timeout time.D
 	return WaitNodesReadySince(ctx, cs, timeout, time.Time{}, names...)
 }
 
-// WaitNodesReadySince is WaitNodesReady for nodes that restarted at since:
-// a Ready condition the kubelet last posted before then is what the API
-// server remembers from before the restart, not news, and does not count.
+// WaitNodesReadySince waits as WaitNodesReady does, for nodes that restarted
+// at since: a Ready condition the kubelet last posted before then is what
+// the API server remembers from before the restart, not news, and does not
+// count.
 func WaitNodesReadySince(ctx context.Context, cs kubernetes.Interface, timeout time.Duration, since time.Time, names ...string) error {
 	var notReady []string
 	return poll(ctx, timeout, "nodes "+strings.Join(names, ", "), func(ctx context.Context) (bool, string, error) {
@@ -403,7 +407,7 @@ func WaitNodesReadySince(ctx context.Context, cs kubernetes.Interface, timeout t
 	})
 }
 
-// readyHeartbeat is when the node's kubelet last posted its Ready
+// readyHeartbeat returns when the node's kubelet last posted its Ready
 // condition.
 func readyHeartbeat(n *corev1.Node) time.Time {
 	for _, c := range n.Status.Conditions {

@@ -14,8 +14,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// TestWaitNodesReadySince: after a restart, the Ready the API server
-// remembers from before it does not count; a fresh one does.
+// TestWaitNodesReadySince checks that after a restart, the Ready the API
+// server remembers from before it does not count; a fresh one does.
 func TestWaitNodesReadySince(t *testing.T) {
 	restart := time.Now()
 	node := func(hb time.Time) *corev1.Node {
@@ -36,10 +36,10 @@ func TestWaitNodesReadySince(t *testing.T) {
 	}
 }
 
-// TestWaitWorkloadsSince: after a restart, a Deployment whose status
-// still counts its pod from before the stop is not Ready until the pod's
-// container has started again; a pod on a node that did not boot counts
-// as it is.
+// TestWaitWorkloadsSince checks that after a restart, a Deployment whose
+// status still counts its pod from before the stop is not Ready until the
+// pod's container has started again; a pod on a node that did not boot
+// counts as it is.
 func TestWaitWorkloadsSince(t *testing.T) {
 	restart := time.Now()
 	ws := Workload{Kind: "Deployment", Namespace: "kube-system", Name: "coredns"}
@@ -73,9 +73,9 @@ func TestWaitWorkloadsSince(t *testing.T) {
 	}
 }
 
-// TestClockSkew: the skew is the server's creation time of a dry-run
-// configmap against this host's clock, here a VM 40 s behind; a server
-// that gives no time is an error, not a skew of zero.
+// TestClockSkew checks that the skew is the server's creation time of a
+// dry-run configmap against this host's clock, here a VM 40 s behind; a
+// server that gives no time is an error, not a skew of zero.
 func TestClockSkew(t *testing.T) {
 	cs := fake.NewClientset()
 	var dryRun []string

@@ -11,7 +11,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// RuntimeClassName is the RuntimeClass for Windows Server version v.
+// RuntimeClassName returns the RuntimeClass for Windows Server version v.
 func RuntimeClassName(v string) string { return "windows-" + v }
 
 // Windows images as the embedded manifests use them (see images/windows.yaml).
@@ -26,13 +26,13 @@ const (
 	KubeProxyWindows  = "kube-proxy-windows"
 )
 
-// KubeProxyWindowsImage is the HostProcess image that carries
+// KubeProxyWindowsImage returns the HostProcess image that carries
 // kube-proxy.exe for Kubernetes version v.
 func KubeProxyWindowsImage(v string) string {
 	return "docker.io/sigwindowstools/kube-proxy:" + v + "-calico-hostprocess"
 }
 
-// WindowsManifests are the objects Windows nodes need before the first one
+// WindowsManifests returns the objects Windows nodes need before the first one
 // joins: Calico's Windows DaemonSet and its config, kube-proxy's Windows
 // DaemonSet with hwk's start script, and a RuntimeClass per Windows build.
 // They select Windows nodes only, so applying them to a Linux-only cluster

@@ -15,13 +15,10 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// WindowsJoin is how a Windows node joins: wait for its SSH (the first
-// boot of a clone renames it and restarts it once), check it runs the
-// Windows build its image was made for, kubeadm join, then wait for
-// Calico's vSwitch and restart the kubelet once, since the kubelet loses
-// the API server when the vSwitch takes over the node's adapter (Calico's
-// Windows troubleshooting guide). Readiness of the node and of its
-// calico-node-windows and kube-proxy-windows pods is up's WaitReady.
+// WindowsJoin is the join of a Windows node: Run waits for its SSH, checks
+// it runs the Windows build its image was made for, runs kubeadm join,
+// waits for Calico's vSwitch and restarts the kubelet once. It does not
+// wait for the node's readiness or its pods' (up's WaitReady does).
 type WindowsJoin struct {
 	Node *node.Node
 	// Version is the Windows Server release of the node ("2022").
@@ -69,18 +66,7 @@ const windowsBuildScript = `[Environment]::OSVersion.Version.Build`
 
 // calicoNetworkScript prints "yes" once Calico has made its HNS network
 // "Calico", "no" before, and "no-hns" on a node without Windows' HNS
-// cmdlets. The network is what Calico's node makes last, once the node has
-// an address, the vSwitch (HNS network "External") and its management
-// address have settled and calico-node has reached the API server (calico
-// v3.31.0 node/windows-packaging/CalicoWindows/node/node-service.ps1,
-// lines 73-216: it makes External, waits for its ManagementIP, then runs
-// calico-node -startup, which makes Calico and Calico_ep), so it comes
-// after the vSwitch that cuts the kubelet off. Upstream waits the same way
-// without a timeout (sig-windows-tools hostprocess/calico/kube-proxy/
-// start.ps1 at 401ee6fc, lines 28-32); hwk's caller bounds it. The cmdlets
-// are Windows' HostNetworkingService module's, which comes with the
-// Containers feature that hwk's image enables; Calico's node and
-// kube-proxy's start script read HNS through the same module.
+// cmdlets (the HostNetworkingService module of the Containers feature).
 const calicoNetworkScript = `$ErrorActionPreference = 'Stop'
 if (-not (Microsoft.PowerShell.Core\Get-Command -Module HostNetworkingService -Name Get-HnsNetwork -ErrorAction SilentlyContinue)) {
     'no-hns'
@@ -96,24 +82,15 @@ if (-not (Microsoft.PowerShell.Core\Get-Command -Module HostNetworkingService -N
 const ContainerdRunningScript = `if ((Microsoft.PowerShell.Management\Get-Service -Name containerd).Status -ne 'Running') { exit 1 }`
 
 // WindowsBootScript is up's check that a Windows node's first boot is
-// over: it writes the name the computer runs under now, then exits as
-// ContainerdRunningScript does. hwk-seed restarts sshd with the node's
-// keys before it renames the computer and restarts it, so containerd can
-// run, and SSH answer, on a node about to restart; the name tells those
-// apart. MachineName is the active NetBIOS name (upper case), which a
-// rename changes only at the restart after it.
+// over: it writes the computer's active NetBIOS name (upper case; a rename
+// changes it only at the next restart), then exits as
+// ContainerdRunningScript does.
 const WindowsBootScript = `Microsoft.PowerShell.Utility\Write-Output ([System.Environment]::MachineName)
 ` + ContainerdRunningScript
 
-// restartKubeletScript restarts the kubelet and says its state on its
-// last line. Calico's Windows troubleshooting guide says to restart the
-// kubelet once Calico is installed, since the vSwitch's creation cuts it
-// off from the API server (tigera/docs version-3.31 windows-calico/
-// troubleshoot.mdx, "Kubelet persistently fails to contact the API
-// server"); Calico's own installer waits for Running the same way
-// (calico v3.31.0 node/windows-packaging/host-process-install.ps1, lines
-// 62-77, WaitForStatus). Restart-Service warns every two seconds while the
-// service stops or starts, lines that may come before the state.
+// restartKubeletScript restarts the kubelet, waits up to 30 seconds for
+// it to run, and prints its state on its last line (Restart-Service's
+// warnings may come before it).
 const restartKubeletScript = `$ErrorActionPreference = 'Stop'
 Microsoft.PowerShell.Management\Restart-Service -Name kubelet -Force -WarningAction SilentlyContinue
 $kubelet = Microsoft.PowerShell.Management\Get-Service -Name kubelet
@@ -135,7 +112,7 @@ NetTCPIP\New-NetRoute -DestinationPrefix $dest -InterfaceIndex $if -NextHop $gw 
 `, dest, gw)
 }
 
-// Scripts is every PowerShell script this package makes, by the
+// Scripts returns every PowerShell script this package makes, by the
 // declaration that makes it: for the check of every script hwk sends to
 // Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
@@ -159,6 +136,8 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 		}
 		return &WindowsJoinError{Node: j.Node.Name(), Step: step, Err: err}
 	}
+	// Why: the first boot of a clone renames it and restarts it once, so
+	// SSH may not answer yet.
 	out, err := j.retry(ctx, j.SSH, windowsBuildScript, func(err error) bool {
 		// A command that ran and failed means SSH works: stop there.
 		var ee *node.ExitError
@@ -180,6 +159,19 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 	if err := joinWindows(ctx, j.Node, j.Config, j.Log); err != nil {
 		return fail(StepJoin, err)
 	}
+	// Why: the HNS network "Calico" is what Calico's node makes last, once
+	// the node has an address, the vSwitch (HNS network "External") and
+	// its management address have settled and calico-node has reached the
+	// API server (calico v3.31.0
+	// node/windows-packaging/CalicoWindows/node/node-service.ps1, lines
+	// 73-216: it makes External, waits for its ManagementIP, then runs
+	// calico-node -startup, which makes Calico and Calico_ep), so it comes
+	// after the vSwitch that cuts the kubelet off. Upstream waits the same
+	// way without a timeout (sig-windows-tools
+	// hostprocess/calico/kube-proxy/start.ps1 at 401ee6fc, lines 28-32);
+	// hwk bounds it with j.Network. Calico's node and kube-proxy's start
+	// script read HNS through the same HostNetworkingService module, which
+	// comes with the Containers feature that hwk's image enables.
 	deadline := time.Now().Add(j.Network)
 	for {
 		out, err := j.Node.Output(ctx, node.ScriptArgs(node.PowerShell, calicoNetworkScript)...)
@@ -205,6 +197,14 @@ func (j *WindowsJoin) Run(ctx context.Context) error {
 	if err := j.route(ctx); err != nil {
 		return fail(StepRoute, err)
 	}
+	// Why: Calico's Windows troubleshooting guide says to restart the
+	// kubelet once Calico is installed, since the vSwitch's creation cuts
+	// it off from the API server (tigera/docs version-3.31
+	// windows-calico/troubleshoot.mdx, "Kubelet persistently fails to
+	// contact the API server"); Calico's own installer waits for Running
+	// the same way (calico v3.31.0
+	// node/windows-packaging/host-process-install.ps1, lines 62-77,
+	// WaitForStatus).
 	status, err := j.Node.Output(ctx, node.ScriptArgs(node.PowerShell, restartKubeletScript)...)
 	if err != nil {
 		return fail(StepKubelet, err)
@@ -225,7 +225,7 @@ func (j *WindowsJoin) route(ctx context.Context) error {
 	return nil
 }
 
-// lastLine is the last line of a script's output with text on it.
+// lastLine returns the last line of a script's output with text on it.
 func lastLine(out string) string {
 	return strings.TrimSpace(hostexec.LastLines(strings.TrimSpace(out), 1))
 }
@@ -275,20 +275,22 @@ func CheckWindowsBuild(version, build string) error {
 	return nil
 }
 
-// The logs WindowsLogs reads: the kubelet's and containerd's, where hwk's
-// Windows node image has them write, and Calico's node container's, which
-// in a HostProcess pod logs to its stdout (calico v3.31.0 node-service.ps1
-// writes no file of its own there), so its pod log under the kubelet's
-// C:\var\log\pods\NAMESPACE_POD_UID\CONTAINER, the newest file a pattern
-// matches.
+// windowsLogs are the logs WindowsLogs reads, by title and path: the
+// newest file the path's pattern matches.
 var windowsLogs = []struct{ title, path string }{
+	// Where hwk's Windows node image has the kubelet and containerd write.
 	{"kubelet", `C:\var\log\kubelet\kubelet.err.log`},
 	{"containerd", `C:\var\log\containerd\containerd.log`},
+	// Why: Calico's node container runs in a HostProcess pod and logs to
+	// its stdout (calico v3.31.0 node-service.ps1 writes no file of its own
+	// there), so its pod log under the kubelet's
+	// C:\var\log\pods\NAMESPACE_POD_UID\CONTAINER.
 	{"calico-node-windows, container node", `C:\var\log\pods\kube-system_calico-node-windows-*\node\*.log`},
 }
 
-// WindowsLogs is the end of the kubelet's, containerd's and Calico's logs
-// on a Windows node, for failure messages; a log it cannot read says why.
+// WindowsLogs returns the end of the kubelet's, containerd's and Calico's
+// logs on a Windows node, for failure messages; for a log it cannot read,
+// it returns why.
 func WindowsLogs(ctx context.Context, n *node.Node, lines int) string {
 	var b strings.Builder
 	for _, l := range windowsLogs {

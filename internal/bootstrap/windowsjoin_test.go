@@ -211,11 +211,10 @@ func TestWindowsJoinFailures(t *testing.T) {
 	}
 }
 
-// TestWindowsJoinRoutesThroughTheHost: with a control plane in WSL2 the
-// node routes its address through the host before it joins, and again
-// once Calico's vSwitch has moved its address, with the address and
-// gateway it was given; a route that fails stops the join there, saying
-// so.
+// TestWindowsJoinRoutesThroughTheHost checks that with a control plane in
+// WSL2 the node routes its address through the host before it joins, and
+// again once Calico's vSwitch has moved its address, with the address and
+// gateway it was given; a route that fails stops the join there, saying so.
 func TestWindowsJoinRoutesThroughTheHost(t *testing.T) {
 	for _, fails := range []bool{false, true} {
 		r := happyReplies()
@@ -265,11 +264,11 @@ func (r recordScripts) Run(ctx context.Context, cmd node.Cmd) error {
 	return r.scriptedNode.Run(ctx, cmd)
 }
 
-// TestWindowsJoinKubeletRestartWarnings: Restart-Service warns every two
-// seconds while a service takes its time to stop or start ("Waiting for
-// service '{DisplayName} ({Name})' to stop...": PowerShell's
-// ServiceCommands.cs, DoWaitForStatus), and a kubelet that restarted is
-// taken as restarted whatever came before its state.
+// TestWindowsJoinKubeletRestartWarnings checks that a kubelet that restarted
+// is taken as restarted whatever came before its state: Restart-Service
+// warns every two seconds while a service takes its time to stop or start
+// ("Waiting for service '{DisplayName} ({Name})' to stop...": PowerShell's
+// ServiceCommands.cs, DoWaitForStatus).
 func TestWindowsJoinKubeletRestartWarnings(t *testing.T) {
 	r := happyReplies()
 	r["restart-kubelet"] = []reply{{out: "WARNING: Waiting for service 'Kubernetes kubelet (kubelet)' to stop...\r\n" +
@@ -279,8 +278,9 @@ func TestWindowsJoinKubeletRestartWarnings(t *testing.T) {
 	}
 }
 
-// TestWindowsJoinRetriesUntilTimeout: the SSH wait keeps trying at the
-// poll interval and gives up after its timeout, not at once, not never.
+// TestWindowsJoinRetriesUntilTimeout checks that the SSH wait keeps trying
+// at the poll interval and gives up after its timeout, not at once, not
+// never.
 func TestWindowsJoinRetriesUntilTimeout(t *testing.T) {
 	r := happyReplies()
 	r["build"] = []reply{{err: errNoSSH}}

@@ -71,7 +71,7 @@ func (inv *Inventory) Has(ref string, digests ...string) bool {
 	return false
 }
 
-// NameFor is a name under which the node holds one of digests (by ID or
+// NameFor returns a name under which the node holds one of digests (by ID or
 // target), for tagging it with another; "" when it holds none.
 func (inv *Inventory) NameFor(digests ...string) string {
 	for _, d := range digests {
@@ -99,17 +99,17 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// inventoryScript prints the architecture, ctr's image list, crictl's,
-// the content store's digests and the snapshots, with a separator line
-// between them: one round trip per node. On Windows
-// the programs run under 'Continue': what they write to stderr (crictl
-// warns there when it has no config file) must neither end the script,
-// as one line would under 'Stop' when PowerShell captures it, nor reach
-// the output parsed here; their exit statuses decide (and so that a
-// missing program is not taken for one that ran, the script first checks
-// they are there).
+// inventoryScript returns the script that prints the architecture, ctr's
+// image list, crictl's, the content store's digests and the snapshots,
+// with a "---" line between them: one round trip per node. The programs'
+// exit statuses decide whether it fails.
 func inventoryScript(shell node.Shell) string {
 	if shell == node.PowerShell {
+		// Why 'Continue': what the programs write to stderr (crictl warns
+		// there when it has no config file) must neither end the script,
+		// as one line would under 'Stop' when PowerShell captures it, nor
+		// reach the output parsed here. So that a missing program is not
+		// taken for one that ran, the script first checks they are there.
 		return fmt.Sprintf(`%s
 $ErrorActionPreference = 'Continue'
 $env:PROCESSOR_ARCHITECTURE
@@ -211,14 +211,14 @@ func parseInventory(s string) (*Inventory, error) {
 }
 
 // Import streams an image archive (docker save or OCI layout, as a tar)
-// into n's containerd, unpacked for the kubelet. On Linux the archive goes
-// straight to ctr's standard input. On Windows it is written to a spool
-// file first: the node's login shell is PowerShell, which does not hand a
-// binary standard input on to a native program intact, so ctr.exe reads
-// the file, which is removed however the import ends.
+// into n's containerd, unpacked for the kubelet. On Windows it goes through
+// a spool file on the node, removed however the import ends.
 func Import(ctx context.Context, n *node.Node, archive io.Reader) error {
 	var err error
 	if n.OS() == config.Windows {
+		// Why a spool file: the node's login shell is PowerShell, which
+		// does not hand a binary standard input on to a native program
+		// intact, so ctr.exe reads the file.
 		err = importWindows(ctx, n, archive)
 	} else {
 		err = n.Run(ctx, node.Cmd{Args: importArgs(config.Linux, "-"), Stdin: archive})
@@ -229,14 +229,16 @@ func Import(ctx context.Context, n *node.Node, archive io.Reader) error {
 	return nil
 }
 
-// importArgs is ctr's import command line for a node of os reading file.
-// Every platform in the archive is imported: hwk writes only the one the
-// node runs (and Docker's save holds only one per image), so ctr has
-// nothing to choose and must not drop what hwk chose. --local makes ctr
-// write the content itself instead of streaming the archive to
-// containerd's transfer service: on a 489 MiB image that took an import
-// from 11–12 s to 7.6–9.3 s (see README, load benchmark).
+// importArgs returns ctr's import command line for a node of os reading
+// file. It imports every platform in the archive, and ctr writes the
+// content itself (--local).
 func importArgs(os config.OS, file string) []string {
+	// Why every platform: hwk writes only the one the node runs (and
+	// Docker's save holds only one per image), so ctr has nothing to
+	// choose and must not drop what hwk chose.
+	// Why --local: ctr writing the content itself, rather than streaming
+	// the archive to containerd's transfer service, took a 489 MiB image's
+	// import from 11–12 s to 7.6–9.3 s (see README, load benchmark).
 	if os == config.Windows {
 		return []string{windowsCtr, "-n", Namespace, "images", "import", "--local", "--all-platforms", "--snapshotter", "windows", file}
 	}
@@ -267,7 +269,7 @@ try {
 `, requirePrograms(windowsCtr), node.Quote(node.PowerShell, importArgs(config.Windows, spool)...), psQuote(spool))
 }
 
-// requirePrograms is PowerShell that fails unless every program is there:
+// requirePrograms returns PowerShell that fails unless every program is there:
 // under 'Continue' a missing one is only a message, and $LASTEXITCODE
 // keeps whatever it was.
 func requirePrograms(paths ...string) string {
@@ -278,7 +280,7 @@ func requirePrograms(paths ...string) string {
 	return `foreach ($program in ` + strings.Join(quoted, ", ") + `) { if (-not (Microsoft.PowerShell.Management\Test-Path -LiteralPath $program)) { throw "$program is missing on $env:COMPUTERNAME; rebuild the Windows node image" } }`
 }
 
-// Scripts is every PowerShell script this package makes, by the
+// Scripts returns every PowerShell script this package makes, by the
 // declaration that makes it: for the check of every script hwk sends to
 // Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {

@@ -13,10 +13,10 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// What a Linux node printed (ctr 2.3 and crictl 1.36), trimmed: the
-// architecture, ctr's images, crictl's, ctr's content digests (-q) and
-// snapshots (KEY PARENT KIND; a base layer's snapshot has no parent, a
-// container's writable one is Active and keyed by a random ID).
+// linuxInventory is what a Linux node printed (ctr 2.3 and crictl 1.36),
+// trimmed: the architecture, ctr's images, crictl's, ctr's content digests
+// (-q) and snapshots (KEY PARENT KIND; a base layer's snapshot has no
+// parent, a container's writable one is Active and keyed by a random ID).
 const linuxInventory = `x86_64
 ---
 REF                                                                     TYPE                                                 DIGEST                                                                  SIZE      PLATFORMS   LABELS
@@ -106,7 +106,8 @@ func (r *recorder) Run(_ context.Context, cmd node.Cmd) error {
 	return nil
 }
 
-// files are what a Windows node was sent over SFTP, by path.
+// fileRecorder records the files a Windows node was sent over SFTP, by
+// path.
 type fileRecorder struct {
 	recorder
 	paths []string
@@ -139,9 +140,9 @@ func TestImportLinuxStreamsToCtr(t *testing.T) {
 	}
 }
 
-// TestImportWindowsSpools: the archive goes to a spool file, ctr.exe
-// imports it with the Windows snapshotter, and the file goes whatever
-// happens. The scripts are checked as PowerShell.
+// TestImportWindowsSpools checks that the archive goes to a spool file,
+// ctr.exe imports it with the Windows snapshotter, and the file goes
+// whatever happens. The scripts are checked as PowerShell.
 func TestImportWindowsSpools(t *testing.T) {
 	r := &fileRecorder{}
 	n := node.New("win", config.Windows, r)

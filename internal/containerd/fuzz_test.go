@@ -9,8 +9,8 @@ import (
 )
 
 // FuzzParseInventory reads what a node's inventory script printed, and
-// checks that what parseInventory made of it says it again: printed the
-// way ctr and crictl print, the inventory parses back as itself.
+// checks that what parseInventory made of it round-trips: printed the way
+// ctr and crictl print, the inventory parses back as itself.
 func FuzzParseInventory(f *testing.F) {
 	f.Add(linuxInventory)
 	f.Add(strings.ReplaceAll(strings.Replace(linuxInventory, "x86_64", "AMD64", 1), "\n", "\r\n"))

@@ -60,7 +60,7 @@ type Release struct {
 
 	Origin, Label, Suite, Codename, Version string
 	Architectures, Components               []string
-	// AcquireByHash says index files can also be fetched by digest,
+	// AcquireByHash reports whether index files can also be fetched by digest,
 	// under by-hash/SHA256/, which cannot change while being read.
 	AcquireByHash bool
 
@@ -96,7 +96,7 @@ func (a *Archive) now() time.Time {
 	return time.Now()
 }
 
-// distsURL is the URL of p under dists/SUITE/.
+// distsURL returns the URL of p under dists/SUITE/.
 func (a *Archive) distsURL(p string) string {
 	return strings.TrimRight(a.Mirror, "/") + "/dists/" + a.Suite + "/" + p
 }
@@ -284,7 +284,7 @@ func (a *Archive) fetchFile(ctx context.Context, rel *Release, f File) (string, 
 	return u, data, checkFile(u, f, data)
 }
 
-// checkFile compares data with what the InRelease says of it.
+// checkFile compares data with what the InRelease lists for it.
 func checkFile(u string, f File, data []byte) error {
 	sum := sha256.Sum256(data)
 	got := hex.EncodeToString(sum[:])

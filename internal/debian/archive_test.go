@@ -276,9 +276,9 @@ func TestReleaseWithoutSignatureRefused(t *testing.T) {
 	})
 }
 
-// TestUnpinnedKeyRefused: a keyring file may hold more keys than are
-// pinned (Debian's holds every release's); a file signed only by a key
-// that is in the keyring but not pinned is refused, naming that key.
+// TestUnpinnedKeyRefused checks that a file signed only by a key that is in
+// the keyring but not pinned is refused, naming that key: a keyring file may
+// hold more keys than are pinned (Debian's holds every release's).
 func TestUnpinnedKeyRefused(t *testing.T) {
 	pinned := debtest.NewKey(t, debtest.KeyOptions{EdDSA: true})
 	other := debtest.NewKey(t, debtest.KeyOptions{EdDSA: true})
@@ -304,8 +304,8 @@ func TestUnpinnedKeyRefused(t *testing.T) {
 	wantIn(t, err, "signature by "+other.Fingerprint()+", which is not a pinned key")
 }
 
-// TestUnsignedTextRefused: text before or after the signed block is not
-// covered by the signature, so it must not be read.
+// TestUnsignedTextRefused checks that a file with text before or after the
+// signed block, which the signature does not cover, is refused.
 func TestUnsignedTextRefused(t *testing.T) {
 	k := debtest.NewKey(t, debtest.KeyOptions{EdDSA: true})
 	kr, err := debian.ReadKeyring(bytes.NewReader(k.Public(t)))
@@ -383,7 +383,7 @@ func TestParseIndexRefuses(t *testing.T) {
 	}
 }
 
-// realKeyring is the keyring committed in node-images/linux.
+// realKeyring returns the keyring committed in node-images/linux.
 func realKeyring(t testing.TB) *debian.Keyring {
 	t.Helper()
 	kr, err := debian.ReadKeyringFS(linux.DebianKeyring, "keyring")
@@ -454,8 +454,9 @@ func TestRealInRelease(t *testing.T) {
 	}
 }
 
-// TestParseIndexFolds: a folded field reads as one line, whitespace-only
-// lines end a paragraph, and fields nobody keeps are skipped.
+// TestParseIndexFolds checks that a folded field reads as one line,
+// whitespace-only lines end a paragraph, and fields nobody keeps are
+// skipped.
 func TestParseIndexFolds(t *testing.T) {
 	sum := strings.Repeat("cd", 32)
 	index := "Package: a\nVersion: 1\nArchitecture: all\nDepends: b,\n c (>= 2)\nDescription: x\n long\n .\n text\nFilename: pool/a.deb\nSize: 1\nSHA256: " + sum + "\n \t\n" +

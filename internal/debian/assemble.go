@@ -32,7 +32,7 @@ type AssembleOptions struct {
 	ModTime time.Time
 }
 
-// mergedDirs are the top-level directories bookworm's debootstrap makes
+// mergedDirs returns the top-level directories bookworm's debootstrap makes
 // symlinks into /usr, by architecture (its merge_usr; amd64 has no lib32
 // or libx32 link in bookworm).
 func mergedDirs(arch string) []string {
@@ -65,24 +65,25 @@ type owner struct {
 	shipped string
 }
 
-// Assemble writes one tar stream of a Debian root as dpkg leaves it once
-// every package is unpacked and none is configured: what `dpkg
-// --configure -a`, run once inside a Linux kernel, turns into an installed
-// system. Nothing is written to the host's file system, so the host's
-// owners, modes, symlinks and case rules do not matter.
-//
-// debs are in unpack order (a lock's order). The output is the same bytes
-// for the same .debs and options, and has each path once (where two
-// packages ship a file and one declares Replaces: on the other, only the
-// replacing package's copy is written, whichever comes first): a tar with
-// a path twice extracts fine (the last entry wins), but the raw-disk
-// writer cannot replace a file in place and refuses one.
+// Assemble writes to w one tar stream of a Debian root as dpkg leaves it
+// once every package of debs (in unpack order, a lock's) is unpacked and
+// none configured, for `dpkg --configure -a` in a Linux kernel to finish.
+// It writes nothing to the host's file system. The output is the same bytes
+// for the same .debs and options, and has each path once.
 func Assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) error {
+	// Why nothing on the host: the host's owners, modes, symlinks and case
+	// rules then do not matter.
+	// Why each path once: where two packages ship a file and one declares
+	// Replaces: on the other, only the replacing package's copy is
+	// written, whichever comes first. A tar with a path twice extracts
+	// fine (the last entry wins), but the raw-disk writer cannot replace a
+	// file in place and refuses one.
 	_, err := assemble(ctx, w, debs, o)
 	return err
 }
 
-// assemble is Assemble, returning the assembler for the tests to look into.
+// assemble does Assemble's work, returning the assembler for the tests to
+// look into.
 func assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) (*assembler, error) {
 	arch := o.Arch
 	if arch == "" {
@@ -131,6 +132,14 @@ func assemble(ctx context.Context, w io.Writer, debs []Deb, o AssembleOptions) (
 			return nil, err
 		}
 	}
+	// Why base-passwd's is the only preinst done here: the other preinsts
+	// of the node's package set do nothing on a first install
+	// (dpkg-maintscript-helper steps for upgrades, checks), except
+	// linux-image-*'s, which flags a first install for its postinst
+	// (linux-update-symlinks install rather than upgrade): with no earlier
+	// links the result is the same, /vmlinuz, /initrd.img and their .old
+	// links, with or without running every preinst first (checked by
+	// TestStage1ConfiguresInDocker, HWK_STAGE1_PREINST=1).
 	if err := a.passwd(pkgs); err != nil {
 		return nil, err
 	}
@@ -222,14 +231,15 @@ type assembler struct {
 // scanReplacers fills a.replacers from the data.tar names of the packages
 // that declare Replaces: on another package of the set, so that unpack can
 // leave out a replaced package's copy of a path even when the replaced
-// package comes first in unpack order, before the replacing one has been
-// read. dpkg's result does not depend on that order: unpacking Q over P's
-// file X with Q replacing P takes X over into Q's list; unpacking P when Q
-// already has X keeps Q's X and drops X from P's list (src/main/archives.c,
-// tarobject: does_replace, keepexisting). Only these packages are read
-// ahead, names only, since reading every data.tar twice would double the
-// assembly time; few packages of a set replace another one of it.
+// package comes first in unpack order.
 func (a *assembler) scanReplacers(ctx context.Context) error {
+	// Why: dpkg's result does not depend on that order: unpacking Q over
+	// P's file X with Q replacing P takes X over into Q's list; unpacking
+	// P when Q already has X keeps Q's X and drops X from P's list
+	// (src/main/archives.c, tarobject: does_replace, keepexisting). Only
+	// these packages are read ahead, names only, since reading every
+	// data.tar twice would double the assembly time; few packages of a
+	// set replace another one of it.
 	for j, q := range a.pkgs {
 		if !a.replacesAny(j) {
 			continue
@@ -255,7 +265,7 @@ func (a *assembler) scanReplacers(ctx context.Context) error {
 	return nil
 }
 
-// replaces is whether package j declares a Replaces: on package i that
+// replaces reports whether package j declares a Replaces: on package i that
 // i's version meets, as dpkg's does_replace asks. Most Replaces: in a
 // release name an older version (dbus-bin: Replaces: dbus (<< 1.13.18-2~),
 // beside dbus 1.14): they let j take over nothing of the i in the set,
@@ -272,7 +282,7 @@ func (a *assembler) replaces(j, i int) bool {
 	return false
 }
 
-// replacesAny is whether package j replaces another package of the set.
+// replacesAny reports whether package j replaces another package of the set.
 func (a *assembler) replacesAny(j int) bool {
 	for i := range a.pkgs {
 		if a.replaces(j, i) {
@@ -282,7 +292,7 @@ func (a *assembler) replacesAny(j int) bool {
 	return false
 }
 
-// replacedBy is the package whose copy of the non-directory at output path
+// replacedBy returns the package whose copy of the non-directory at output path
 // out dpkg keeps instead of package i's, or -1 if i's is the one to write.
 // When two packages replace each other, dpkg first asks whether the
 // package it unpacks replaces the one already there, so the later one in
@@ -297,7 +307,7 @@ func (a *assembler) replacedBy(i int, out string) int {
 	return -1
 }
 
-// outPath is where a shipped path goes in the merged-/usr root.
+// outPath returns where a shipped path goes in the merged-/usr root.
 func (a *assembler) outPath(rel string) string {
 	top, _, _ := strings.Cut(rel, "/")
 	if a.merged[top] {
@@ -379,13 +389,13 @@ func (a *assembler) file(name string, mode int64, uid, gid int, data []byte) err
 	return nil
 }
 
-// passwd writes /etc/passwd and /etc/group from base-passwd's masters
-// before any package's files: base-passwd's preinst makes them, but dpkg
-// --configure -a runs no preinst, and postinsts that run before
-// base-passwd is configured (base-files' chown root:root) need them.
-// /etc/shadow and /etc/gshadow are left out, as debootstrap leaves them
-// at this stage: passwd's postinst makes them (shadowconfig).
+// passwd writes /etc/passwd and /etc/group from base-passwd's masters, in
+// place of base-passwd's preinst, before any package's files. It leaves out
+// /etc/shadow and /etc/gshadow, as debootstrap does at this stage.
 func (a *assembler) passwd(pkgs []*pkgState) error {
+	// Why: dpkg --configure -a runs no preinst, and postinsts that run
+	// before base-passwd is configured (base-files' chown root:root) need
+	// these files. passwd's postinst makes the shadow files (shadowconfig).
 	var bp *pkgState
 	for _, p := range pkgs {
 		if p.Package.Name == "base-passwd" {
@@ -424,7 +434,7 @@ func (a *assembler) passwd(pkgs []*pkgState) error {
 	return a.file("etc/group", 0o644, 0, 0, want["usr/share/base-passwd/group.master"])
 }
 
-// cleanRel is a tar name as a path relative to the root, "." for the root.
+// cleanRel returns a tar name as a path relative to the root, "." for the root.
 func cleanRel(name string) string {
 	if rel := strings.TrimPrefix(path.Clean("/"+name), "/"); rel != "" {
 		return rel

@@ -12,15 +12,15 @@ import (
 	"time"
 )
 
-// TestNodeSetEachPathOnce assembles the node image's real package set (the
-// committed lock, node-images/linux/debian.lock.yaml) from the .debs in
-// HWK_STAGE1_CACHE (a download cache, CACHE/sha256/DIGEST, as
-// TestStage1ConfiguresInDocker fills it) and checks that the tar has each
-// path once, as the raw-disk writer needs it. It reads only the cache,
-// never the network, so it is skipped unless the variable is set (make
-// node-image-test sets it to the node image build's Debian cache), and
-// fails when a .deb of the lock is not there.
+// TestNodeSetEachPathOnce checks that the node image's real package set
+// (node-images/linux/debian.lock.yaml), assembled from the .debs in the
+// download cache HWK_STAGE1_CACHE, has each path once, as the raw-disk
+// writer needs. It is skipped without HWK_STAGE1_CACHE, and fails when a
+// .deb of the lock is not there.
 func TestNodeSetEachPathOnce(t *testing.T) {
+	// Why opt-in: it reads only the cache (CACHE/sha256/DIGEST, as
+	// TestStage1ConfiguresInDocker fills it), never the network; make
+	// node-image-test sets it to the node image build's Debian cache.
 	cache := os.Getenv("HWK_STAGE1_CACHE")
 	if cache == "" {
 		t.Skip("needs the node set's .debs: set HWK_STAGE1_CACHE to a download cache holding them")

@@ -336,9 +336,9 @@ func TestStage1Reproducible(t *testing.T) {
 	}
 }
 
-// TestFileOverlapRefused: two packages shipping a file, neither replacing
-// the other (or only a version the other is not), is an error in either
-// order, as dpkg refuses to unpack the second.
+// TestFileOverlapRefused checks that two packages shipping a file, neither
+// replacing the other (or only a version the other is not), is an error in
+// either order, as dpkg refuses to unpack the second.
 func TestFileOverlapRefused(t *testing.T) {
 	a := debtest.Deb{Package: "coreutils", Version: "9.1-1", Files: []debtest.File{{Path: "/bin/kill", Body: "a"}}}
 	b := debtest.Deb{Package: "procps", Version: "2:4.0.2-3", Files: []debtest.File{{Path: "/usr/bin/kill", Body: "b"}}}
@@ -358,7 +358,7 @@ func TestFileOverlapRefused(t *testing.T) {
 	}
 }
 
-// replacesDebs are procps, which Replaces coreutils, and coreutils, which
+// replacesDebs returns procps, which Replaces coreutils, and coreutils, which
 // ship the same kill (coreutils through the merged /bin), a conffile
 // and, as a symlink in one and a file in the other, pkill.
 func replacesDebs() (replaced, replacing debtest.Deb) {
@@ -427,9 +427,9 @@ func TestReplacesKeepsReplacingCopy(t *testing.T) {
 	}
 }
 
-// TestReplacesEachOther: when two packages replace each other, dpkg lets
-// the one it unpacks overwrite the one already there, so the later one
-// in unpack order wins.
+// TestReplacesEachOther checks that when two packages replace each other,
+// the later one in unpack order wins, as dpkg lets the one it unpacks
+// overwrite the one already there.
 func TestReplacesEachOther(t *testing.T) {
 	p := debtest.Deb{Package: "mawk", Version: "1.3.4-1", Replaces: "gawk", Files: []debtest.File{{Path: "/usr/bin/awk", Body: "mawk"}}}
 	q := debtest.Deb{Package: "gawk", Version: "1:5.2.1-2", Replaces: "mawk", Files: []debtest.File{{Path: "/usr/bin/awk", Body: "gawk"}}}
@@ -448,9 +448,9 @@ func TestReplacesEachOther(t *testing.T) {
 	}
 }
 
-// TestReplacedHardLinkTargetRefused: a hard link of the replaced package
-// to a file another package replaces has no file of its own package to
-// point to.
+// TestReplacedHardLinkTargetRefused checks that a hard link of the replaced
+// package to a file another package replaces is refused: it has no file of
+// its own package to point to.
 func TestReplacedHardLinkTargetRefused(t *testing.T) {
 	p, q := replacesDebs()
 	p.Files = append(p.Files, debtest.File{Path: "/bin/kill.old", Hardlink: "/bin/kill"})

@@ -42,7 +42,7 @@ func fieldOf(fs []field, name string) string {
 	return ""
 }
 
-// conffileNames are the conffiles a package's conffiles control file
+// conffileNames returns the conffiles a package's conffiles control file
 // installs. Lines with a flag before the name (remove-on-upgrade) name
 // files the package no longer ships (deb-conffiles(5)).
 func conffileNames(data []byte) []string {
@@ -56,16 +56,10 @@ func conffileNames(data []byte) []string {
 	return out
 }
 
-// statusParagraph is the package's paragraph in var/lib/dpkg/status as
-// dpkg leaves it after `dpkg --unpack` of a package that was not
+// statusParagraph returns the package's paragraph in var/lib/dpkg/status
+// as dpkg leaves it after `dpkg --unpack` of a package that was not
 // installed: the control fields with "Status: install ok unpacked" after
-// Package, and each conffile with the hash "newconffile". dpkg
-// (lib/dpkg/dpkg-db.h NEWCONFFILEFLAG; src/main/unpack.c) marks conffiles
-// a package did not have before that way, extracts them as NAME.dpkg-new
-// (src/main/archives.c), and only on configure moves NAME.dpkg-new to NAME
-// and records its md5sum (src/main/configure.c); a hash that is not
-// "newconffile" would make configure compare it with the file on disk and
-// treat a mismatch as a local change.
+// Package, and each conffile with the hash "newconffile".
 func statusParagraph(control []field, conffiles []string) string {
 	var b strings.Builder
 	wroteConffiles := false
@@ -75,6 +69,14 @@ func statusParagraph(control []field, conffiles []string) string {
 			return
 		}
 		b.WriteString("Conffiles:\n")
+		// Why "newconffile": dpkg (lib/dpkg/dpkg-db.h NEWCONFFILEFLAG;
+		// src/main/unpack.c) marks conffiles a package did not have
+		// before that way, extracts them as NAME.dpkg-new
+		// (src/main/archives.c), and only on configure moves
+		// NAME.dpkg-new to NAME and records its md5sum
+		// (src/main/configure.c); another hash would make configure
+		// compare it with the file on disk and treat a mismatch as a
+		// local change.
 		for _, c := range conffiles {
 			fmt.Fprintf(&b, " %s newconffile\n", c)
 		}
@@ -139,12 +141,10 @@ func triggerInterests(data []byte) ([]triggerInterest, error) {
 	return out, nil
 }
 
-// triggerFiles are var/lib/dpkg/triggers/File and one file per named
+// triggerFiles returns var/lib/dpkg/triggers/File and one file per named
 // trigger, as dpkg writes them when it unpacks packages with interests
-// (dpkg's doc/triggers.txt, "Details - File trigger": File holds
-// "PATH PACKAGE[/noawait]" lines; a named trigger's file holds
-// "PACKAGE[/noawait]" lines). owner is the package's name as dpkg writes
-// it: NAME:ARCH for a Multi-Arch: same package.
+// (dpkg's doc/triggers.txt, "Details - File trigger"). Each of owners is a
+// package's name as dpkg writes it: NAME:ARCH for a Multi-Arch: same package.
 func triggerFiles(owners []string, interests [][]triggerInterest) map[string]string {
 	var fileLines []string
 	named := map[string][]string{}
@@ -154,6 +154,8 @@ func triggerFiles(owners []string, interests [][]triggerInterest) map[string]str
 			if t.noawait {
 				who += "/noawait"
 			}
+			// File holds "PATH PACKAGE[/noawait]" lines; a named
+			// trigger's file holds "PACKAGE[/noawait]" lines.
 			if strings.HasPrefix(t.name, "/") {
 				fileLines = append(fileLines, t.name+" "+who)
 			} else {
@@ -176,7 +178,7 @@ func joinLines(lines []string) string {
 	return strings.Join(lines, "\n") + "\n"
 }
 
-// dpkgName is how dpkg names a package in its database: NAME:ARCH for a
+// dpkgName returns how dpkg names a package in its database: NAME:ARCH for a
 // Multi-Arch: same package (several architectures may be installed side
 // by side), NAME otherwise.
 func dpkgName(name, arch, multiArch string) string {

@@ -14,7 +14,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/debtest"
 )
 
-// lockOf is a lock of all the mirror's packages, in the given order.
+// lockOf returns a lock of all the mirror's packages, in the given order.
 func lockOf(m *debtest.Mirror, debs []debtest.Deb) *debian.Lock {
 	l := &debian.Lock{Mirror: m.URL, Suite: m.Suite, Component: "main", Arch: "amd64"}
 	for _, d := range debs {

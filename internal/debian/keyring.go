@@ -18,16 +18,21 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
-// ErrNotSigned says a file that must be clearsigned is not: there is no
-// signed block, or there is text outside it that apt would not trust.
+// ErrNotSigned is the error for a file that must be clearsigned and is
+// not: there is no signed block, or text outside it that apt would not trust.
 var ErrNotSigned = errors.New("not an OpenPGP clearsigned file")
 
-// ErrUntrusted says no signature on a file is a good one made by a pinned
-// key.
+// ErrUntrusted is the error for a file none of whose signatures is a good
+// one made by a pinned key.
 var ErrUntrusted = errors.New("not signed by a pinned Debian key")
 
 // Keyring is a set of OpenPGP public keys, as a keyring file holds them.
 type Keyring struct {
+	// Why github.com/ProtonMail/go-crypto, not pault.ag/go/debian's
+	// control package: that one uses the frozen golang.org/x/crypto/openpgp,
+	// which cannot verify Debian's EdDSA release key. control only ever
+	// parses text this package has already verified (or whose digest it
+	// has checked), and is never given a keyring.
 	entities openpgp.EntityList
 }
 

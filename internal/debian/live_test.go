@@ -130,14 +130,15 @@ func (b *timedBody) Read(p []byte) (int, error) {
 // BenchmarkPackagesIndex decompresses and parses a Packages index: the
 // real one if HWK_DEBIAN_PACKAGES names a saved Packages.xz or .gz (see
 // TestLiveDebian's HWK_DEBIAN_SAVE), otherwise a made-up one of bookworm's
-// size (63,000 paragraphs, in a stored xz, so it measures the parsing).
-// It reports the fastest run beside Go's mean: the figure to watch when
-// the decoder changes (ulikunitz/xz took 17.8 s on the real file, xi2/xz
-// under 1 s), which a timed test would only turn into a flaky one.
+// size. It reports the fastest run beside Go's mean.
 func BenchmarkPackagesIndex(b *testing.B) {
+	// Why the fastest run: it is the figure to watch when the decoder
+	// changes (ulikunitz/xz took 17.8 s on the real file, xi2/xz under
+	// 1 s), which a timed test would only turn into a flaky one.
 	var data []byte
 	ext := ".xz"
 	if p := os.Getenv("HWK_DEBIAN_PACKAGES"); p == "" {
+		// 63,000 paragraphs, in a stored xz, so it measures the parsing.
 		data = syntheticIndex(63000)
 	} else {
 		var err error

@@ -2,7 +2,7 @@ package debian
 
 // Lock pins a resolved package set: which archive state it was resolved
 // against and, for each package, the exact file. A build from a lock asks
-// the mirror for nothing but those files, each checked by SHA-256, so two
+// the mirror for nothing except those files, each checked by SHA-256, so two
 // builds from one lock install the same bytes whatever the mirror has
 // published since; only making a new lock reads the index again.
 type Lock struct {

@@ -108,7 +108,7 @@ func (l *Lock) check() error {
 	return nil
 }
 
-// Equal says whether two locks pin the same archive state, requests and
+// Equal reports whether two locks pin the same archive state, requests and
 // packages in the same order.
 func (l *Lock) Equal(o *Lock) bool {
 	return l.Mirror == o.Mirror && l.Suite == o.Suite && l.Component == o.Component && l.Arch == o.Arch &&

@@ -27,21 +27,11 @@ var avoided = map[string]string{
 	"usrmerge": "usrmerge converts a root to merged /usr when configured, and a root made from a lock is merged-/usr already: its scripts would break it; use usr-is-merged",
 }
 
-// Resolve picks the packages a root needs for requested, the way
-// debootstrap --variant=minbase --include=REQUESTED does: the seeds are
-// every Priority: required and Essential: yes package of idx, apt, and
-// requested, and the set is closed over Pre-Depends and Depends. Only
-// packages of idx.Arch and "all" are used. The result is in unpack order
-// (see Order).
-//
-// For a relation with alternatives, one already chosen satisfies it;
-// otherwise the first alternative the index can satisfy is taken (the
-// highest version that meets the relation, or else a package that
-// Provides it). A relation naming a real package is met by that package,
-// not by a chosen one that Provides the name, as debootstrap goes by name
-// too. usr-is-merged is taken over usrmerge, and usrmerge never (see
-// avoided). After the set is closed, Conflicts and Breaks between its
-// members are an error.
+// Resolve returns, in unpack order (see Order), the packages a root needs
+// for requested, as debootstrap --variant=minbase --include=REQUESTED picks
+// them: idx's Priority: required and Essential: yes packages, apt and
+// requested, closed over Pre-Depends and Depends (see satisfy), of idx.Arch
+// and "all" only. Conflicts and Breaks within the set are an error.
 func Resolve(idx *Index, requested []string) ([]*Package, error) {
 	r := newResolver(idx)
 	var seeds []string
@@ -95,7 +85,7 @@ type resolver struct {
 	byName    map[string][]*Package // usable versions, highest first
 	providers map[string][]*Package // usable packages whose Provides names the key
 	chosen    map[string]*Package
-	// why says what pulled a package in, for error messages.
+	// why records what pulled a package in, for error messages.
 	why    map[string]string
 	queue  []*Package
 	parsed map[*Package]map[string][]dependency.Relation
@@ -159,7 +149,7 @@ func priorityRank(p string) int {
 	return 4
 }
 
-// providedNames are the names a Provides field lists, without parsing the
+// providedNames returns the names a Provides field lists, without parsing the
 // whole field: the index has tens of thousands and few are ever needed.
 func providedNames(provides string) []string {
 	if provides == "" {
@@ -248,7 +238,7 @@ func (r *resolver) choose(p *Package, why string) {
 	r.queue = append(r.queue, p)
 }
 
-// chain says why a package is in the set: "requested", or "via bar ←
+// chain returns why a package is in the set: "requested", or "via bar ←
 // foo ← requested" for one pulled in by bar, which foo pulled in.
 func (r *resolver) chain(name string) string {
 	var parts []string
@@ -270,7 +260,11 @@ func (r *resolver) chain(name string) string {
 	return "via " + strings.Join(parts, " ← ")
 }
 
-// satisfy makes sure the chosen set meets one relation of p.
+// satisfy makes sure the chosen set meets one relation of p: an
+// alternative already chosen meets it (see chosenSatisfier); otherwise it
+// chooses the first alternative (see preferred and avoided) the index can
+// satisfy, at the highest version that meets the relation, or else a
+// package that Provides it.
 func (r *resolver) satisfy(p *Package, field string, rel dependency.Relation) error {
 	for _, poss := range rel.Possibilities {
 		if r.chosenSatisfier(poss) != nil {
@@ -342,7 +336,7 @@ func (r *resolver) preferenceOrder(ps []dependency.Possibility) []dependency.Pos
 	return out
 }
 
-// archOK says whether a possibility's architecture qualifier can be met
+// archOK reports whether a possibility's architecture qualifier can be met
 // from a one-architecture index: none, :any and :native can, a foreign
 // one cannot.
 func (r *resolver) archOK(poss dependency.Possibility) bool {
@@ -379,7 +373,7 @@ func (r *resolver) chosenSatisfier(poss dependency.Possibility) *Package {
 	return nil
 }
 
-// realSatisfies says whether a real package of the index meets poss.
+// realSatisfies reports whether a real package of the index meets poss.
 func (r *resolver) realSatisfies(poss dependency.Possibility) bool {
 	for _, c := range r.byName[poss.Name] {
 		if versionOK(c.Version, poss.Version) {
@@ -389,7 +383,7 @@ func (r *resolver) realSatisfies(poss dependency.Possibility) bool {
 	return false
 }
 
-// provides says whether p's Provides meets poss. An unversioned Provides
+// provides reports whether p's Provides meets poss. An unversioned Provides
 // meets only an unversioned relation; a versioned one (always "=")
 // meets a relation that its version satisfies.
 func (r *resolver) provides(p *Package, poss dependency.Possibility) bool {
@@ -417,7 +411,7 @@ func (r *resolver) provides(p *Package, poss dependency.Possibility) bool {
 	return false
 }
 
-// versionOK says whether v meets the relation (nil: any version).
+// versionOK reports whether v meets the relation (nil: any version).
 func versionOK(v version.Version, rel *dependency.VersionRelation) bool {
 	if rel == nil {
 		return true
@@ -523,14 +517,10 @@ func (r *resolver) order() ([]*Package, error) {
 	return out, nil
 }
 
-// Order sorts names so that each comes after what it depends on (deps
-// maps a name to those it pre-depends or depends on; other names are
-// ignored), taking among the names whose dependencies are all placed the
-// first by name. Debian has dependency cycles (libc6 and libgcc-s1): a
-// cycle is placed as a whole once everything it depends on outside itself
-// is, and finished before anything else: its member with the fewest
-// unplaced dependencies first, ties by name, so that the order is the same
-// on every run.
+// Order returns names sorted so that each comes after what it depends on
+// (deps maps a name to those it pre-depends or depends on; other names are
+// ignored), first by name among those ready. A dependency cycle is placed
+// as a whole, the same way on every run.
 func Order(names []string, deps map[string][]string) []string {
 	names = slices.Sorted(slices.Values(names))
 	names = slices.Compact(names)
@@ -551,6 +541,11 @@ func Order(names []string, deps map[string][]string) []string {
 	for _, n := range names {
 		size[scc[n]]++
 	}
+	// Why cycles: Debian has them (libc6 and libgcc-s1). A cycle is placed
+	// once everything it depends on outside itself is, and finished
+	// before anything else: its member with the fewest unplaced
+	// dependencies first, ties by name, so that the order is the same on
+	// every run.
 	placed := map[string]bool{}
 	open := -1 // a cycle partly placed, which is finished first
 	out := make([]string, 0, len(names))

@@ -25,16 +25,15 @@ import (
 	"github.com/hwk-dev/hwk/internal/download"
 )
 
-// TestStage1ConfiguresInDocker is the proof of the stage-1 design: the
-// node image's real package set, fetched from bookworm, assembled in Go
-// and loaded as a one-layer image, must configure with one `dpkg
-// --configure -a` in an unprivileged container with no network.
-//
-// It needs the network and a Docker engine, so it runs only with
-// HWK_STAGE1_DOCKER=1 (make node-image-test sets it). The package set is
-// the committed node lock (node-images/linux/debian.lock.yaml), in its
-// order. HWK_STAGE1_CACHE keeps the .debs between runs.
+// TestStage1ConfiguresInDocker checks the stage-1 design: the node image's
+// package set (node-images/linux/debian.lock.yaml, in its order), fetched
+// from bookworm, assembled in Go and loaded as a one-layer image, must
+// configure with one `dpkg --configure -a` in an unprivileged container
+// with no network. It runs only with HWK_STAGE1_DOCKER=1.
 func TestStage1ConfiguresInDocker(t *testing.T) {
+	// Why opt-in: it needs the network and a Docker engine (make
+	// node-image-test sets it). HWK_STAGE1_CACHE keeps the .debs between
+	// runs.
 	if os.Getenv("HWK_STAGE1_DOCKER") != "1" {
 		t.Skip("needs deb.debian.org and a Docker engine: set HWK_STAGE1_DOCKER=1 to run it")
 	}

@@ -17,8 +17,8 @@ type Checksum struct{ Algo, Hex string }
 // String returns the digest as "sha256:abcd...".
 func (c Checksum) String() string { return c.Algo + ":" + c.Hex }
 
-// hexLen is the length of a hex digest for algo, or 0 for an algorithm we
-// do not know.
+// hexLen returns the length of a hex digest for algo, or 0 for an algorithm
+// it does not know.
 func hexLen(algo string) int {
 	switch algo {
 	case "sha256":
@@ -38,7 +38,7 @@ func newHash(algo string) hash.Hash {
 
 // normalize checks that c names a known algorithm and a well-formed digest
 // of the right length, and lowercases the digest. The digest becomes a file
-// name in the cache, so anything but hex digits must be refused here.
+// name in the cache, so anything except hex digits must be refused here.
 func (c Checksum) normalize() (Checksum, error) {
 	n := hexLen(c.Algo)
 	if n == 0 {
@@ -74,8 +74,8 @@ func ParseChecksumFile(data []byte, algo, name string) (Checksum, error) {
 	return parseChecksumFile(data, algo, name, "checksum file")
 }
 
-// parseChecksumFile is ParseChecksumFile; file names the checksum file in
-// errors.
+// parseChecksumFile does ParseChecksumFile's work; file names the checksum
+// file in errors.
 func parseChecksumFile(data []byte, algo, name, file string) (Checksum, error) {
 	if hexLen(algo) == 0 {
 		return Checksum{}, fmt.Errorf("%s: unsupported checksum algorithm %q (want sha256 or sha512)", file, algo)

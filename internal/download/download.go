@@ -34,8 +34,8 @@ type Client struct {
 	Progress func(url string, done, total int64)
 }
 
-// MismatchError says a download, or a file for Verify, did not have the
-// digest it should. For Verify, URL is the file's path.
+// MismatchError is the error of a download, or a file for Verify, that did
+// not have the digest it should. For Verify, URL is the file's path.
 type MismatchError struct {
 	URL       string
 	Want, Got Checksum
@@ -75,17 +75,11 @@ type transientError struct{ err error }
 func (e *transientError) Error() string { return e.err.Error() }
 func (e *transientError) Unwrap() error { return e.err }
 
-// Fetch downloads rawURL into the cache and returns the cached file's path.
-// If a file with want's digest is already cached, it makes no request at
-// all. The body streams into a partial file beside the cache entry and is
-// renamed into place only once the whole file's digest matches, so the
-// cache never holds a partial or wrong file under a digest's name; on a
-// mismatch the error is a *MismatchError and nothing is kept.
-//
-// A download that breaks goes on from where it stopped, in a later try or
-// a later Fetch (another process too), when the server named a validator
-// (a strong ETag or Last-Modified) that still holds. Only one Fetch of a
-// digest runs at a time on a cache; the others wait for it.
+// Fetch downloads rawURL into the cache and returns the cached file's path,
+// with no request if want's digest is cached. It never leaves a partial or
+// wrong file under a digest's name: a mismatch returns a *MismatchError. A
+// broken download resumes in a later try or Fetch, of any process, while
+// the server's validator holds. One Fetch of a digest runs at a time.
 func (c *Client) Fetch(ctx context.Context, rawURL string, want Checksum) (string, error) {
 	want, err := want.normalize()
 	if err != nil {
@@ -111,6 +105,9 @@ func (c *Client) Fetch(ctx context.Context, rawURL string, want Checksum) (strin
 	if cached(final) {
 		return final, nil
 	}
+	// The body streams into part and is renamed to final only once the
+	// whole file's digest matches; it resumes from part when the server
+	// named a validator (a strong ETag or Last-Modified) that still holds.
 	d := &fetch{
 		c: c, url: rawURL, want: want, final: final,
 		part: filepath.Join(dir, "."+want.Hex+".part"),
@@ -222,9 +219,9 @@ func (c *Client) get(ctx context.Context, rawURL string) (*http.Response, error)
 	return c.getFrom(ctx, rawURL, 0, "")
 }
 
-// getFrom is get asking for the bytes from offset on, if offset is not 0,
-// and only if validator still names the file the server has (If-Range);
-// it then also returns a 416 answer, for the caller to start over.
+// getFrom does get, asking for the bytes from offset on, if offset is not 0,
+// and only if validator still names the file the server has (If-Range); it
+// then also returns a 416 answer, for the caller to start over.
 func (c *Client) getFrom(ctx context.Context, rawURL string, offset int64, validator string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -244,7 +241,7 @@ func (c *Client) getFrom(ctx context.Context, rawURL string, offset int64, valid
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		// *url.Error repeats the method and URL; ours says it once.
+		// *url.Error repeats the method and URL; ours names them once.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err

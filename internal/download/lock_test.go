@@ -15,8 +15,9 @@ import (
 	"time"
 )
 
-// Fetches of one digest on one cache, as from several hwk processes, take
-// turns: one downloads, the others find its file.
+// TestFetchSameDigestTakesTurns checks that fetches of one digest on one
+// cache, as from several hwk processes, take turns: one downloads, the
+// others find its file.
 func TestFetchSameDigestTakesTurns(t *testing.T) {
 	var mu sync.Mutex
 	requests := 0
@@ -77,8 +78,9 @@ func TestFetchWaitingForLockIsCancellable(t *testing.T) {
 	}
 }
 
-// fetchInChild, set to "URL CACHEDIR ALGO:HEX", makes the test binary a
-// process that runs one Fetch (childFetch), as another hwk would.
+// fetchInChild is the environment variable that, set to "URL CACHEDIR
+// ALGO:HEX", makes the test binary a process that runs one Fetch
+// (childFetch), as another hwk would.
 const fetchInChild = "HWK_DOWNLOAD_TEST_FETCH"
 
 func childFetch(args string) int {
@@ -95,9 +97,10 @@ func childFetch(args string) int {
 	return 0
 }
 
-// Another process downloading the digest keeps this one waiting; when it
-// is killed mid-download, the operating system drops its lock, and this
-// one goes on from the bytes it left.
+// TestFetchAfterAnotherProcessIsKilled checks that another process
+// downloading the digest keeps this one waiting; when it is killed
+// mid-download, the operating system drops its lock, and this one goes on
+// from the bytes it left.
 func TestFetchAfterAnotherProcessIsKilled(t *testing.T) {
 	s := newRangeServer(t, payload)
 	const cut = 200000

@@ -17,8 +17,8 @@ import (
 
 // fetch is one Fetch of a digest the cache does not have. Its bytes go to
 // part, CacheDir/<algo>/.<hex>.part, as they arrive, so that they outlive
-// a broken connection and the process. meta, beside it, says where they
-// came from and which version of the file they are (partMeta).
+// a broken connection and the process. meta, beside it, records where
+// they came from and which version of the file they are (partMeta).
 type fetch struct {
 	c                 *Client
 	url               string
@@ -36,7 +36,7 @@ type partMeta struct {
 	LastModified string `json:"lastModified,omitempty"`
 }
 
-// validator is what If-Range carries. A weak ETag may not be used there
+// validator returns what If-Range carries. A weak ETag may not be used there
 // (RFC 9110 13.1.5), so metaOf keeps only strong ones.
 func (m partMeta) validator() string {
 	if m.ETag != "" {
@@ -53,10 +53,10 @@ func metaOf(rawURL string, resp *http.Response) partMeta {
 	return m
 }
 
-// try is one attempt: it goes on from the partial file if that can be
-// trusted, else from zero, and renames the file into place once the
-// whole of it has want's digest. A failure leaves the partial as it is
-// (the bytes it has are good so far); a mismatch removes it.
+// try makes one attempt: it goes on from the partial file if that can be
+// trusted, else from zero, and renames the file into place once the whole of
+// it has want's digest. A failure leaves the partial as it is (the bytes it
+// has are good so far); a mismatch removes it.
 func (d *fetch) try(ctx context.Context) error {
 	f, err := os.OpenFile(d.part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
@@ -210,7 +210,7 @@ func (d *fetch) open(ctx context.Context, f *os.File, h hash.Hash, offset *int64
 
 // writeMeta records meta before any byte it covers is written, so that a
 // partial file never has bytes from another version of the file than its
-// meta says. Without a validator there is nothing to resume against, and
+// meta names. Without a validator there is nothing to resume against, and
 // no meta.
 func (d *fetch) writeMeta(meta partMeta) error {
 	if meta.validator() == "" {
@@ -260,7 +260,7 @@ func (d *fetch) dropUnlessResumable() {
 	}
 }
 
-// bodyEnd is where the file ends after a body appended at offset, or -1
+// bodyEnd returns where the file ends after a body appended at offset, or -1
 // if the server does not say.
 func bodyEnd(resp *http.Response, offset int64) int64 {
 	if resp.StatusCode == http.StatusPartialContent {

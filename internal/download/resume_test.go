@@ -34,7 +34,7 @@ type rangeServer struct {
 	// body stays open until the client goes away.
 	holdAfter   map[int]int
 	ignoreRange bool // answer every request with the whole file
-	ignoreIf    bool // answer a range request whatever its If-Range says
+	ignoreIf    bool // answer a range request whatever its If-Range holds
 	refuseRange bool // answer every range request with 416
 	wrongStart  bool // answer a range request with bytes 0-
 	rangeLimit  int  // > 0: send at most this many bytes of a range
@@ -270,9 +270,10 @@ func TestFetchValidatorChanged(t *testing.T) {
 	checkRequest(t, 1, reqs[1], cut, `"v1"`)
 }
 
-// A server that honours Range but not If-Range appends its new file to
-// the old one's start; the mismatch that makes is no reason to give up
-// before fetching the whole file once.
+// TestFetchResumedMismatchStartsOver checks that the mismatch made by a
+// server that honours Range but not If-Range, appending its new file to the
+// old one's start, is no reason to give up before fetching the whole file
+// once.
 func TestFetchResumedMismatchStartsOver(t *testing.T) {
 	old := []byte(strings.Repeat("an older build of the artifact\n", 20000))
 	s := newRangeServer(t, old)
@@ -311,8 +312,9 @@ func TestFetchRangeNotUsable(t *testing.T) {
 	}
 }
 
-// A server may answer an open range with less than the rest of the file;
-// the next try asks for what is still missing.
+// TestFetchShortRange checks that when a server answers an open range with
+// less than the rest of the file, the next try asks for what is still
+// missing.
 func TestFetchShortRange(t *testing.T) {
 	s := newRangeServer(t, payload)
 	s.set(func(s *rangeServer) {
@@ -353,8 +355,9 @@ func TestFetchBadDigestLeavesNothing(t *testing.T) {
 	}
 }
 
-// A process stopped between the last byte and the rename left the whole
-// file as the partial.
+// TestFetchWholePartialNeedsNoRequest checks that a whole file left as the
+// partial, by a process stopped between the last byte and the rename,
+// becomes the cached file without a request.
 func TestFetchWholePartialNeedsNoRequest(t *testing.T) {
 	s := newRangeServer(t, payload)
 	c := &Client{CacheDir: t.TempDir()}
@@ -391,7 +394,7 @@ func TestFetchPartialNotResumed(t *testing.T) {
 }
 
 // fetchPayload fetches s's URL with c, which must give payload and leave
-// nothing in the cache but the final file after the server had n
+// nothing in the cache except the final file after the server had n
 // requests; it returns those requests and the bytes the server sent.
 func fetchPayload(t *testing.T, c *Client, s *rangeServer, want Checksum, n int) ([]http.Header, int64) {
 	t.Helper()

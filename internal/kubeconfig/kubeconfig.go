@@ -22,7 +22,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/state"
 )
 
-// ContextName is the name a cluster's cluster, user and context entries
+// ContextName returns the name a cluster's cluster, user and context entries
 // share in a kubeconfig.
 func ContextName(cluster string) string {
 	return "hwk-" + cluster
@@ -52,14 +52,14 @@ func EntryFrom(cfg *clientcmdapi.Config) (Entry, error) {
 	return Entry{Cluster: cluster, AuthInfo: user}, nil
 }
 
-// Paths says which kubeconfig files to use.
+// Paths is the choice of kubeconfig files to use.
 type Paths struct {
 	// Explicit is a --kubeconfig path; empty means KUBECONFIG, then
 	// ~/.kube/config, as kubectl does.
 	Explicit string
 }
 
-// files is the precedence list: the explicit file alone, or the
+// files returns the precedence list: the explicit file alone, or the
 // KUBECONFIG list (deduplicated, empty entries dropped), or the home file.
 func (p Paths) files() []string {
 	if p.Explicit != "" {

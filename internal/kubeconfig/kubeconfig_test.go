@@ -14,8 +14,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
-// A kubeconfig as users have them: several clusters, users and contexts,
-// an exec plugin, extensions and preferences.
+// existingA is a kubeconfig as users have them: several clusters, users
+// and contexts, an exec plugin, extensions and preferences.
 const existingA = `apiVersion: v1
 kind: Config
 current-context: prod
@@ -94,7 +94,7 @@ func loadFile(t *testing.T, path string) *clientcmdapi.Config {
 	return stripOrigins(cfg)
 }
 
-// withoutHwk is cfg less the given hwk context's entries and, if it was
+// withoutHwk returns cfg less the given hwk context's entries and, if it was
 // the hwk one, the current context: what must be exactly as before.
 func withoutHwk(cfg *clientcmdapi.Config, name string) *clientcmdapi.Config {
 	out := cfg.DeepCopy()
@@ -358,12 +358,13 @@ contexts:
 	}
 }
 
-// TestFileNamedTwice: a KUBECONFIG that names one file twice is merged
-// into once, without waiting for a lock it holds itself. client-go drops
-// a name given twice as it is; on Windows the second is in another case
-// (config, CONFIG), which client-go keeps and Windows opens as one file:
-// under Wine this failed on the lock before samePath.
+// TestFileNamedTwice checks that a KUBECONFIG that names one file twice is
+// merged into once, without waiting for a lock it holds itself, also when
+// the second is in another case (config, CONFIG) on Windows.
 func TestFileNamedTwice(t *testing.T) {
+	// Why: client-go drops a name given twice as it is; one in another case
+	// it keeps, and Windows opens the two as one file: under Wine this
+	// failed on the lock before samePath.
 	dir := t.TempDir()
 	a := filepath.Join(dir, "config")
 	write(t, a, existingA)

@@ -26,7 +26,7 @@ var escapingEntries = map[string]*tar.Header{
 	"hard link out":              {Name: "blobs/sha256/hard", Linkname: "../outside", Typeflag: tar.TypeLink},
 }
 
-// withEntry is archive with h (of content "x", for a file) after its
+// withEntry returns archive with h (of content "x", for a file) after its
 // index.json, where a reader would meet it before the blobs.
 func withEntry(t *testing.T, archive []byte, h *tar.Header) []byte {
 	t.Helper()
@@ -109,13 +109,14 @@ func (s *escapeSandbox) untouched(t *testing.T, data []byte) {
 	}
 }
 
-// TestLoadArchiveRefusesEntriesOutsideIt: `hwk load-image --archive` never
-// unpacks an archive (it scans it, then writes each node an archive of
-// its own making whose entries are index.json, oci-layout and blobs named
-// by digest), and an archive with an entry whose name or link leads
-// outside it is refused before anything reaches a node, naming the entry,
-// with nothing written beside it.
+// TestLoadArchiveRefusesEntriesOutsideIt checks that an archive with an
+// entry whose name or link leads outside it is refused before anything
+// reaches a node, naming the entry, with nothing written beside it.
 func TestLoadArchiveRefusesEntriesOutsideIt(t *testing.T) {
+	// Why nothing else: `hwk load-image --archive` never unpacks an
+	// archive; it scans it, then writes each node an archive of its own
+	// making whose entries are index.json, oci-layout and blobs named by
+	// digest.
 	d := loadCluster(t, "cp", "linux", "win", "2022")
 	good := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"example.com/app:1"}, Platforms: []string{linuxAMD64, win2022}})
 	for name, h := range escapingEntries {
@@ -154,11 +155,11 @@ func (h hostileSave) Save(context.Context, []string, []imagearchive.Platform) (i
 	return io.NopCloser(bytes.NewReader(h.archive)), nil
 }
 
-// TestLoadEngineStreamRefusesEntriesOutsideIt: an engine's save (Docker's
-// containerd store) streams to the nodes through imagearchive.Filter,
-// which passes entries on as they come; one that leads outside the
-// archive fails the stream before it is passed on, and no node imports
-// anything.
+// TestLoadEngineStreamRefusesEntriesOutsideIt checks that an engine's save
+// (Docker's containerd store) streams to the nodes through
+// imagearchive.Filter, which passes entries on as they come; one that leads
+// outside the archive fails the stream before it is passed on, and no node
+// imports anything.
 func TestLoadEngineStreamRefusesEntriesOutsideIt(t *testing.T) {
 	d := loadCluster(t, "cp", "linux", "w", "linux")
 	archive, inspect, _ := storeImage(t, "v1", true)

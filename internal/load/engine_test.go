@@ -109,11 +109,11 @@ func engineFor(t *testing.T, f *fakeEngine) Engine {
 	return e
 }
 
-// TestLoadFromContainerdStore: Docker 29's containerd store holds a
-// multi-platform image of which only amd64 was pulled; hwk asks for the
-// node's platform only (kind's "content digest not found", kind#3795,
-// comes from saving them all), and a second load finds it present by the
-// manifest digest, the only digest that store gives.
+// TestLoadFromContainerdStore checks that for a multi-platform image of
+// which Docker 29's containerd store holds only amd64, hwk asks for the
+// node's platform only (kind's "content digest not found", kind#3795, comes
+// from saving them all), and a second load finds it present by the manifest
+// digest, the only digest that store gives.
 func TestLoadFromContainerdStore(t *testing.T) {
 	d := loadCluster(t, "cp", "linux", "w", "linux")
 	archive := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"docker.io/my/app:dev"}, Platforms: []string{"linux/amd64"}})
@@ -163,9 +163,9 @@ func TestLoadFromContainerdStore(t *testing.T) {
 	}
 }
 
-// TestLoadFromClassicStore: an engine older than API 1.48 is asked for
-// neither manifests nor a platform (its client would refuse to send
-// them), and the image ID is the config digest crictl reports.
+// TestLoadFromClassicStore checks that an engine older than API 1.48 is
+// asked for neither manifests nor a platform (its client would refuse to
+// send them), and the image ID is the config digest crictl reports.
 func TestLoadFromClassicStore(t *testing.T) {
 	d := loadCluster(t, "cp", "linux", "win", "2022")
 	archive := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:dev"}, Platforms: []string{"linux/amd64"}})
@@ -276,7 +276,7 @@ func loadBase(t *testing.T, d *fakeCluster, gz bool, nodes ...string) {
 	}
 }
 
-// storeImage is my/app:VERSION as Docker's containerd store saves it: an
+// storeImage returns my/app:VERSION as Docker's containerd store saves it: an
 // OCI layout of gzip layers over a two-layer base, and the inspect
 // answer of API 1.52 for it.
 func storeImage(t *testing.T, version string, gz bool) (archive []byte, inspect map[string]any, m imagearchive.Manifest) {
@@ -302,10 +302,10 @@ func storeImage(t *testing.T, version string, gz bool) (archive []byte, inspect 
 	return archive, inspect, m
 }
 
-// TestLoadContainerdStoreRebuild: a rebuilt image in Docker's containerd
-// store is saved once and filtered as it streams, per node: the node
-// holding the base gets the new top layer only, the node holding nothing
-// gets all of it, and each says so. Nothing is spooled to disk.
+// TestLoadContainerdStoreRebuild checks that a rebuilt image in Docker's
+// containerd store is saved once and filtered as it streams, per node: the
+// node holding the base gets the new top layer only, the node holding
+// nothing gets all of it, and the result reports each. Nothing is spooled.
 func TestLoadContainerdStoreRebuild(t *testing.T) {
 	d := loadCluster(t, "cp", "linux", "w", "linux")
 	ctx := context.Background()
@@ -339,9 +339,9 @@ func TestLoadContainerdStoreRebuild(t *testing.T) {
 	}
 }
 
-// TestLoadContainerdStoreCorruptTopLoadsNothing: with the base left out,
-// a top layer that does not match its digest fails the load on the node,
-// which imports nothing.
+// TestLoadContainerdStoreCorruptTopLoadsNothing checks that with the base
+// left out, a top layer that does not match its digest fails the load on the
+// node, which imports nothing.
 func TestLoadContainerdStoreCorruptTopLoadsNothing(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
@@ -364,10 +364,10 @@ func TestLoadContainerdStoreCorruptTopLoadsNothing(t *testing.T) {
 	}
 }
 
-// TestLoadClassicStoreOCISaveUsesUnpackedChains: Docker 25's classic store
-// saves layers uncompressed, named by diff ID; a node that unpacked the
-// base from a registry's gzip blobs has its chains but not those blobs,
-// and still gets the top layer only.
+// TestLoadClassicStoreOCISaveUsesUnpackedChains checks that a node that
+// unpacked the base from a registry's gzip blobs, and so has its chains but
+// not the uncompressed blobs named by diff ID that Docker 25's classic store
+// saves, still gets the top layer only.
 func TestLoadClassicStoreOCISaveUsesUnpackedChains(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
 	v2, inspect, m := storeImage(t, "v2", false)
@@ -434,11 +434,11 @@ func pushArchive(archive []byte, ref string) error {
 	return remote.Write(r, img)
 }
 
-// TestLoadContainerdStorePushesOnlyMissing: with Docker's containerd
-// store, a rebuilt image of which the node holds the base comes by a
-// push to hwk's own registry, which tells the engine the base is there:
-// the engine sends the new layer and config only, never saves, and the
-// node gets the one layer; the temporary tag is gone afterwards.
+// TestLoadContainerdStorePushesOnlyMissing checks that with Docker's
+// containerd store, a rebuilt image of which the node holds the base comes
+// by a push to hwk's own registry, which tells the engine the base is there:
+// the engine sends the new layer and config only, never saves, and the node
+// gets the one layer; the temporary tag is gone afterwards.
 func TestLoadContainerdStorePushesOnlyMissing(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
@@ -470,9 +470,9 @@ func TestLoadContainerdStorePushesOnlyMissing(t *testing.T) {
 	}
 }
 
-// TestLoadContainerdStorePushUnreachable: an engine that cannot reach
-// hwk's registry (Docker Desktop's VM, a rootless engine) fails the push,
-// and the image comes by a filtered save instead.
+// TestLoadContainerdStorePushUnreachable checks that an engine that cannot
+// reach hwk's registry (Docker Desktop's VM, a rootless engine) fails the
+// push, and the image comes by a filtered save instead.
 func TestLoadContainerdStorePushUnreachable(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
@@ -498,10 +498,10 @@ func TestLoadContainerdStorePushUnreachable(t *testing.T) {
 	}
 }
 
-// TestLoadContainerdStorePushForNodesThatDiffer: one node holds the base,
-// the other nothing; the registry says "present" only for what both hold,
-// so the engine sends everything once, and each node still gets only
-// what it lacks.
+// TestLoadContainerdStorePushForNodesThatDiffer checks that when one node
+// holds the base and the other nothing, the registry answers "present" only
+// for what both hold, so the engine sends everything once, and each node
+// still gets only what it lacks.
 func TestLoadContainerdStorePushForNodesThatDiffer(t *testing.T) {
 	d := loadCluster(t, "cp", "linux", "w", "linux")
 	ctx := context.Background()

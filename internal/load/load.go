@@ -1,19 +1,13 @@
-// Package load is `hwk load-image`: it puts container images, from the
-// local Docker engine or from image archive files, into the containerd
-// of the cluster's nodes that can run them.
+// Package load puts container images, from the local Docker engine or from
+// image archive files, into the containerd of the cluster's nodes that can
+// run them: it is `hwk load-image`.
 //
-// Load reads every source (sources.go) while it asks every node what it
-// holds (nodes.go), decides for each image and node what happens
-// (plan.go: the nodes whose platform runs the image get it, a node that
-// holds it gets nothing (present) or only a missing name), and carries that
-// out (execute.go), streaming to each node only the layers it lacks
-// (stream.go). An image comes from an archive file, from the engine's
-// save (engine.go; spool.go for engines older than Docker 25), or by a
-// push from the engine to a registry hwk runs on the loopback for the
-// length of the call (push.go).
-//
-// The package knows no driver and no cluster record: what it loads into
-// is a Cluster, which pkg/cluster's Provider.NodeHandles gives.
+// Load reads every source (sources.go; engine.go, spool.go and push.go for
+// the engine's) while it asks every node what it holds (nodes.go), plans
+// what each node gets (plan.go), and carries that out (execute.go),
+// streaming to each node only the layers it lacks (stream.go). It knows no
+// driver and no cluster record: it loads into a Cluster, which
+// pkg/cluster's Provider.NodeHandles gives.
 package load
 
 import (

@@ -413,17 +413,17 @@ func TestLoadTagsWhatIsThereUnderAnotherName(t *testing.T) {
 	}
 }
 
-// rebuilt is a classic docker save of my/app at version v: two base
+// rebuilt returns a classic docker save of my/app at version v: two base
 // layers every version shares, and a top layer of its own.
 func rebuilt(v string, top int) []byte {
 	return imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:" + v}, Platforms: []string{linuxAMD64},
 		Base: []string{"app-base-os", "app-base-deps"}, LayerBytes: top, Seed: "app-" + v})
 }
 
-// TestLoadSendsOnlyMissingLayers: the rebuilt image goes with its new
-// top layer only, to each node, which says so; the node's containerd
-// (the fake checks as containerd does) takes the archive without the
-// layers it has, and holds the new version.
+// TestLoadSendsOnlyMissingLayers checks that the rebuilt image goes with
+// its new top layer only to each node, as the result reports; the node's
+// containerd (the fake checks as containerd does) takes the archive
+// without the layers it has, and holds the new version.
 func TestLoadSendsOnlyMissingLayers(t *testing.T) {
 	d := loadCluster(t, "cp", "linux", "w1", "linux")
 	ctx := context.Background()
@@ -455,8 +455,8 @@ func TestLoadSendsOnlyMissingLayers(t *testing.T) {
 	}
 }
 
-// TestLoadReusedBaseCorruptTopLoadsNothing: with the base reused, a
-// corrupt top layer still fails the whole load and no node imports
+// TestLoadReusedBaseCorruptTopLoadsNothing checks that with the base reused,
+// a corrupt top layer still fails the whole load and no node imports
 // anything.
 func TestLoadReusedBaseCorruptTopLoadsNothing(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
@@ -478,9 +478,9 @@ func TestLoadReusedBaseCorruptTopLoadsNothing(t *testing.T) {
 	}
 }
 
-// TestLoadResendsWhatTheNodeLostMeanwhile: a layer the node had when
-// asked is gone by the import (its containerd collected it): the import
-// fails for want of it, and hwk sends the whole image once more.
+// TestLoadResendsWhatTheNodeLostMeanwhile checks that when a layer the node
+// had when asked is gone by the import (its containerd collected it), the
+// import fails for want of it and hwk sends the whole image once more.
 func TestLoadResendsWhatTheNodeLostMeanwhile(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
@@ -503,8 +503,8 @@ func TestLoadResendsWhatTheNodeLostMeanwhile(t *testing.T) {
 	}
 }
 
-// TestLoadFiguresPerImage: images sharing one stream each report their
-// own bytes, not the stream's.
+// TestLoadFiguresPerImage checks that images sharing one stream each report
+// their own bytes, not the stream's.
 func TestLoadFiguresPerImage(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
 	archive := imagearchivetest.OCI(
@@ -521,9 +521,9 @@ func TestLoadFiguresPerImage(t *testing.T) {
 	}
 }
 
-// TestLoadEngineImageSendsOnlyMissingLayers: an engine image (classic
-// store) of which the node has the base goes through a saved file and
-// sends its top layer only.
+// TestLoadEngineImageSendsOnlyMissingLayers checks that an engine image
+// (classic store) of which the node has the base goes through a saved file
+// and sends its top layer only.
 func TestLoadEngineImageSendsOnlyMissingLayers(t *testing.T) {
 	d := loadCluster(t, "cp", "linux")
 	ctx := context.Background()
@@ -565,8 +565,8 @@ func scanBytes(t *testing.T, data []byte) *imagearchive.Archive {
 	return a
 }
 
-// TestLoadWindowsImageOnItsPreloadedBase: a Windows node whose image
-// preloaded the base layer (as the Windows node image preloads
+// TestLoadWindowsImageOnItsPreloadedBase checks that a Windows node whose
+// image preloaded the base layer (as the Windows node image preloads
 // servercore and nanoserver) gets the app's own layer only, through its
 // spool file.
 func TestLoadWindowsImageOnItsPreloadedBase(t *testing.T) {

@@ -17,8 +17,10 @@ type decision struct {
 	reason   string
 }
 
-// route decides, for every image and node, what happens. It fails when an
-// image fits no node, naming the image's platforms and the nodes'.
+// route decides, for every image and node, what happens: a node whose
+// platform runs the image gets it, or only its missing names, or nothing
+// if it holds it (Present). It fails when an image fits no node, naming
+// the image's platforms and the nodes'.
 func route(images []*loadImage, nodes []*loadNode) ([][]decision, error) {
 	plan := make([][]decision, len(images))
 	var errs []string
@@ -65,7 +67,7 @@ func route(images []*loadImage, nodes []*loadNode) ([][]decision, error) {
 	return plan, nil
 }
 
-// whyNot is why a node runs none of an image's platforms.
+// whyNot returns why a node runs none of an image's platforms.
 func whyNot(host imagearchive.Platform, im *loadImage) string {
 	var reasons []string
 	for k, p := range im.platforms {

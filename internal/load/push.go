@@ -25,22 +25,18 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// pushEngineImages gets from the engine, by a registry push to hwk
-// itself, only the blobs the nodes lack of each engine image that Linux
-// nodes already hold layers of, and makes those images archive images of
-// what came. The Docker API has no way to export part of an image, but a
-// push asks the registry about every blob first and sends only those it
-// lacks; hwk's registry answers for the nodes. It suits Docker's
-// containerd image store, which pushes the compressed blobs it keeps;
-// the classic store would compress every layer first to learn its digest.
-//
-// The registry listens on 127.0.0.1 for the length of the call, under a
-// random repository name; the engine reaches it where it shares the
-// host's network (a native Linux engine, not Docker Desktop's VM or a
-// rootless engine). Where a push fails, the image stays an engine image
-// and goes by a filtered save as before. It returns what removes the
-// received blobs.
+// pushEngineImages gets from the engine, by a push to a registry hwk runs
+// on 127.0.0.1 for the length of the call, only the blobs the nodes lack of
+// each engine image Linux nodes hold layers of, and makes those images
+// archive images; an image whose push fails stays an engine image. It
+// returns what removes the received blobs.
 func pushEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNode, plan [][]decision) (func(), error) {
+	// Why: the Docker API has no way to export part of an image, but a
+	// push asks the registry about every blob first and sends only those
+	// it lacks; hwk's registry answers for the nodes. It suits Docker's
+	// containerd image store (engine.Multi), which pushes the compressed
+	// blobs it keeps; the classic store would compress every layer first
+	// to learn its digest.
 	type pushImage struct {
 		i       int
 		targets []int // nodes that load it
@@ -87,6 +83,10 @@ func pushEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNod
 		return cleanup, err
 	}
 	handler := registry.New(registry.WithBlobHandler(store), registry.Logger(log.New(io.Discard, "", 0)))
+	// Why the loopback: the engine reaches it where it shares the host's
+	// network (a native Linux engine, not Docker Desktop's VM or a
+	// rootless engine); elsewhere the push fails and the filtered save
+	// remains.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return cleanup, err
@@ -169,7 +169,7 @@ func (s *pushStore) Get(ctx context.Context, repo string, h v1.Hash) (io.ReadClo
 	return s.disk.Get(ctx, repo, h)
 }
 
-// Stat says a blob is there when every node the image goes to holds it,
+// Stat reports a blob as there when every node the image goes to holds it,
 // or when the push sent it; else the disk store's own "not found".
 func (s *pushStore) Stat(ctx context.Context, repo string, h v1.Hash) (int64, error) {
 	s.mu.Lock()
@@ -191,7 +191,7 @@ func (s *pushStore) Put(ctx context.Context, repo string, h v1.Hash, rc io.ReadC
 	return s.disk.Put(ctx, repo, h, rc)
 }
 
-// path is where a blob the push sent is kept.
+// path returns where a blob the push sent is kept.
 func (s *pushStore) path(digest string) string {
 	alg, hex, _ := strings.Cut(digest, ":")
 	return filepath.Join(s.dir, alg, hex)

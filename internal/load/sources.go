@@ -13,8 +13,8 @@ import (
 type loadImage struct {
 	name string // as messages show it
 	refs []string
-	// platforms are what the image is built for; complete[i] says the
-	// source holds all of platform i.
+	// platforms are what the image is built for; complete[i] reports
+	// whether the source holds all of platform i.
 	platforms []imagearchive.Platform
 	complete  []bool
 	// ids are, per platform, the digests that identify the image on a

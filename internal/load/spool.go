@@ -12,16 +12,16 @@ import (
 	"github.com/hwk-dev/hwk/internal/format/imagearchive"
 )
 
-// spoolEngineImages saves to a file the engine images that a node
-// already holds some layers of, when the engine is older than Docker 25,
-// and makes them archive images, so that each node gets only the layers
-// it lacks: such an engine's save always carries every layer under names
-// that do not say which layer is which, so the file is read once through
-// to know them. Newer engines name their blobs by digest, and their
-// saves are filtered as they stream (see engineJob); images no node has
-// any layer of stream straight from the engine too. It returns what
+// spoolEngineImages saves to a file the engine images, from an engine
+// older than Docker 25, that a node already holds some layers of, and makes
+// them archive images, so that each node gets only the layers it lacks.
+// Other images stream from the engine (see engineJob). It returns what
 // removes the file.
 func spoolEngineImages(ctx context.Context, images []*loadImage, nodes []*loadNode, plan [][]decision) (func(), error) {
+	// Why: such an engine's save always carries every layer under names
+	// that do not tell which layer is which, so the file is read once
+	// through to know them. Newer engines name their blobs by digest, and
+	// their saves are filtered as they stream.
 	var spool []int
 	for i, im := range images {
 		if im.engine == nil || im.engine.OCI || len(im.engine.DiffIDs) == 0 {

@@ -193,9 +193,10 @@ func engineJob(images []*loadImage, idx []int, plan [][]decision, j int, nodes [
 	return job
 }
 
-// skipFor says which blobs of the job's stream node n need not get: those
-// it holds, and layers whose every chain it has unpacked (an OCI save of
-// Docker's classic store names a layer blob by its diff ID).
+// skipFor returns, as a predicate, the blobs of the job's stream node n
+// need not get: those it holds, and layers whose every chain it has
+// unpacked (an OCI save of Docker's classic store names a layer blob by
+// its diff ID).
 func (job *streamJob) skipFor(n *loadNode) func(digest string) bool {
 	return func(d string) bool {
 		if n.inv.Blob(d) {
@@ -232,8 +233,8 @@ func (job *streamJob) run(ctx context.Context, opts Options, done func(j int, ca
 	})
 }
 
-// isMissingContent is ctr failing an import for want of a blob (its
-// "content digest ... not found").
+// isMissingContent reports whether err is ctr failing an import for want of
+// a blob (its "content digest ... not found").
 func isMissingContent(err error) bool {
 	var ee *node.ExitError
 	return errors.As(err, &ee) && strings.Contains(ee.Error(), "not found")

@@ -80,9 +80,9 @@ func podsTar(t *testing.T) []byte {
 	return b.Bytes()
 }
 
-// TestCollectLinux: every item gets its file (a failing command's file
-// says why), container logs come in under pods/ without links, and the
-// bootstrap token is redacted.
+// TestCollectLinux checks that every item gets its file (a failing
+// command's file gives why), container logs come in under pods/ without
+// links, and the bootstrap token is redacted.
 func TestCollectLinux(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "a.tar.gz")
 	a, err := Create(file, "root")
@@ -138,7 +138,7 @@ func TestCollectLinux(t *testing.T) {
 	}
 }
 
-// TestWindowsScript: the collection script parses, and each of
+// TestWindowsScript checks that the collection script parses, and each of
 // WindowsItems has exactly one item in it, in order.
 func TestWindowsScript(t *testing.T) {
 	script := WindowsScript()
@@ -160,9 +160,9 @@ func TestWindowsScript(t *testing.T) {
 	}
 }
 
-// TestCollectWindows: the node's output is split into files by marker
-// (CRLF line ends, as PowerShell writes them); an item with an error, and
-// the ones the script did not reach, are reported.
+// TestCollectWindows checks that the node's output is split into files by
+// marker (CRLF line ends, as PowerShell writes them); an item with an error,
+// and the ones the script did not reach, are reported.
 func TestCollectWindows(t *testing.T) {
 	var reply strings.Builder
 	for i, it := range WindowsItems {

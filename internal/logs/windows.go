@@ -9,16 +9,15 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// WindowsItems are what a Windows node gives. The kubelet's and
-// containerd's logs are where hwk's Windows node image has them write
-// (see internal/bootstrap); Calico's and kube-proxy's containers are
-// HostProcess containers that log to their pod logs. The event channels
-// are those Microsoft's own collection script copies (microsoft/SDN
-// Kubernetes/windows/debug/collectlogs.ps1 at 242fb0c, lines 294-297) and
-// the Host Network Service's.
+// WindowsItems are the logs and state a Windows node gives, each a file
+// and the PowerShell that prints it.
 var WindowsItems = []Item{
+	// Where hwk's Windows node image has the kubelet and containerd write
+	// (see internal/bootstrap).
 	{File: "kubelet.log", Script: `Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath 'C:\var\log\kubelet\kubelet.err.log'`},
 	{File: "containerd.log", Script: `Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath 'C:\var\log\containerd\containerd.log'`},
+	// Calico's and kube-proxy's containers are HostProcess containers
+	// that log to their pod logs.
 	{File: "calico-node.log", Script: newestLog(`C:\var\log\pods\kube-system_calico-node-windows-*\node\*.log`)},
 	{File: "calico-felix.log", Script: newestLog(`C:\var\log\pods\kube-system_calico-node-windows-*\felix\*.log`)},
 	{File: "kube-proxy.log", Script: newestLog(`C:\var\log\pods\kube-system_kube-proxy-windows-*\*\*.log`)},
@@ -26,6 +25,9 @@ var WindowsItems = []Item{
 	{File: "hns-endpoints.json", Script: `HostNetworkingService\Get-HnsEndpoint | Microsoft.PowerShell.Utility\ConvertTo-Json -Depth 20`},
 	{File: "hns-policylists.json", Script: `HostNetworkingService\Get-HnsPolicyList | Microsoft.PowerShell.Utility\ConvertTo-Json -Depth 20`},
 	{File: "cni-config.txt", Script: `Microsoft.PowerShell.Management\Get-ChildItem -LiteralPath 'C:\etc\cni\net.d' -File | Microsoft.PowerShell.Core\ForEach-Object { "--- $($_.FullName)"; Microsoft.PowerShell.Management\Get-Content -Raw -LiteralPath $_.FullName }`},
+	// The event channels Microsoft's own collection script copies
+	// (microsoft/SDN Kubernetes/windows/debug/collectlogs.ps1 at 242fb0c,
+	// lines 294-297), and the Host Network Service's.
 	{File: "events-hyperv-compute.txt", Script: events("Microsoft-Windows-Hyper-V-Compute-Admin", "Microsoft-Windows-Hyper-V-Compute-Operational")},
 	{File: "events-hyperv-worker.txt", Script: events("Microsoft-Windows-Hyper-V-Worker-Admin", "Microsoft-Windows-Hyper-V-Worker-Operational")},
 	{File: "events-hns.txt", Script: events("Microsoft-Windows-Host-Network-Service-Admin", "Microsoft-Windows-Host-Network-Service-Operational")},
@@ -121,7 +123,7 @@ func CollectWindows(ctx context.Context, n *node.Node, a *Archive, dir string) (
 	return res, nil
 }
 
-// Scripts is every PowerShell script this package makes, for the check
+// Scripts returns every PowerShell script this package makes, for the check
 // of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{"WindowsScript+WindowsItems+newestLog+events": WindowsScript()}

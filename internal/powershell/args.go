@@ -12,7 +12,7 @@ import (
 	"unicode/utf16"
 )
 
-// Args are powershell.exe's arguments that run script.
+// Args returns powershell.exe's arguments that run script.
 func Args(script string) []string {
 	u := utf16.Encode([]rune(script))
 	b := make([]byte, 2*len(u))
@@ -23,7 +23,7 @@ func Args(script string) []string {
 		"-EncodedCommand", base64.StdEncoding.EncodeToString(b)}
 }
 
-// Script is the script powershell.exe's arguments args run with
+// Script returns the script powershell.exe's arguments args run with
 // -EncodedCommand last; ok is false for any other arguments.
 func Script(args []string) (script string, ok bool) {
 	if len(args) < 2 || args[len(args)-2] != "-EncodedCommand" {

@@ -21,7 +21,7 @@ var (
 	scriptPosition = regexp.MustCompile(`^(At line:\d+ char:\d+|At .+:\d+ char:\d+)$`)
 )
 
-// NewCLIXMLWriter is a writer that passes text on to w, with each CLIXML
+// NewCLIXMLWriter returns a writer that passes text on to w, with each CLIXML
 // document in it written as the lines it holds (progress records
 // dropped), as each element is whole. Close writes what is left.
 func NewCLIXMLWriter(w io.Writer) io.WriteCloser { return &clixmlWriter{w: w} }
@@ -143,7 +143,7 @@ func element(b []byte) (n int, text string, ok bool) {
 	}
 }
 
-// partialSuffix is the length of the longest end of b that begins mark.
+// partialSuffix returns the length of the longest end of b that begins mark.
 func partialSuffix(b []byte, mark string) int {
 	for k := min(len(mark)-1, len(b)); k > 0; k-- {
 		if bytes.HasSuffix(b, []byte(mark[:k])) {
@@ -167,7 +167,7 @@ func unescape(s string) string {
 	return html.UnescapeString(s)
 }
 
-// DecodeCLIXML is stderr as text: each CLIXML document in it as the lines
+// DecodeCLIXML returns stderr as text: each CLIXML document in it as the lines
 // it holds, progress records dropped, what is not CLIXML as it is, and
 // line ends as "\n"; stderr without CLIXML comes back as it is. A stderr
 // cut at the front (the end of a long one) decodes from its first whole
@@ -188,7 +188,7 @@ func DecodeCLIXML(stderr string) string {
 	return strings.ReplaceAll(b.String(), "\r\n", "\n")
 }
 
-// ErrorText is what a failed PowerShell run wrote to stderr, for a
+// ErrorText returns what a failed PowerShell run wrote to stderr, for a
 // message: CLIXML decoded, and of each error record only its message (the
 // script position, the code line with its underline, CategoryInfo and
 // FullyQualifiedErrorId dropped), without blank lines.

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// thrown is testdata/throw.clixml's stderr (after its header).
+// thrown returns testdata/throw.clixml's stderr (after its header).
 func thrown(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile("testdata/throw.clixml")
@@ -75,9 +75,9 @@ func TestDecodeCLIXMLKeepsOtherText(t *testing.T) {
 	}
 }
 
-// TestCLIXMLWriter: a stream decodes the same however it is split, text
-// around documents passes as it is, and Close writes out a held-back
-// "#<" that began no document.
+// TestCLIXMLWriter checks that a stream decodes the same however it is
+// split, text around documents passes as it is, and Close writes out a
+// held-back "#<" that began no document.
 func TestCLIXMLWriter(t *testing.T) {
 	stream := "kubeadm: [preflight] Running pre-flight checks\r\n" + thrown(t) + "kubeadm: done\r\n#<"
 	var whole strings.Builder

@@ -47,12 +47,12 @@ func New(comment string) (Pair, error) {
 	return Pair{Private: pem.EncodeToMemory(block), Public: line}, nil
 }
 
-// Signer is the private half, for logging in.
+// Signer returns the private half, for logging in.
 func (p Pair) Signer() (ssh.Signer, error) {
 	return ssh.ParsePrivateKey(p.Private)
 }
 
-// PublicKey is the public half, for pinning a host key.
+// PublicKey returns the public half, for pinning a host key.
 func (p Pair) PublicKey() (ssh.PublicKey, error) {
 	k, _, _, _, err := ssh.ParseAuthorizedKey([]byte(p.Public))
 	return k, err

@@ -7,14 +7,10 @@ import (
 )
 
 // WriteFileAtomic replaces path with data so that a reader, or a crash,
-// sees either the old file or the new one, never a part: it writes a
-// temporary file in the same directory, syncs it, renames it over path and
-// syncs the directory. A symlink at path is followed, so the link itself
-// survives. On Unix the file gets perm exactly, whatever the umask; on
-// Windows, where Chmod sets only the read-only attribute, it gets its
-// directory's inherited ACL (the user profile's keeps other users out, as
-// kubectl relies on), and a file another process has open is waited for
-// briefly before it is replaced (replace).
+// sees either the old file or the new one, never a part. It follows a
+// symlink at path, so the link survives. On Unix the file gets perm exactly,
+// whatever the umask; on Windows it gets its directory's inherited ACL, and
+// a file another process has open is waited for briefly (replace).
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if target, err := filepath.EvalSymlinks(path); err == nil {
 		path = target
@@ -31,6 +27,9 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 			os.Remove(tmp.Name())
 		}
 	}()
+	// Why: on Windows Chmod sets only the read-only attribute, so the file
+	// keeps its directory's inherited ACL (the user profile's keeps other
+	// users out, as kubectl relies on).
 	if err := tmp.Chmod(perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -51,12 +50,10 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 }
 
 // WriteOutput makes path by having write fill a new file beside it, which
-// then becomes path with perm (on Windows only its read-only bit, as for
-// WriteFileAtomic): a failed or interrupted write leaves neither a part of
-// path nor the temporary file. Unlike WriteFileAtomic it does not sync: it
-// is for large outputs that can be made again (disks, root file systems),
-// where a crash may lose the file but never leaves a truncated one under
-// its name.
+// then becomes path with perm (on Windows only its read-only bit): a failed
+// or interrupted write leaves neither a part of path nor the temporary file.
+// Unlike WriteFileAtomic it does not sync, so a crash may lose the file but
+// never leaves a truncated one; it is for outputs that can be made again.
 func WriteOutput(path string, perm os.FileMode, write func(f *os.File) error) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.part")
 	if err != nil {

@@ -13,21 +13,20 @@ import (
 // Lock is an exclusive lock held by this process. The operating system
 // drops it when the process dies, so a crashed command never leaves a
 // cluster locked.
-//
-// It is hand-written rather than github.com/gofrs/flock's: the holder
-// writes its pid and command line into the lock file for whoever loses
-// the race to read, and on Windows a LockFileEx range also blocks other
-// processes' reads of those bytes. gofrs/flock locks the file's first
-// byte (v0.13: LockFileEx(..., 0, 1, 0, &windows.Overlapped{})), where
-// the pid is; hwk locks a byte 4 GiB in (lock_windows.go). flock also
-// offers no way to find that a holder removed the file under a waiter
-// (current, Remove).
 type Lock struct {
+	// Why hand-written rather than github.com/gofrs/flock: the holder
+	// writes its pid and command line into the lock file for whoever
+	// loses the race to read, and on Windows a LockFileEx range also
+	// blocks other processes' reads of those bytes. gofrs/flock locks the
+	// file's first byte (v0.13: LockFileEx(..., 0, 1, 0,
+	// &windows.Overlapped{})), where the pid is; hwk locks a byte 4 GiB in
+	// (lock_windows.go). flock also offers no way to find that a holder
+	// removed the file under a waiter (current, Remove).
 	f    *os.File
 	path string
 }
 
-// LockedError says who holds a lock.
+// LockedError is the error of a lock another process holds, naming it.
 type LockedError struct {
 	Name string // what the lock guards, e.g. `cluster "hwk"`
 	Path string
@@ -49,7 +48,7 @@ func (e *LockedError) Error() string {
 var errWouldBlock = errors.New("lock held")
 
 // AcquireLock takes the lock at path without waiting. If another process
-// holds it, the error is a *LockedError naming that process. name says
+// holds it, the error is a *LockedError naming that process. name is
 // what the lock guards, for that error.
 func AcquireLock(path, name string) (*Lock, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

@@ -12,15 +12,16 @@ import (
 // the file it replaces.
 const replaceWait = 2 * time.Second
 
-// replace renames from over to. os.Rename is MoveFileEx with
-// MOVEFILE_REPLACE_EXISTING, which fails with ERROR_ACCESS_DENIED (or
-// ERROR_SHARING_VIOLATION) while another process has to open: kubectl
-// reading the kubeconfig, an antivirus scanner or the search indexer
-// looking at a file just written. Such an open is brief, so the rename is
-// tried again for up to replaceWait, as the Go command does for the same
-// errors (Go's cmd/internal/robustio, golang.org/issue/31247 and
-// golang.org/issue/32188).
+// replace renames from over to, trying again for up to replaceWait while
+// another process has to open (ERROR_ACCESS_DENIED or
+// ERROR_SHARING_VIOLATION).
 func replace(from, to string) error {
+	// Why: os.Rename is MoveFileEx with MOVEFILE_REPLACE_EXISTING, which
+	// fails with those errors while kubectl reads the kubeconfig, or an
+	// antivirus scanner or the search indexer looks at a file just
+	// written. Such an open is brief, so the Go command tries again for
+	// the same errors (Go's cmd/internal/robustio, golang.org/issue/31247
+	// and golang.org/issue/32188).
 	deadline := time.Now().Add(replaceWait)
 	pause := time.Millisecond
 	for {

@@ -18,7 +18,7 @@ const helperEnv = "HWK_TEST_LOCK_HELPER"
 
 // TestMain lets the test binary play a second hwk process: with
 // HWK_TEST_LOCK_HELPER=DATA it takes the lock of cluster "demo" in store
-// DATA, says "locked", and holds it until its stdin closes.
+// DATA, prints "locked", and holds it until its stdin closes.
 func TestMain(m *testing.M) {
 	if data := os.Getenv(helperEnv); data != "" {
 		s := NewStore(Dirs{Data: data})
@@ -145,7 +145,8 @@ func TestWriteFileAtomic(t *testing.T) {
 	}
 }
 
-// A symlinked file is replaced behind the link; the link stays.
+// TestWriteFileAtomicThroughSymlink checks that a symlinked file is replaced
+// behind the link; the link stays.
 func TestWriteFileAtomicThroughSymlink(t *testing.T) {
 	dir := t.TempDir()
 	real := filepath.Join(dir, "real")
@@ -173,8 +174,9 @@ func TestWriteFileAtomicThroughSymlink(t *testing.T) {
 	}
 }
 
-// A file another process has open is replaced once it is closed: on
-// Windows the rename over it fails until then, and WriteFileAtomic waits.
+// TestWriteFileAtomicWhileOpen checks that a file another process has open
+// is replaced once it is closed: on Windows the rename over it fails until
+// then, and WriteFileAtomic waits.
 func TestWriteFileAtomicWhileOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config")
 	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
@@ -256,10 +258,10 @@ func TestDefaultDirs(t *testing.T) {
 	}
 }
 
-// TestLockRemove: Remove deletes the lock file, and a process that opened
-// the file before it was removed does not take the lock on the dead file.
-// On Windows the file cannot be deleted while that process has it open,
-// so it stays, and that process's lock on it is the current one.
+// TestLockRemove checks that Remove deletes the lock file, and a process
+// that opened the file before it was removed does not take the lock on the
+// dead file. On Windows the file cannot be deleted while that process has it
+// open, so it stays, and that process's lock on it is the current one.
 func TestLockRemove(t *testing.T) {
 	data := t.TempDir()
 	s := NewStore(Dirs{Data: data})
@@ -352,8 +354,9 @@ func TestSubnetReservations(t *testing.T) {
 	}
 }
 
-// A leftover whose command still runs (its lock held) is kept; one whose
-// command died (lock free) is removed, and so is its lock file.
+// TestSweepLeftovers checks that a leftover whose command still runs (its
+// lock held) is kept; one whose command died (lock free) is removed, and so
+// is its lock file.
 func TestSweepLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	live, err := HoldLeftover(dir, "hwk-build-live")

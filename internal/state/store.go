@@ -40,7 +40,7 @@ const legacyRecord = "cluster.yaml"
 // ClustersDir holds one directory per cluster.
 func (s *Store) ClustersDir() string { return filepath.Join(s.dirs.Data, "clusters") }
 
-// ClusterDir is where a cluster's files live (the directory may not
+// ClusterDir returns where a cluster's files live (the directory may not
 // exist). It refuses a name that fails config.CheckName.
 func (s *Store) ClusterDir(name string) (string, error) {
 	if err := config.CheckName(name); err != nil {
@@ -49,7 +49,7 @@ func (s *Store) ClusterDir(name string) (string, error) {
 	return filepath.Join(s.ClustersDir(), name), nil
 }
 
-// DriverDir is driver's directory inside the directory of cluster, for
+// DriverDir returns driver's directory inside the directory of cluster, for
 // drivers, which are handed only names the cluster package has checked. A
 // name that fails the check is a bug in hwk, not bad input: it panics
 // rather than make a path outside the clusters directory.
@@ -116,7 +116,7 @@ func (e *NotOursError) Error() string {
 
 var errNoMarker = errors.New("no marker")
 
-// checkOwned says whether dir is the real directory (not a link) of
+// checkOwned reports whether dir is the real directory (not a link) of
 // cluster name, marked as hwk's. A directory without any marker gives an
 // error wrapping errNoMarker.
 func (s *Store) checkOwned(name, dir string) error {
@@ -148,7 +148,7 @@ func (s *Store) checkOwned(name, dir string) error {
 	return fmt.Errorf("%w: %w", &NotOursError{Dir: dir, Reason: "holds no " + MarkerFile + " marker (hwk writes one into every cluster directory it makes)"}, errNoMarker)
 }
 
-// notUnfinishedMarker reports whether e is anything but the temporary
+// notUnfinishedMarker reports whether e is anything except the temporary
 // file WriteFileAtomic makes on its way to the marker.
 func notUnfinishedMarker(e fs.DirEntry) bool {
 	return !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), "."+MarkerFile+".tmp-")
@@ -181,7 +181,7 @@ func readSmall(path string) ([]byte, error) {
 	return b[:n], nil
 }
 
-// ExistingDir is the directory of cluster name, checked to be a real
+// ExistingDir returns the directory of cluster name, checked to be a real
 // directory inside the clusters directory: fs.ErrNotExist when there is
 // none, a *NotOursError for a symbolic link or a Windows junction (which
 // could lead a read of the cluster's record or kubeconfig, or a delete,
@@ -211,7 +211,7 @@ func (s *Store) ExistingDir(name string) (string, error) {
 	return dir, nil
 }
 
-// CheckOwned says, before anything is deleted, whether Remove would take
+// CheckOwned reports, before anything is deleted, whether Remove would take
 // cluster name's directory: nil when it is hwk's for that cluster or
 // there is none, a *NotOursError when something else is there.
 func (s *Store) CheckOwned(name string) error {

@@ -13,8 +13,8 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// Every way into the store refuses a name that fails the one rule, before
-// any path is made from it.
+// TestStoreRefusesUncheckedNames checks that every way into the store
+// refuses a name that fails the one rule, before any path is made from it.
 func TestStoreRefusesUncheckedNames(t *testing.T) {
 	root := t.TempDir()
 	data := filepath.Join(root, "data")
@@ -58,7 +58,8 @@ func TestStoreRefusesUncheckedNames(t *testing.T) {
 	s.DriverDir("../victim", "libvirt")
 }
 
-// Remove deletes only a real directory that hwk marked for that cluster.
+// TestRemoveOnlyWhatIsMarked checks that Remove deletes only a real
+// directory that hwk marked for that cluster.
 func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 	root := t.TempDir()
 	s := NewStore(Dirs{Data: filepath.Join(root, "data")})
@@ -138,8 +139,8 @@ func TestRemoveOnlyWhatIsMarked(t *testing.T) {
 	}
 }
 
-// assertNotOurs: every way into the store refuses cluster name's
-// directory with a *NotOursError saying want, and leaves it as it is.
+// assertNotOurs checks that every way into the store refuses cluster
+// name's directory with a *NotOursError saying want, and leaves it as it is.
 func assertNotOurs(t *testing.T, s *Store, name, want string) {
 	t.Helper()
 	err := s.Remove(name)
@@ -158,10 +159,10 @@ func assertNotOurs(t *testing.T, s *Store, name, want string) {
 	}
 }
 
-// The store never follows a link out of the clusters directory, even to a
-// directory marked for that cluster: not a symbolic link, nor on Windows a
-// junction, which any user can make (symbolic links need Developer Mode
-// or an administrator there).
+// TestRemoveRefusesLinks checks that the store never follows a link out of
+// the clusters directory, even to a directory marked for that cluster: not a
+// symbolic link, nor on Windows a junction, which any user can make
+// (symbolic links need Developer Mode or an administrator there).
 func TestRemoveRefusesLinks(t *testing.T) {
 	links := map[string]func(target, link string) error{"symlink": os.Symlink}
 	if runtime.GOOS == "windows" {

@@ -66,7 +66,7 @@ func (s *Store) ReleaseSubnet(name string) error {
 
 // UnlockSubnets drops the LockSubnets lock; with no reservation left it
 // removes the lock file and the directory too, so that a host without
-// clusters keeps nothing of hwk's but its caches.
+// clusters keeps nothing of hwk's except its caches.
 func (s *Store) UnlockSubnets(l *Lock) error {
 	if left, err := s.Subnets(); err == nil && len(left) == 0 {
 		err := l.Remove()
@@ -89,7 +89,7 @@ func (s *Store) DropReservation(name string) error {
 	return nil
 }
 
-// Subnets are the reserved subnets by cluster.
+// Subnets returns the reserved subnets by cluster.
 func (s *Store) Subnets() (map[string]netip.Prefix, error) {
 	entries, err := os.ReadDir(s.subnetsDir())
 	if errors.Is(err, fs.ErrNotExist) {

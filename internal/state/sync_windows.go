@@ -1,6 +1,6 @@
 package state
 
-// syncDir is a no-op on Windows: NTFS makes the rename (MoveFileEx with
+// syncDir does nothing on Windows: NTFS makes the rename (MoveFileEx with
 // MOVEFILE_REPLACE_EXISTING, which os.Rename uses) durable with its journal,
 // and directories cannot be opened for FlushFileBuffers without backup
 // privileges.

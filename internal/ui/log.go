@@ -5,7 +5,7 @@ import (
 	"log/slog"
 )
 
-// NewLogger is the logger behind -v: warnings and errors by default, info
+// NewLogger returns the logger behind -v: warnings and errors by default, info
 // at -v 1, debug at -v 2, debug with source positions from -v 3.
 func NewLogger(w io.Writer, verbosity int) *slog.Logger {
 	level := slog.LevelWarn

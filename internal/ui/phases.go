@@ -28,7 +28,7 @@ func NewPhases(st *Status) *Phases {
 	return &Phases{status: st, log: st.Writer(st.out), items: map[string]string{}}
 }
 
-// Set says name is now in phase; a phase it is in already shows nothing
+// Set records that name is now in phase; a phase it is in already shows nothing
 // new.
 func (p *Phases) Set(name, phase string) {
 	if p == nil {
@@ -43,7 +43,7 @@ func (p *Phases) Set(name, phase string) {
 	p.show(name + ": " + phase)
 }
 
-// Done says name's wait is over, with a last line for logs (line ""
+// Done records that name's wait is over, with a last line for logs (line ""
 // prints none); on a terminal name leaves the detail.
 func (p *Phases) Done(name, line string) {
 	if p == nil {

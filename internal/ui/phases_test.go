@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// TestPhasesLogLines: off a terminal, a line under the running step each
-// time a wait changes phase, none for a phase repeated, and the last line
-// when it is done; quiet prints nothing.
+// TestPhasesLogLines checks that off a terminal there is a line under the
+// running step each time a wait changes phase, none for a phase repeated,
+// and the last line when it is done; quiet prints nothing.
 func TestPhasesLogLines(t *testing.T) {
 	var out syncBuffer
 	st := NewStatus(&out, false)
@@ -32,8 +32,8 @@ func TestPhasesLogLines(t *testing.T) {
 	}
 }
 
-// TestPhasesOnTerminal: on a terminal the phases are the spinner's
-// detail, every wait's at once, and a finished one leaves it.
+// TestPhasesOnTerminal checks that on a terminal the phases are the
+// spinner's detail, every wait's at once, and a finished one leaves it.
 func TestPhasesOnTerminal(t *testing.T) {
 	var out syncBuffer
 	st := NewStatus(&out, false)

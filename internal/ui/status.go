@@ -22,16 +22,10 @@ const (
 
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
-// Status prints one line per step of a longer operation:
-//
-//	✓ Creating nodes (12.3s)
-//	✗ Joining Windows workers (40.1s)
-//	    <the error>
-//
-// On a terminal the running step is a spinner that the result line
-// replaces; elsewhere (CI logs, pipes) the start is a plain line of its
-// own. Quiet prints nothing: failures still reach the user as the
-// command's error.
+// Status prints one line per step of a longer operation ("✓ Creating nodes
+// (12.3s)", a failed step's error below it): on a terminal a spinner that
+// the result line replaces, elsewhere a start line of its own. Quiet prints
+// nothing; failures still reach the user as the command's error.
 type Status struct {
 	out   io.Writer
 	tty   bool

@@ -105,8 +105,8 @@ func TestLoggerLevels(t *testing.T) {
 	}
 }
 
-// TestNote: a note is a line of its own in a log, the spinner's detail on
-// a terminal (gone with the step's end), and nothing when quiet.
+// TestNote checks that a note is a line of its own in a log, the spinner's
+// detail on a terminal (gone with the step's end), and nothing when quiet.
 func TestNote(t *testing.T) {
 	var out bytes.Buffer
 	s := NewStatus(&out, false)

@@ -16,7 +16,7 @@ import (
 type Transfers struct {
 	status *Status
 	log    io.Writer
-	// Approximate says totals are estimates ("of ~1.2 GiB").
+	// Approximate reports whether totals are estimates ("of ~1.2 GiB").
 	Approximate bool
 	every       time.Duration
 	now         func() time.Time
@@ -52,7 +52,7 @@ func NewTransfers(st *Status, log io.Writer) *Transfers {
 	return t
 }
 
-// Update says transfer name has moved done of total bytes (total <= 0
+// Update records that transfer name has moved done of total bytes (total <= 0
 // when unknown).
 func (t *Transfers) Update(name string, done, total int64) {
 	t.mu.Lock()
@@ -101,7 +101,7 @@ func (t *Transfers) loop() {
 	}
 }
 
-// lines is each transfer's progress: name, bytes (of how many, when
+// lines returns each transfer's progress: name, bytes (of how many, when
 // known), the rate since this run started it and, with a total, the time
 // left at that rate.
 func (t *Transfers) lines(now time.Time) []string {
@@ -143,7 +143,7 @@ func (t *Transfers) lines(now time.Time) []string {
 	return out
 }
 
-// Size is a byte count as people read it: 512 KiB, 12 MiB, 1.4 GiB.
+// Size returns a byte count as people read it: 512 KiB, 12 MiB, 1.4 GiB.
 func Size(n int64) string {
 	switch {
 	case n >= 1<<30:

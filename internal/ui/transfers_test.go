@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// TestTransferLines: the rate counts only what moved in this run (a
-// resumed download starts at what it had), the time left follows from
-// it, a finished transfer keeps its rate and says done, and estimated
+// TestTransferLines checks that the rate counts only what moved in this run
+// (a resumed download starts at what it had), the time left follows from
+// it, a finished transfer keeps its rate and shows done, and estimated
 // totals show as such, without a time left.
 func TestTransferLines(t *testing.T) {
 	clock := time.Unix(0, 0)
@@ -37,8 +37,8 @@ func TestTransferLines(t *testing.T) {
 	}
 }
 
-// TestTransfersLogLines: off a terminal, a line per transfer every few
-// seconds, under the running step.
+// TestTransfersLogLines checks that off a terminal there is a line per
+// transfer every few seconds, under the running step.
 func TestTransfersLogLines(t *testing.T) {
 	var out syncBuffer
 	st := NewStatus(&out, false)

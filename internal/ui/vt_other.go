@@ -4,5 +4,6 @@ package ui
 
 import "os"
 
-// drawsEscapes: a terminal here draws escape sequences.
+// drawsEscapes reports whether the terminal draws escape sequences: here
+// it always does.
 func drawsEscapes(*os.File) bool { return true }

@@ -11,7 +11,7 @@ import (
 
 // Wait is one probe of the host that may take long (a driver's check, a
 // PowerShell query): what it is, and what it is waiting for now. Probes
-// are watched (Watch) so that a command that waits says on what.
+// are watched (Watch) so that a command that waits shows on what.
 type Wait struct {
 	name string
 	mu   sync.Mutex
@@ -19,7 +19,7 @@ type Wait struct {
 	done bool
 }
 
-// NewWait is a wait for the probe called name ("the hyperv driver's
+// NewWait returns a wait for the probe called name ("the hyperv driver's
 // check").
 func NewWait(name string) *Wait { return &Wait{name: name} }
 
@@ -30,7 +30,7 @@ func (w *Wait) Set(what string) {
 	w.mu.Unlock()
 }
 
-// What is what the probe waits for now, "" when it never said.
+// What returns what the probe waits for now, "" when it never said.
 func (w *Wait) What() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -44,7 +44,7 @@ func (w *Wait) Finish() {
 	w.mu.Unlock()
 }
 
-// String is the probe and what it waits for.
+// String returns the probe and what it waits for.
 func (w *Wait) String() string {
 	if what := w.What(); what != "" {
 		return w.name + " (" + what + ")"

@@ -180,9 +180,10 @@ func testConfig(t *testing.T, name string, nodes ...config.Node) *config.Cluster
 
 var fastTimeouts = Timeouts{NodeBoot: 300 * time.Millisecond}
 
-// TestHalfMadeClusterGoesDown: an up that stops after making machines
-// leaves a record; down deletes every machine (workers before the control
-// plane), the network and the directory, and a second down finds nothing.
+// TestHalfMadeClusterGoesDown checks that an up that stops after making
+// machines leaves a record; down deletes every machine (workers before the
+// control plane), the network and the directory, and a second down finds
+// nothing.
 func TestHalfMadeClusterGoesDown(t *testing.T) {
 	d := newMem()
 	p, _ := testProvider(t, d)
@@ -210,7 +211,7 @@ func TestHalfMadeClusterGoesDown(t *testing.T) {
 		t.Errorf("bootstrap token file: %v %v", st, err)
 	}
 
-	// Up again says it is half-made and offers --recreate, which deletes
+	// Up again reports it is half-made and offers --recreate, which deletes
 	// it (control plane last) and makes it again.
 	_, err = p.Up(context.Background(), cfg, UpOptions{Timeouts: fastTimeouts})
 	var ee *actions.ExistsError
@@ -260,8 +261,8 @@ func assertNoLocks(t *testing.T, p *Provider) {
 	}
 }
 
-// TestUpRefusesWhatExists: a cluster that exists, or a machine left by a
-// crashed hwk, stops up before it changes anything.
+// TestUpRefusesWhatExists checks that a cluster that exists, or a machine
+// left by a crashed hwk, stops up before it changes anything.
 func TestUpRefusesWhatExists(t *testing.T) {
 	d := newMem()
 	p, _ := testProvider(t, d)
@@ -288,8 +289,8 @@ func TestUpRefusesWhatExists(t *testing.T) {
 	}
 }
 
-// TestUpChecksImagesFirst: a missing Windows image, or a missing Linux
-// image, fails the first step and makes nothing.
+// TestUpChecksImagesFirst checks that a missing Windows image, or a missing
+// Linux image, fails the first step and makes nothing.
 func TestUpChecksImagesFirst(t *testing.T) {
 	d := newMem()
 	p, _ := testProvider(t, d)
@@ -322,8 +323,8 @@ func TestUpChecksImagesFirst(t *testing.T) {
 	assertNoLocks(t, p)
 }
 
-// TestDownRemovesOnlyItsContext: down takes hwk-NAME out of the kubeconfig
-// and leaves the user's entries alone.
+// TestDownRemovesOnlyItsContext checks that down takes hwk-NAME out of the
+// kubeconfig and leaves the user's entries alone.
 func TestDownRemovesOnlyItsContext(t *testing.T) {
 	d := newMem()
 	p, kc := testProvider(t, d)
@@ -388,8 +389,8 @@ type slowMem struct{ *memDriver }
 
 func (slowMem) Emulated() bool { return true }
 
-// TestEmulatedDriverWaitsLonger: a driver without hardware acceleration
-// gets a warning and longer waits.
+// TestEmulatedDriverWaitsLonger checks that a driver without hardware
+// acceleration gets a warning and longer waits.
 func TestEmulatedDriverWaitsLonger(t *testing.T) {
 	p, _ := testProvider(t, slowMem{newMem()})
 	var log strings.Builder
@@ -405,11 +406,11 @@ func TestEmulatedDriverWaitsLonger(t *testing.T) {
 	_, _ = p.Down(context.Background(), "slow")
 }
 
-// TestSideBySideSubnets: clusters whose configs name no subnet each get
-// the first free /24 (skipping other clusters' and the driver's foreign
-// networks), their nodes move with it, a named subnet that another
-// cluster has is refused before anything is made, and a deleted
-// cluster's subnet is free again.
+// TestSideBySideSubnets checks that clusters whose configs name no subnet
+// each get the first free /24 (skipping other clusters' and the driver's
+// foreign networks), their nodes move with it, a named subnet that another
+// cluster has is refused before anything is made, and a deleted cluster's
+// subnet is free again.
 func TestSideBySideSubnets(t *testing.T) {
 	d := newMem()
 	d.foreign = []netip.Prefix{netip.MustParsePrefix("172.31.251.0/24")}
@@ -484,10 +485,10 @@ func TestSideBySideSubnets(t *testing.T) {
 	assertNoLocks(t, p)
 }
 
-// TestStopOrder: stop takes the workers down before the control plane and
-// deletes nothing; start of a cluster without a kubeconfig (its up never
-// got past kubeadm init) says so and starts nothing; both refuse a
-// cluster that does not exist.
+// TestStopOrder checks that stop takes the workers down before the control
+// plane and deletes nothing; start of a cluster without a kubeconfig (its
+// up never got past kubeadm init) reports it and starts nothing; both
+// refuse a cluster that does not exist.
 func TestStopOrder(t *testing.T) {
 	d := newMem()
 	p, _ := testProvider(t, d)

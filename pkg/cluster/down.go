@@ -14,11 +14,10 @@ import (
 )
 
 // Down deletes the cluster called name: its machines (workers first, then
-// the control plane), its network, its kubeconfig entries and its
-// directory. It works on half-made clusters, and on clusters whose record
-// is gone (it then asks every driver that works here). It reports whether
-// there was anything to delete; a cluster that is not there is not an
-// error.
+// the control plane), its network, its kubeconfig entries and its directory,
+// also of a half-made cluster or one whose record is gone (it then asks every
+// driver that works here). It reports whether there was anything to delete;
+// a cluster that is not there is not an error.
 func (p *Provider) Down(ctx context.Context, name string) (bool, error) {
 	unlock, err := p.lock(name)
 	if err != nil {
@@ -69,7 +68,7 @@ func (p *Provider) Down(ctx context.Context, name string) (bool, error) {
 	return found, nil
 }
 
-// driversOf are the drivers that may hold the cluster's machines: those
+// driversOf returns the drivers that may hold the cluster's machines: those
 // its record names (which must work, or the machines would stay), else
 // every driver that works here.
 func (p *Provider) driversOf(ctx context.Context, rec *config.Cluster) ([]drivers.Driver, error) {

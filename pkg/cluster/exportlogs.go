@@ -21,12 +21,11 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// ExportLogs writes the cluster's logs into one archive in dir and
-// returns its path: per node (each a step) what internal/logs collects, the
-// cluster's nodes, pods and events as `kubectl get -A -o yaml` shows them,
-// hwk's own logs of the cluster's up, and summary.txt saying what was
-// collected and what failed. A node or API server that does not answer is
-// recorded in the summary; the rest is still collected.
+// ExportLogs writes the cluster's logs into one archive in dir and returns
+// its path: per node what internal/logs collects, the cluster's nodes, pods
+// and events (`kubectl get -A -o yaml`), hwk's logs of its up, and a
+// summary.txt of what was collected and what failed. A node or API server
+// that does not answer is recorded there; the rest is still collected.
 func (p *Provider) ExportLogs(ctx context.Context, name, dir string) (string, error) {
 	rec, err := p.record(name)
 	if err != nil {

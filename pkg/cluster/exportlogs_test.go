@@ -15,8 +15,9 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// export logs never carries the cluster's bootstrap token or a Windows
-// image's Administrator password, wherever in the logs they appear.
+// TestExportLogsRedactsSecrets checks that export logs never carries the
+// cluster's bootstrap token or a Windows image's Administrator password,
+// wherever in the logs they appear.
 func TestExportLogsRedactsSecrets(t *testing.T) {
 	p, _ := testProvider(t, newMem())
 	const token, password = "abcdef.0123456789abcdef", "Wx7-Secret-Pass-Q9"

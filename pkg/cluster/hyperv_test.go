@@ -47,14 +47,15 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestHyperVUpDown: `hwk up` and `hwk down` of a Linux control plane and
-// a Windows worker on the Hyper-V driver, each through the driver's real
-// session code and a fake powershell.exe first on PATH that answers every
-// script from real-format replies (internal/drivers/hyperv/testdata) and fails what
-// it does not expect; one PowerShell start per command. The nodes' side
-// (kubeadm, the Windows join's PowerShell over SSH) is scripted node
-// handles and the API server an in-memory cluster.
+// TestHyperVUpDown checks `hwk up` and `hwk down` of a Linux control plane
+// and a Windows worker on the Hyper-V driver, each through the driver's real
+// session code, with one PowerShell start per command.
 func TestHyperVUpDown(t *testing.T) {
+	// A fake powershell.exe first on PATH answers every script from
+	// real-format replies (internal/drivers/hyperv/testdata) and fails what
+	// it does not expect. The nodes' side (kubeadm, the Windows join's
+	// PowerShell over SSH) is scripted node handles and the API server an
+	// in-memory cluster.
 	ps := hypervtest.New(t, "up-down.txt")
 	u := newUpDown(t, config.DriverHyperV, config.DriverHyperV, config.DriverHyperV, nil)
 	dirs, kc, cfg, nodes := u.dirs, u.kc, u.cfg, u.nodes
@@ -133,10 +134,10 @@ func TestHyperVUpDown(t *testing.T) {
 	t.Logf("up: %d scripts, down: %d scripts, through %d PowerShell starts", strings.Count(scripts, "# --- "), strings.Count(downScripts, "# --- "), len(ps.Starts()))
 }
 
-// checkAnswerFiles: in dir, each node's seed (NODE/cidata.iso) carries an
-// answer file for Windows Setup when locales gives the node a language,
-// and none otherwise; each answer file has that language and a password
-// of its own, hidden.
+// checkAnswerFiles checks that in dir each node's seed (NODE/cidata.iso)
+// carries an answer file for Windows Setup when locales gives the node a
+// language, and none otherwise; each answer file has that language and a
+// password of its own, hidden.
 func checkAnswerFiles(t *testing.T, dir string, locales map[string]string) {
 	t.Helper()
 	passwords := map[string]bool{}
@@ -334,7 +335,7 @@ func (s *scriptedNodes) check(t *testing.T) {
 	}
 }
 
-// inMemoryCluster is an API server in memory for cfg's cluster, every
+// inMemoryCluster returns an API server in memory for cfg's cluster, every
 // node and system workload Ready, whose /readyz answers ok.
 func inMemoryCluster(cfg *config.Cluster) func(*rest.Config) (kubernetes.Interface, error) {
 	return func(*rest.Config) (kubernetes.Interface, error) {
@@ -380,13 +381,15 @@ func (readyzDiscovery) RESTClient() rest.Interface {
 	}
 }
 
-// TestHyperVUpNeedsMemory: on a host with less memory available than the
-// nodes' VMs start with (Dynamic Memory's startup: 2 GiB for the Linux
-// control plane, 3 GiB for the Windows worker), up refuses with the
-// figures and what to do, before it makes anything; on the 16 GB laptop
-// of TestHyperVUpDown (7 GiB free), where 10 GiB of static memory did
-// not fit, it goes on.
+// TestHyperVUpNeedsMemory checks that on a host with less memory available
+// than the nodes' VMs start with, up refuses with the figures and what to
+// do before it makes anything, and that on TestHyperVUpDown's laptop it
+// goes on.
 func TestHyperVUpNeedsMemory(t *testing.T) {
+	// Why these figures: Dynamic Memory's startup is 2 GiB for the Linux
+	// control plane and 3 GiB for the Windows worker; TestHyperVUpDown's is
+	// the 16 GB laptop (7 GiB free) where 10 GiB of static memory did not
+	// fit.
 	ps := hypervtest.New(t, "no-memory.txt")
 	u := newUpDown(t, config.DriverHyperV, config.DriverHyperV, config.DriverHyperV, nil)
 	cachedVHDX(t, u.dirs.Cache, "linux-test", u.cfg.KubernetesVersion, nil)

@@ -52,7 +52,7 @@ func (p *Provider) List() ([]Info, error) {
 	return out, nil
 }
 
-// Config is the recorded config of the cluster called name (every default
+// Config returns the recorded config of the cluster called name (every default
 // filled in, as up made it), or a *NotFoundError.
 func (p *Provider) Config(name string) (*config.Cluster, error) { return p.record(name) }
 
@@ -71,7 +71,7 @@ func (p *Provider) record(name string) (*config.Cluster, error) {
 	return rec, err
 }
 
-// Kubeconfig is the cluster's kubeconfig for the host, context hwk-NAME.
+// Kubeconfig returns the cluster's kubeconfig for the host, context hwk-NAME.
 func (p *Provider) Kubeconfig(name string) ([]byte, error) {
 	if _, err := p.record(name); err != nil {
 		return nil, err

@@ -167,7 +167,7 @@ func (p *Provider) Start(ctx context.Context, name string, t Timeouts) (*StartRe
 	return res, nil
 }
 
-// nodeDrivers are the drivers of the record's nodes by name, each
+// nodeDrivers returns the drivers of the record's nodes by name, each
 // checked to work here (driversOf, as down uses them).
 func (p *Provider) nodeDrivers(ctx context.Context, rec *config.Cluster) (map[string]drivers.Driver, error) {
 	list, err := p.driversOf(ctx, rec)
@@ -228,7 +228,7 @@ func (p *Provider) stepOf(cluster, step string, fn func() error) error {
 	return nil
 }
 
-// Node is a handle for running commands on one of the cluster's nodes,
+// Node returns a handle for running commands on one of the cluster's nodes,
 // and the node as the cluster's record has it. The machine must be
 // running.
 func (p *Provider) Node(ctx context.Context, cluster, name string) (*node.Node, config.Node, error) {

@@ -46,8 +46,8 @@ func oneImageArchive(t *testing.T) string {
 	return archive
 }
 
-// TestLoadNamesUnknownNodes: load-image into a node the cluster lacks,
-// or into a cluster that does not exist, names what is missing, and
+// TestLoadNamesUnknownNodes checks that load-image into a node the cluster
+// lacks, or into a cluster that does not exist, names what is missing, and
 // leaves the cluster unlocked.
 func TestLoadNamesUnknownNodes(t *testing.T) {
 	p := nodesCluster(t, true)
@@ -71,10 +71,10 @@ func TestLoadNamesUnknownNodes(t *testing.T) {
 	}
 }
 
-// TestNodeHandlesOpenRefusesNodesThatDoNotRun: a node whose machine is
-// not running is refused by name, before any handle on it is opened; a
-// load-image into it fails with that message and leaves the cluster
-// unlocked.
+// TestNodeHandlesOpenRefusesNodesThatDoNotRun checks that a node whose
+// machine is not running is refused by name, before any handle on it is
+// opened; a load-image into it fails with that message and leaves the
+// cluster unlocked.
 func TestNodeHandlesOpenRefusesNodesThatDoNotRun(t *testing.T) {
 	const want = "node cp is missing, not running; images can only be loaded into a running node"
 	p := nodesCluster(t, false)

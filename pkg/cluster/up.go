@@ -52,7 +52,7 @@ type UpOptions struct {
 	SetCurrentContext bool
 	// Timeouts bound the waits; zero fields take the defaults.
 	Timeouts Timeouts
-	// Pull says when node images are pulled ("" is PullMissing).
+	// Pull is when node images are pulled ("" is PullMissing).
 	Pull PullPolicy
 	// Recreate deletes the cluster first (as Down does) when anything of
 	// it exists: a half-made one, leftovers, or a working one.
@@ -71,7 +71,7 @@ type UpResult struct {
 	APIReady, NodesReady, Total time.Duration
 }
 
-// steps are the actions of up, in order.
+// steps returns the actions of up, in order.
 func steps() []actions.Action {
 	return []actions.Action{
 		actions.Preflight{},
@@ -92,7 +92,7 @@ func steps() []actions.Action {
 
 // Up makes the cluster cfg (validated) describes. It holds the cluster's
 // lock throughout. When a step fails the cluster is left as it is, for
-// inspection, and the error (a *StepError) says how to remove it.
+// inspection, and the error (a *StepError) tells how to remove it.
 func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) (*UpResult, error) {
 	if opts.Recreate {
 		name := fmt.Sprintf("Deleting what there is of cluster %q", cfg.Name)
@@ -139,7 +139,7 @@ func (p *Provider) Up(ctx context.Context, cfg *config.Cluster, opts UpOptions) 
 			name = d.Describe(c)
 		}
 		var failed *StepError
-		// The step line shows what went wrong; the error returned says
+		// The step line shows what went wrong; the error returned names
 		// which step, for callers that print no step lines.
 		_ = p.step(name, func() error {
 			if err := a.Execute(ctx, c); err != nil {
@@ -198,7 +198,7 @@ type StepError struct {
 
 func (e *StepError) Error() string { return e.Step + ": " + e.Detail() }
 
-// Detail is the error without the step's name: what went wrong, and what
+// Detail returns the error without the step's name: what went wrong, and what
 // to do about what is left.
 func (e *StepError) Detail() string {
 	msg := e.Err.Error()
@@ -222,7 +222,7 @@ type detailError struct{ *StepError }
 
 func (e detailError) Error() string { return e.Detail() }
 
-// ProbeSubnet is the node subnet up would give cfg now (the config's,
+// ProbeSubnet returns the node subnet up would give cfg now (the config's,
 // checked, or the first free one), without reserving it. Drivers that do
 // not work here are left out of the check.
 func (p *Provider) ProbeSubnet(ctx context.Context, cfg *config.Cluster) (netip.Prefix, error) {

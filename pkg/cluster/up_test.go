@@ -6,8 +6,8 @@ import (
 	"github.com/hwk-dev/hwk/pkg/cluster/internal/actions"
 )
 
-// TestPublicTypesMatchActions: the pull policies and default timeouts
-// callers see are the ones the steps act on.
+// TestPublicTypesMatchActions checks that the pull policies and default
+// timeouts callers see are the ones the steps act on.
 func TestPublicTypesMatchActions(t *testing.T) {
 	for pub, internal := range map[PullPolicy]actions.PullPolicy{PullMissing: actions.PullMissing, PullAlways: actions.PullAlways, PullNever: actions.PullNever} {
 		if string(pub) != string(internal) {

@@ -51,11 +51,11 @@ func newUpDown(t *testing.T, cp, worker, host string, adjust func(*config.Cluste
 	return u
 }
 
-// laptop is the memory of a 16 GB laptop with a browser and an IDE open
+// laptop returns the memory of a 16 GB laptop with a browser and an IDE open
 // (7-10 GB free: shared/research/windows-review-4.md, D2).
 func laptop() (uint64, uint64, error) { return 16 << 30, 7 << 30, nil }
 
-// provider is a provider over ds, as one hwk command makes it.
+// provider returns a provider over ds, as one hwk command makes it.
 func (u *upDown) provider(ds ...drivers.Driver) *Provider {
 	return &Provider{Registry: drivers.NewRegistry(ds...), Dirs: u.dirs, KubeconfigPaths: u.kc, newClient: inMemoryCluster(u.cfg),
 		hostInterface: func(netip.Prefix) string { return "" }, hostMemory: laptop}
@@ -66,7 +66,7 @@ var upOptions = UpOptions{Timeouts: Timeouts{NodeBoot: 30 * time.Second, APIServ
 
 // cachedImage puts node image name in the cache with one disk, file in
 // format, which write makes at the path it is given and whose size it
-// returns; win says it is a Windows image.
+// returns; a non-nil win makes it a Windows image.
 func cachedImage(t *testing.T, cache, name, version string, win *nodeimage.Windows, format nodeimage.Format, file string, write func(path string) int64) {
 	t.Helper()
 	nodeOS := "linux"

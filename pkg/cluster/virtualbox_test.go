@@ -16,16 +16,17 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestVirtualBoxUpDown: `hwk up` and `hwk down` of a Linux control plane
-// and a Windows worker on the VirtualBox driver, every VirtualBox call
-// spawned as a real process: a fake VBoxManage first on PATH that answers
-// from a transcript in VBoxManage's own formats
-// (internal/drivers/virtualbox/testdata) and fails what it does not expect. The
-// nodes' side is scripted node handles and the API server an in-memory
-// cluster, as in TestHyperVUpDown.
+// TestVirtualBoxUpDown checks `hwk up` and `hwk down` of a Linux control
+// plane and a Windows worker on the VirtualBox driver, every VirtualBox call
+// spawned as a real process.
 func TestVirtualBoxUpDown(t *testing.T) {
 	u := newUpDown(t, config.DriverVirtualBox, config.DriverVirtualBox, config.DriverVirtualBox, nil)
 	dirs, kc, cfg, nodes := u.dirs, u.kc, u.cfg, u.nodes
+	// A fake VBoxManage first on PATH answers from a transcript in
+	// VBoxManage's own formats (internal/drivers/virtualbox/testdata) and
+	// fails what it does not expect. The nodes' side is scripted node
+	// handles and the API server an in-memory cluster, as in
+	// TestHyperVUpDown.
 	fake := vboxtest.New(t, "up-down.txt", map[string]string{"DATA": dirs.Data, "CACHE": dirs.Cache})
 	cachedVDI(t, dirs.Cache, "linux-test", cfg.KubernetesVersion, "4f3a1c52-8d0e-4b7a-9e61-2c5d7f80a913", 20<<30, nil)
 	cachedVDI(t, dirs.Cache, "windows-2022-test", cfg.KubernetesVersion, "b07e2d94-61c3-4f25-8a1e-93d4c6e5f208", 64<<30,

@@ -21,17 +21,19 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestWSLUpDown: `hwk up` and `hwk down` of a control plane on the wsl2
-// driver and a Windows worker on hyperv, through both drivers' real
-// process code: a fake wsl.exe (internal/drivers/wsl2/testdata/transcripts/
-// up-down.txt) and a fake powershell.exe (internal/drivers/hyperv/testdata/
-// transcripts/wsl2-up-down.txt), each first on PATH and failing what it
-// does not expect. The control plane's distribution is imported, set up
-// and started, the host routes its address to WSL's VM, the Windows
-// worker routes it through the host before it joins, the kubeconfig
-// reaches the API server on 127.0.0.1; down unroutes and unregisters it
-// and removes the worker and the network.
+// TestWSLUpDown checks `hwk up` and `hwk down` of a control plane on the
+// wsl2 driver and a Windows worker on hyperv, through both drivers' real
+// process code: up routes the worker and the host to the distribution and
+// the kubeconfig reaches it on 127.0.0.1; down undoes it all.
 func TestWSLUpDown(t *testing.T) {
+	// A fake wsl.exe (internal/drivers/wsl2/testdata/transcripts/
+	// up-down.txt) and a fake powershell.exe (internal/drivers/hyperv/
+	// testdata/transcripts/wsl2-up-down.txt), each first on PATH, fail
+	// what they do not expect. The control plane's distribution is
+	// imported, set up and started, the host routes its address to WSL's
+	// VM, the Windows worker routes it through the host before it joins;
+	// down unroutes and unregisters it and removes the worker and the
+	// network.
 	ps := hypervtest.New(t, "wsl2-up-down.txt")
 	// The API server's port must be free on this host (the driver
 	// checks: WSL forwards it from the host's loopback).

@@ -36,8 +36,8 @@ var notes = regexp.MustCompile(`(?m)^  waiting \d+s for .* \(at most [^)]*\)\n`)
 
 func withoutNotes(stderr string) string { return notes.ReplaceAllString(stderr, "") }
 
-// runRegistry is run with the drivers of registry instead of the
-// built-in ones.
+// runRegistry calls run with the drivers of registry instead of the built-in
+// ones.
 func runRegistry(t *testing.T, registry func() *drivers.Registry, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
@@ -224,9 +224,9 @@ func TestGetDrivers(t *testing.T) {
 	}
 }
 
-// TestUpWithoutWindowsImage: the default cluster has a Windows worker; with
-// no Windows node image up fails at its first step, says how to make a
-// Linux-only cluster (once), and leaves no trace.
+// TestUpWithoutWindowsImage checks that up of the default cluster, which
+// has a Windows worker, with no Windows node image fails at its first step,
+// tells how to make a Linux-only cluster (once), and leaves no trace.
 func TestUpWithoutWindowsImage(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
@@ -323,7 +323,7 @@ users:
 	}
 }
 
-// TestGetDriversVirtualBox: the built-in VirtualBox driver, whose
+// TestGetDriversVirtualBox checks that the built-in VirtualBox driver, whose
 // VBoxManage here is the fake program answering preflight, is listed
 // available with the version it found. On Windows the driver also asks
 // PowerShell whether the Windows hypervisor runs: a fake powershell.exe

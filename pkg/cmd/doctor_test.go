@@ -11,10 +11,10 @@ import (
 	"github.com/hwk-dev/hwk/internal/doctor"
 )
 
-// doctor --name of a cluster that exists checks that cluster as recorded
-// (here: one Linux node on docker), not the default config (libvirt and a
-// Windows worker); for a name with no cluster it says it checks what up
-// would make.
+// TestDoctorChecksTheNamedCluster checks that doctor --name of a cluster
+// that exists checks that cluster as recorded (here: one Linux node on
+// docker), not the default config (libvirt and a Windows worker), and for
+// a name with no cluster reports that it checks what up would make.
 func TestDoctorChecksTheNamedCluster(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
@@ -68,16 +68,16 @@ func TestDoctorChecksTheNamedCluster(t *testing.T) {
 		t.Errorf("cluster check for a cluster to be made = %+v", c)
 	}
 
-	// Shaping flags do not apply to a cluster that exists: doctor says it
-	// ignores them.
+	// Shaping flags do not apply to a cluster that exists: doctor reports
+	// that it ignores them.
 	_, _, stderr = run(t, "doctor", "-o", "json", "--name", "mine", "--windows-workers", "2")
 	if !strings.Contains(stderr, "ignores --windows-workers") {
 		t.Errorf("stderr = %q", stderr)
 	}
 }
 
-// TestDoctorTextReport: the text report is a header, then a line per
-// check with its status in one column, and each fix under the details.
+// TestDoctorTextReport checks that the text report is a header, then a line
+// per check with its status in one column, and each fix under the details.
 func TestDoctorTextReport(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)

@@ -108,7 +108,7 @@ func printLoadResult(w io.Writer, res *load.Result) {
 	}
 }
 
-// layers says what of the image went and what the node had, when it had
+// layers returns what of the image went and what the node had, when it had
 // some.
 func layers(n load.NodeResult) string {
 	if n.LayersReused == 0 {

@@ -8,8 +8,8 @@ import (
 	"github.com/hwk-dev/hwk/internal/load"
 )
 
-// TestPrintLoadResult: each image's line has its own figures, and says
-// what the node already had when it had some of the image.
+// TestPrintLoadResult checks that each image's line has its own figures,
+// and names what the node already had when it had some of the image.
 func TestPrintLoadResult(t *testing.T) {
 	var b bytes.Buffer
 	printLoadResult(&b, &load.Result{Images: []load.ImageResult{

@@ -10,8 +10,8 @@ import (
 	"github.com/hwk-dev/hwk/internal/state"
 )
 
-// TestNodeImageBadInput: every mistake is named with its fix, and nothing
-// is written to the cache.
+// TestNodeImageBadInput checks that every mistake is named with its fix, and
+// nothing is written to the cache.
 func TestNodeImageBadInput(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
@@ -42,9 +42,9 @@ func TestNodeImageBadInput(t *testing.T) {
 	}
 }
 
-// TestNodeImageBuildDryRun: --dry-run lists every component, where it
-// would come from and its cache directory, and the node image, and makes
-// nothing; a component made before shows as cached.
+// TestNodeImageBuildDryRun checks that --dry-run lists every component,
+// where it would come from and its cache directory, and the node image, and
+// makes nothing; a component made before shows as cached.
 func TestNodeImageBuildDryRun(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
@@ -97,8 +97,8 @@ func TestNodeImageListEmpty(t *testing.T) {
 	}
 }
 
-// TestNodeImageListWindows: a Windows node image is listed with its
-// version, and its Administrator password is never printed.
+// TestNodeImageListWindows checks that a Windows node image is listed with
+// its version, and its Administrator password is never printed.
 func TestNodeImageListWindows(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
@@ -129,8 +129,8 @@ func TestNodeImageListWindows(t *testing.T) {
 	}
 }
 
-// TestNodeImageBuildWindowsDriver: the install runs on a driver that can
-// install; another is refused by name before anything is built.
+// TestNodeImageBuildWindowsDriver checks that the install runs on a driver
+// that can install; another is refused by name before anything is built.
 func TestNodeImageBuildWindowsDriver(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)

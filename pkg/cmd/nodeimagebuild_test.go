@@ -10,9 +10,10 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// With no Docker engine, the default --formats leaves the docker format
-// out and says so; formats asked for by name are kept (stage2.Choose
-// then refuses docker's).
+// TestBuildDefaultFormatsWithoutDocker checks that with no Docker engine
+// the default --formats leaves the docker format out and reports it, and
+// that formats asked for by name are kept (stage2.Choose then refuses
+// docker's).
 func TestBuildDefaultFormatsWithoutDocker(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)

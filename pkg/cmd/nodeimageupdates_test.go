@@ -10,8 +10,8 @@ import (
 	"github.com/hwk-dev/hwk/internal/state"
 )
 
-// TestNodeImageBuildWindowsUpdatesFlag: a bad --updates is named with its
-// fix before anything is made.
+// TestNodeImageBuildWindowsUpdatesFlag checks that a bad --updates is named
+// with its fix before anything is made.
 func TestNodeImageBuildWindowsUpdatesFlag(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)
@@ -35,8 +35,8 @@ func TestNodeImageBuildWindowsUpdatesFlag(t *testing.T) {
 	}
 }
 
-// TestNodeImageListWindowsBuild: the list shows a Windows image's build
-// and revision (its patch level), and -o json its updates.
+// TestNodeImageListWindowsBuild checks that the list shows a Windows image's
+// build and revision (its patch level), and -o json its updates.
 func TestNodeImageListWindowsBuild(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HWK_HOME", home)

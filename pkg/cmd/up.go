@@ -130,12 +130,12 @@ when they answer, else from source) and goes on; on a terminal, up offers that b
 const sourceBuildTime = "about 11 minutes the first time on two cores, more on a slow network"
 
 // offerBuild builds the Linux node image an up stopped for, when
-// --build-image asked for that or the user says yes when asked, and
-// reports whether it built one. built holds what it built before for this
-// up: an image that is still missing after its build is an error, not
-// another build. An up that stops for a missing image has made nothing
-// yet, so it can run again at once.
+// --build-image asked for that or the user answers yes, and reports whether
+// it built one, so that up can run again. built holds what it built before
+// for this up: an image still missing after its build is an error.
 func (g *globals) offerBuild(ctx context.Context, s Streams, upErr error, asked bool, built map[string]bool) (bool, error) {
+	// Why up can run again at once: an up that stops for a missing image
+	// has made nothing yet.
 	var missing *nodeimage.NoImageError
 	if !errors.As(upErr, &missing) || missing.Node.OS != config.Linux {
 		return false, nil

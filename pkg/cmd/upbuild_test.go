@@ -18,7 +18,7 @@ import (
 // upWithBuild runs `hwk up` of a Linux-only cluster on a fake docker
 // driver with an empty cache, so its preflight finds no Linux node image
 // and none to pull (this build pins none). build stands in for
-// nodeimage.Build and counts its calls.
+// build.Build and counts its calls.
 func upWithBuild(t *testing.T, in string, terminal bool, build func(nodeimage.Options) error, args ...string) (code int, stderr string, calls []nodeimage.Options) {
 	t.Helper()
 	home := t.TempDir()

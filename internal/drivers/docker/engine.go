@@ -12,7 +12,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// client is the engine's client, made at first use.
+// client returns the engine's client, made at first use.
 func (d *Driver) client() (*client.Client, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -31,8 +31,9 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// These tests need a Docker engine. Without one they skip, unless
-// HWK_REQUIRE_DOCKER=1 (set by .ci/run), where a missing engine fails them.
+// requireDocker returns the driver and a client of its engine, which these
+// tests need. Without one they skip, unless HWK_REQUIRE_DOCKER=1 (set by
+// .ci/run), where a missing engine fails them.
 func requireDocker(t *testing.T) (*Driver, *client.Client) {
 	t.Helper()
 	if testing.Short() {
@@ -90,14 +91,10 @@ func busyboxImage(t *testing.T, c *client.Client) string {
 	return ref
 }
 
-// staticBusybox is the bytes of a static Linux busybox at /bin/busybox:
-// the host's on Linux. A Windows host has no Linux programs of its own,
-// so there it is the one at /bin/busybox on the engine's machine (Docker
-// Desktop's Linux VM, or under Wine the Linux machine running the test),
-// read through the engine: bound into a container that never starts, of
-// an image holding one empty directory, and copied out of it (GET
-// /containers/{id}/archive mounts a container's volumes and bind mounts
-// for the copy, started or not).
+// staticBusybox returns the bytes of a static Linux busybox at
+// /bin/busybox: the host's on Linux; on a Windows host, which has no Linux
+// programs of its own, the one on the engine's machine (Docker Desktop's
+// Linux VM, or under Wine the Linux machine running the test).
 func staticBusybox(t *testing.T, c *client.Client) []byte {
 	t.Helper()
 	const path = "/bin/busybox"
@@ -106,6 +103,10 @@ func staticBusybox(t *testing.T, c *client.Client) []byte {
 	var err error
 	if runtime.GOOS == "windows" {
 		where += " on the Docker engine's machine"
+		// Read through the engine: bound into a container that never
+		// starts, of an image holding one empty directory, and copied out
+		// of it (GET /containers/{id}/archive mounts a container's volumes
+		// and bind mounts for the copy, started or not).
 		bin, err = enginefile.Read(t, c, path)
 	} else {
 		bin, err = os.ReadFile(path)
@@ -458,9 +459,9 @@ func assertNoContainers(t *testing.T, c *client.Client, cluster string) {
 	}
 }
 
-// TestDeleteNetworkRemovesProbes: the privilege probe an up killed at the
-// wrong moment leaves behind goes with its cluster's network, and only
-// that cluster's.
+// TestDeleteNetworkRemovesProbes checks that the privilege probe an up
+// killed at the wrong moment leaves behind goes with its cluster's network,
+// and only that cluster's.
 func TestDeleteNetworkRemovesProbes(t *testing.T) {
 	d, c := requireDocker(t)
 	ctx := context.Background()

@@ -7,9 +7,9 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// TestLocalEngine: an engine on a Unix socket, a named pipe or TCP on a
-// loopback address is this host's, so its published loopback ports are
-// too and are pinned at create (they survive hwk stop and start); one on
+// TestLocalEngine checks that an engine on a Unix socket, a named pipe or
+// TCP on a loopback address is this host's, so its published loopback ports
+// are too and are pinned at create (they survive hwk stop and start); one on
 // another host is not.
 func TestLocalEngine(t *testing.T) {
 	d := New()

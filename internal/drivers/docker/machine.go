@@ -36,9 +36,10 @@ const createTimeout = 30 * time.Second
 // stopTimeout is how long systemd gets to shut a node down before SIGKILL.
 const stopTimeout = 30
 
-// unprivileged is the recipe measured in DESIGN.md for engines that refuse
-// --privileged (a daemon without CAP_SYS_RESOURCE): every capability the
-// engine has, no seccomp/AppArmor filter, writable /proc/sys, /dev/kmsg.
+// unprivileged applies to hc the recipe measured in DESIGN.md for engines
+// that refuse --privileged (a daemon without CAP_SYS_RESOURCE): every
+// capability the engine has, no seccomp/AppArmor filter, writable /proc/sys,
+// /dev/kmsg.
 func unprivileged(hc *container.HostConfig) {
 	hc.CapAdd = []string{"ALL"}
 	hc.CapDrop = []string{"SYS_RESOURCE"}
@@ -53,15 +54,16 @@ func unprivileged(hc *container.HostConfig) {
 	hc.DeviceCgroupRules = []string{"a *:* rwm"}
 }
 
-// hostConfig is the node container's host side: a private cgroup
-// namespace (the node's own cgroup root), tmpfs /run and /tmp as systemd
-// wants, the host's modules read-only, and containerd's state on a volume
-// because overlayfs snapshots cannot sit on the container's overlay root.
-//
-// Nodes restart with the engine (after a reboot, or an engine update)
-// unless hwk stop stopped them. Each published port is pinned to the host
-// port in hostPorts (0: the engine picks one, which changes at every start).
+// hostConfig returns the node container's host side: a private cgroup
+// namespace, tmpfs /run and /tmp, the host's modules read-only, containerd's
+// state on volume, restarts with the engine unless hwk stop stopped it, and
+// each port published on its host port in hostPorts (0: any, new each start).
 func hostConfig(spec drivers.MachineSpec, volume string, privileged bool, hostPorts map[uint16]uint16) *container.HostConfig {
+	// Why: the private cgroup namespace is the node's own cgroup root;
+	// systemd wants tmpfs /run and /tmp; containerd's state is on a volume
+	// because overlayfs snapshots cannot sit on the container's overlay
+	// root. Nodes restart with the engine after a reboot or an engine
+	// update.
 	hc := &container.HostConfig{
 		CgroupnsMode: container.CgroupnsModePrivate,
 		Tmpfs:        map[string]string{"/run": "rw,exec", "/tmp": "rw,exec"},
@@ -211,13 +213,14 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	return nil
 }
 
-// pinPorts chooses, once, the host port each guest port is published on,
-// so that the kubeconfig written at up still names the API server after
-// the node restarts. On a local engine (its ports are this host's, Docker
-// Desktop's included) that is a loopback port free now; a remote engine's
-// free ports cannot be seen from here, so it picks them itself, and then
-// they change when the node restarts.
+// pinPorts chooses, once, the host port each guest port is published on, so
+// that the kubeconfig written at up still names the API server after the
+// node restarts: on a local engine, Docker Desktop's included, a loopback
+// port free now. For a remote engine it returns nil: the engine picks them,
+// and they change when the node restarts.
 func (d *Driver) pinPorts(c *client.Client, ports []uint16) (map[uint16]uint16, error) {
+	// Why: a local engine's ports are this host's; a remote engine's free
+	// ports cannot be seen from here.
 	if !d.localEngine(c) {
 		return nil, nil
 	}
@@ -260,7 +263,7 @@ func (d *Driver) canPrivilege(ctx context.Context, c *client.Client, cluster, im
 	return ok, nil
 }
 
-// seedArchive is the tar the container gets before its first start: the
+// seedArchive returns the tar the container gets before its first start: the
 // entrypoint, authorized keys and the seed's files.
 func seedArchive(s drivers.Seed) ([]byte, error) {
 	files := []drivers.File{{Path: entrypointPath, Mode: 0o755, Content: entrypoint}}
@@ -279,7 +282,7 @@ func (d *Driver) Start(ctx context.Context, m drivers.Ref) error {
 		return err
 	}
 	if _, err := c.ContainerStart(ctx, id, client.ContainerStartOptions{}); err != nil {
-		// Docker Desktop says "Ports are not available" for a port in a
+		// Docker Desktop reports "Ports are not available" for a port in a
 		// range Windows has excluded since (netsh int ipv4 show
 		// excludedportrange protocol=tcp: Hyper-V and WinNAT reserve
 		// blocks of the dynamic range, which may move at a reboot).

@@ -13,7 +13,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 )
 
-// NetworkName is the docker network of cluster.
+// NetworkName returns the docker network of cluster.
 func NetworkName(cluster string) string { return "hwk-" + cluster }
 
 // EnsureNetwork implements drivers.Driver: one user-defined bridge per

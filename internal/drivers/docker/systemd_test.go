@@ -86,7 +86,7 @@ func TestSystemdNodeRunsNestedContainer(t *testing.T) {
 	n, err := d.Node(ctx, s.Ref)
 	must(t, err)
 
-	// is-system-running says "offline" until systemd is up as PID 1 and
+	// is-system-running prints "offline" until systemd is up as PID 1 and
 	// "starting" until boot is done.
 	start := time.Now()
 	var state string

@@ -21,12 +21,12 @@ import (
 
 // accel is how QEMU runs guests on this host.
 type accel struct {
-	// KVM says whether KVM runs guests here; otherwise QEMU emulates the
+	// KVM reports whether KVM runs guests here; otherwise QEMU emulates the
 	// CPU (TCG).
 	KVM bool `json:"kvm"`
 	// Why is what the KVM probe saw when KVM is not used.
 	Why string `json:"why,omitempty"`
-	// TPM says whether libvirt can give a guest an emulated TPM (swtpm).
+	// TPM reports whether libvirt can give a guest an emulated TPM (swtpm).
 	TPM bool `json:"tpm"`
 	// Host identifies what the verdict was reached on: it is probed
 	// again after a reboot or an upgrade of libvirt or QEMU.
@@ -119,7 +119,7 @@ func (c *accelCache) get(ctx context.Context, l *golibvirt.Libvirt, save bool) (
 	return *c.got, h, nil
 }
 
-// emulated says whether the verdict known so far is TCG.
+// emulated reports whether the verdict known so far is TCG.
 func (c *accelCache) emulated() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,7 +159,7 @@ func probeAccel(ctx context.Context, l *golibvirt.Libvirt) (accel, error) {
 // errNoFirmware is a QEMU without OVMF.
 var errNoFirmware = errors.New("QEMU has no UEFI firmware (OVMF), which hwk's node images boot with")
 
-// domainCaps is what libvirt can give a q35 guest of virtType.
+// domainCaps returns what libvirt can give a q35 guest of virtType.
 func domainCaps(l *golibvirt.Libvirt, virtType string) (*libvirtxml.DomainCaps, error) {
 	raw, err := l.ConnectGetDomainCapabilities(nil, golibvirt.OptString{"x86_64"}, golibvirt.OptString{"q35"}, golibvirt.OptString{virtType}, 0)
 	if err != nil {
@@ -193,7 +193,7 @@ func hasTPMEmulator(c *libvirtxml.DomainCaps) bool {
 // probeName is the probe's transient domain.
 const probeName = "hwk-accel-probe"
 
-// probeXML is a guest with UEFI firmware and nothing to boot: the
+// probeXML returns a guest with UEFI firmware and nothing to boot: the
 // firmware itself is the test. Its CPU is what hwk's nodes get.
 func probeXML(kvm bool, nvram string) (string, error) {
 	typ, cpu := virtCPU(kvm)
@@ -274,7 +274,7 @@ func bootProbe(ctx context.Context, l *golibvirt.Libvirt, kvm bool) error {
 	}
 }
 
-// libvirtMessage is the message of a libvirt error without its code.
+// libvirtMessage returns the message of a libvirt error without its code.
 func libvirtMessage(err error) string {
 	var e golibvirt.Error
 	if errors.As(err, &e) {
@@ -283,7 +283,7 @@ func libvirtMessage(err error) string {
 	return err.Error()
 }
 
-// firstLine is the most telling line of QEMU's complaint: its first,
+// firstLine returns the most telling line of QEMU's complaint: its first,
 // without libvirt's "internal error: qemu unexpectedly closed the
 // monitor:" and the timestamp QEMU puts before its own words.
 func firstLine(msg string) string {

@@ -22,7 +22,7 @@ import (
 // file unwritten, and qcow2 keeps metadata and data up to its last byte.
 const tailSize = 1 << 20
 
-// baseName is the pool volume holding the node image at path: named for
+// baseName returns the pool volume holding the node image at path: named for
 // the image's directory (which names its build) and for the file's size
 // and time, so that a rebuilt image never reuses another's volume.
 func baseName(path string, fi os.FileInfo) string {
@@ -30,7 +30,7 @@ func baseName(path string, fi os.FileInfo) string {
 	return "base_" + filepath.Base(filepath.Dir(path)) + "_" + hex.EncodeToString(sum[:6]) + ".qcow2"
 }
 
-// baseVolume is the pool's copy of the node image at path: uploaded once,
+// baseVolume returns the pool's copy of the node image at path: uploaded once,
 // then shared by every node's overlay as its read-only backing file. hwk's
 // cache is in the user's home, which QEMU (its own user under
 // qemu:///system) cannot read, hence the copy in the pool. Concurrent
@@ -93,11 +93,11 @@ func (d *Driver) lockBase(ctx context.Context, name string) (*state.Lock, error)
 // sameTailWait bounds sameTail, which reads a megabyte.
 const sameTailWait = 30 * time.Second
 
-// sameTailOrGiveUp is sameTail on a connection of its own, given up after
+// sameTailOrGiveUp runs sameTail on a connection of its own, given up after
 // sameTailWait: go-libvirt can deadlock at the end of a stream (a late
 // packet's callback holds the lock the finished call needs to deregister,
-// seen once in CI). The stuck call and its connection are abandoned, and
-// the volume counts as not the same, so it is uploaded again.
+// seen once in CI). The stuck call and its connection are abandoned, and the
+// volume counts as not the same, so it is uploaded again.
 func (d *Driver) sameTailOrGiveUp(vol golibvirt.StorageVol, f *os.File, size int64) (bool, error) {
 	l, err := d.connect()
 	if err != nil {

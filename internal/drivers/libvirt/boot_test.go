@@ -24,7 +24,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// bootImage is the Linux node image's qcow2: HWK_LIBVIRT_IMAGE, else the
+// bootImage returns the Linux node image's qcow2: HWK_LIBVIRT_IMAGE, else the
 // newest cached one for the default Kubernetes version.
 func bootImage(t *testing.T) string {
 	t.Helper()
@@ -44,13 +44,11 @@ func bootImage(t *testing.T) string {
 	return ""
 }
 
-// TestBootOnSystemLibvirt makes a one-node cluster's machine from the
-// Linux node image on the system libvirt (under TCG on hosts without a
-// working KVM), and checks what the driver promises: the node takes its
-// reserved address by DHCP, answers SSH with the cluster key and the host
-// key hwk made for it (and no other), boots to a running system on a thin
-// overlay, grows its root file system into a disk larger than the image,
-// stops and starts again, and Delete leaves nothing behind.
+// TestBootOnSystemLibvirt checks, on the system libvirt (under TCG without
+// a working KVM), that a node made from the Linux node image takes its
+// reserved address by DHCP, answers SSH with the cluster key and its pinned
+// host key only, boots on a thin overlay, grows its root into a larger
+// disk, stops and starts again, and that Delete leaves nothing behind.
 func TestBootOnSystemLibvirt(t *testing.T) {
 	if os.Getenv("HWK_LIBVIRT_BOOT_TEST") != "1" {
 		t.Skip("boots the Linux node image in a VM; set HWK_LIBVIRT_BOOT_TEST=1 (make test-libvirt)")
@@ -246,8 +244,8 @@ func waitSSH(t *testing.T, d *Driver, ref drivers.Ref, timeout time.Duration) *n
 	return nil
 }
 
-// checkPinned: the same address with any other host key pinned is
-// refused, so the handle really checks the node's identity.
+// checkPinned checks that the same address with any other host key pinned
+// is refused, so the handle really checks the node's identity.
 func checkPinned(t *testing.T, d *Driver, ref drivers.Ref, ip netip.Addr) {
 	t.Helper()
 	key, err := sshkey.Load(d.clusterKeyPath(ref.Cluster))
@@ -268,8 +266,8 @@ func checkPinned(t *testing.T, d *Driver, ref drivers.Ref, ip netip.Addr) {
 	}
 }
 
-// checkOverlay: the node's disk is a thin qcow2 of size bytes over the
-// base volume, and logs how much the boot wrote to it.
+// checkOverlay checks that the node's disk is a thin qcow2 of size bytes
+// over the base volume, and logs how much the boot wrote to it.
 func checkOverlay(t *testing.T, ref drivers.Ref, size int64) {
 	t.Helper()
 	out, err := exec.Command("qemu-img", "info", "--force-share", "--output=json", filepath.Join(poolDir, overlayName(ref))).Output()
@@ -295,11 +293,10 @@ func checkOverlay(t *testing.T, ref drivers.Ref, size int64) {
 	}
 }
 
-// checkGrown: the guest grew its root partition to the end of its disk
-// of disk bytes and the root file system into the partition, so the node
-// has the room nodes[].disk asked for rather than the image's. The file
-// system must hold more than the whole image could (image bytes), and
-// miss the disk by no more than the ESP, the GPT and ext4's own metadata.
+// checkGrown checks that the guest grew its root partition to the end of
+// its disk of disk bytes and the root file system into the partition: it
+// must hold more than the whole image could (image bytes), and miss the
+// disk by no more than the ESP, the GPT and ext4's own metadata.
 func checkGrown(ctx context.Context, t *testing.T, h *node.Node, image, disk int64) {
 	t.Helper()
 	// df's size is the file system's blocks less its metadata; lsblk's

@@ -16,7 +16,7 @@ import (
 
 var _ drivers.KernelBooter = (*Driver)(nil)
 
-// bootNames are the volumes BootKernel makes in the pool for VM name:
+// bootNames returns the volumes BootKernel makes in the pool for VM name:
 // the kernel, the root and the output disk.
 func bootNames(name string) []string {
 	return []string{name + "_vmlinuz", name + "_root.qcow2", name + "_out.raw"}
@@ -46,14 +46,10 @@ func removeBoot(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name string) e
 	return nil
 }
 
-// BootKernel implements drivers.KernelBooter. The kernel and the root (as
-// a qcow2 written in Go, so only its data crosses the socket) are
-// uploaded into hwk's pool and the output disk is made there, since QEMU
-// cannot read the user's files. libvirt 9 has no NVMe disk bus (its
-// targets are ide, sata, scsi, virtio, usb...), so the disks are QEMU
-// devices of the domain's qemu:commandline, and their volumes are made
-// owned by the user QEMU runs as, which libvirt would otherwise arrange
-// only for disks it knows of. The output disk is read back from its file.
+// BootKernel implements drivers.KernelBooter: it uploads the kernel and the
+// root (as a qcow2) into hwk's pool, makes the output disk there, boots the
+// VM with the disks as QEMU NVMe devices, and reads the output disk back
+// from its file.
 func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, read func(out drivers.OutputDisk) error) error {
 	if spec.Name == "" || spec.Kernel == "" || spec.Root == "" || spec.OutBytes <= 0 || spec.CPUs < 1 || spec.MemoryBytes < 256<<20 {
 		return fmt.Errorf("boot %s: needs a kernel, a root disk, an output disk, CPUs and at least 256 MiB of memory", spec.Name)
@@ -63,6 +59,11 @@ func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, re
 		return err
 	}
 	defer l.Disconnect()
+	// Why the owner: libvirt 9 has no NVMe disk bus (its targets are ide,
+	// sata, scsi, virtio, usb...), so the disks are QEMU devices of the
+	// domain's qemu:commandline, and their volumes are made owned by the
+	// user QEMU runs as, which libvirt would otherwise arrange only for
+	// disks it knows of.
 	owner, err := qemuOwner(l, a.KVM)
 	if err != nil {
 		return fmt.Errorf("boot %s: %w", spec.Name, err)
@@ -73,6 +74,8 @@ func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, re
 	}
 	defer func() { _ = removeBoot(l, pool, spec.Name) }()
 
+	// Why upload: QEMU cannot read the user's files. The root goes as a
+	// qcow2 written in Go, so only its data crosses the socket.
 	kernel, err := uploadFile(l, pool, names[0], "raw", spec.Kernel, owner)
 	if err != nil {
 		return fmt.Errorf("boot %s: %w", spec.Name, err)
@@ -112,24 +115,24 @@ func (d *Driver) BootKernel(ctx context.Context, spec drivers.KernelBootSpec, re
 	return read(outputDisk{path: out})
 }
 
-// bootKernelXML is the VM: the kernel started directly (no firmware boot
-// loader; SeaBIOS hands over to it), no network, the console, and the
-// two disks as NVMe controllers of QEMU's own, in root-complex slots
-// libvirt does not hand out (it fills slots from 1 up). Any way of stopping but
-// the guest powering off ends the domain, so a panic (panic=-1 reboots)
-// is seen as a stop.
+// bootKernelXML returns the VM's domain XML: the kernel started directly,
+// no network, the console, and the two disks as NVMe controllers of QEMU's
+// own. Any way of stopping except the guest powering off ends the domain.
 func bootKernelXML(spec drivers.KernelBootSpec, kvm bool, kernel, root, out string) (string, error) {
 	d := buildDomain(spec.Name, kvm, spec.CPUs, spec.MemoryBytes)
+	// No firmware boot loader: SeaBIOS hands over to the kernel.
 	d.OS = &libvirtxml.DomainOS{
 		Type:    &libvirtxml.DomainOSType{Arch: "x86_64", Machine: "q35", Type: "hvm"},
 		Kernel:  kernel,
 		Cmdline: spec.Cmdline,
 	}
-	d.OnReboot = "destroy"
+	d.OnReboot = "destroy" // so a panic (panic=-1 reboots) is seen as a stop
 	d.Devices = &libvirtxml.DomainDeviceList{}
 	d.QEMUCommandline = &libvirtxml.DomainQEMUCommandline{Args: qemuArgs(
 		// cache=unsafe: the root is thrown away, and flushes cost.
 		"-drive", "file="+qemuOpt(root)+",format=qcow2,if=none,id=hwkroot,cache=unsafe",
+		// Root-complex slots libvirt does not hand out (it fills slots
+		// from 1 up).
 		"-device", "nvme,drive=hwkroot,serial=hwk-root,bus=pcie.0,addr=0x18",
 		"-drive", "file="+qemuOpt(out)+",format=raw,if=none,id=hwkout",
 		"-device", "nvme,drive=hwkout,serial=hwk-out,bus=pcie.0,addr=0x19",
@@ -184,7 +187,7 @@ func qemuOwner(l *golibvirt.Libvirt, kvm bool) (*dacOwner, error) {
 	return nil, nil
 }
 
-// ownedVolumeXML is volume name, owned by owner when there is one, with
+// ownedVolumeXML returns volume name, owned by owner when there is one, with
 // mode.
 func ownedVolumeXML(name, format string, capacity uint64, owner *dacOwner, mode string) (string, error) {
 	v := &libvirtxml.StorageVolume{
@@ -199,12 +202,13 @@ func ownedVolumeXML(name, format string, capacity uint64, owner *dacOwner, mode 
 }
 
 // outputDisk reads the output volume from its file in the pool, which
-// libvirt on this host made readable to all (BootKernel). Not through a
-// libvirt stream: go-libvirt's stream end can deadlock, the reply that
-// ends a stream racing the caller's deregistration
-// (digitalocean/go-libvirt#241, open), which hung this very read here
-// once in a few dozen downloads.
+// libvirt on this host made readable to all (BootKernel), not through a
+// libvirt stream.
 type outputDisk struct {
+	// Why not a stream: go-libvirt's stream end can deadlock, the reply
+	// that ends a stream racing the caller's deregistration
+	// (digitalocean/go-libvirt#241, open), which hung this very read here
+	// once in a few dozen downloads.
 	path string
 }
 

@@ -14,10 +14,10 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 )
 
-// The build VM's domain: the kernel booted directly with its command line,
-// no firmware, network or graphics, every stop but a power-off ending it,
-// and the two disks as QEMU NVMe devices with the serials the guest looks
-// for, in slots libvirt does not hand out.
+// TestBootKernelXML checks the build VM's domain: the kernel booted directly
+// with its command line, no firmware, network or graphics, every stop except
+// a power-off ending it, and the two disks as QEMU NVMe devices with the
+// serials the guest looks for, in slots libvirt does not hand out.
 func TestBootKernelXML(t *testing.T) {
 	spec := drivers.KernelBootSpec{Name: "hwk-build-node-x", Cmdline: "root=PARTUUID=p rw init=/bin/sh -- /hwk-vminit.sh", CPUs: 2, MemoryBytes: 2 << 30, ConsoleLog: "/c.log"}
 	x, err := bootKernelXML(spec, false, "/pool/k", "/pool/root,1.qcow2", "/pool/out.raw")
@@ -48,8 +48,8 @@ func TestBootKernelXML(t *testing.T) {
 	}
 }
 
-// The output disk is read from its file in ranges; one that cannot be
-// opened is an error naming the pool.
+// TestOutputDisk checks that the output disk is read from its file in
+// ranges; one that cannot be opened is an error naming the pool.
 func TestOutputDisk(t *testing.T) {
 	data := make([]byte, 3<<20+123)
 	_, _ = rand.Read(data)

@@ -18,7 +18,7 @@ import (
 // dialTimeout bounds connecting to the daemon's socket.
 const dialTimeout = 5 * time.Second
 
-// findSocket is the first of sockets that exists. A system libvirt
+// findSocket returns the first of sockets that exists. A system libvirt
 // answers on /var/run/libvirt/libvirt-sock (the monolithic libvirtd, or
 // virtproxyd forwarding to the modular daemons) or on
 // /var/run/libvirt/virtqemud-sock (the modular QEMU daemon itself).
@@ -84,7 +84,7 @@ func (d *Driver) with(fn func(l *golibvirt.Libvirt) error) error {
 	return err
 }
 
-// withConn is with for an fn that returns a value.
+// withConn does with's work for an fn that returns a value.
 func withConn[T any](d *Driver, fn func(l *golibvirt.Libvirt) (T, error)) (T, error) {
 	l, err := d.connect()
 	if err != nil {

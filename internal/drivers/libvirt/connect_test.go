@@ -71,8 +71,8 @@ func TestConnectErrors(t *testing.T) {
 	}
 }
 
-// TestConnectToDeadSocket: a socket file nobody listens on is reported as
-// a daemon that does not answer.
+// TestConnectToDeadSocket checks that a socket file nobody listens on is
+// reported as a daemon that does not answer.
 func TestConnectToDeadSocket(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "libvirt-sock")
 	l, err := net.Listen("unix", path)

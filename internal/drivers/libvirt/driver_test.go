@@ -171,7 +171,7 @@ func TestCreateRefusesBadSpecs(t *testing.T) {
 	}
 }
 
-// testDriver is a Driver on libvirtd's test:///default, whose state lives
+// testDriver returns a Driver on libvirtd's test:///default, whose state lives
 // as long as some connection to it is open: the test holds l.
 func testDriver(t *testing.T, routes string) (*Driver, *golibvirt.Libvirt) {
 	t.Helper()
@@ -299,8 +299,9 @@ func TestDHCPReservations(t *testing.T) {
 	}
 }
 
-// TestMachinesOnTestDriver: the driver finds its own domains by their
-// metadata, leaves others alone, and starts, stops and deletes its own.
+// TestMachinesOnTestDriver checks that the driver finds its own domains by
+// their metadata, leaves others alone, and starts, stops and deletes its
+// own.
 func TestMachinesOnTestDriver(t *testing.T) {
 	d, l := testDriver(t, procRoutes)
 	ctx := context.Background()
@@ -521,8 +522,8 @@ func TestAccelErrors(t *testing.T) {
 	}
 }
 
-// TestCreateNeedsTheNetwork: nodes are made on the cluster's network, at
-// one of its node addresses; otherwise nothing is made.
+// TestCreateNeedsTheNetwork checks that nodes are made on the cluster's
+// network, at one of its node addresses; otherwise nothing is made.
 func TestCreateNeedsTheNetwork(t *testing.T) {
 	d, l := testDriver(t, procRoutes)
 	ctx := context.Background()
@@ -553,8 +554,9 @@ func TestCreateNeedsTheNetwork(t *testing.T) {
 	}
 }
 
-// TestNodeNeedsPinnedKeys: without the cluster's key or the node's pinned
-// host key there is no handle (a Windows domain: no DHCP lease to check).
+// TestNodeNeedsPinnedKeys checks that without the cluster's key or the
+// node's pinned host key there is no handle (a Windows domain: no DHCP lease
+// to check).
 func TestNodeNeedsPinnedKeys(t *testing.T) {
 	d, l := testDriver(t, procRoutes)
 	ctx := context.Background()
@@ -597,8 +599,8 @@ func TestNodeNeedsPinnedKeys(t *testing.T) {
 	}
 }
 
-// TestCreateRefusesSeedFiles: a seed file the driver cannot place is
-// refused before any key or volume is made.
+// TestCreateRefusesSeedFiles checks that a seed file the driver cannot place
+// is refused before any key or volume is made.
 func TestCreateRefusesSeedFiles(t *testing.T) {
 	d, l := testDriver(t, procRoutes)
 	ctx := context.Background()

@@ -2,9 +2,10 @@
 
 package libvirt
 
-// refusedOnHost and deniedOnHost are the host's own forms of a refused
-// and a forbidden connect beside syscall's (errno_windows.go); elsewhere
-// syscall's are the only ones.
+// refusedOnHost reports whether an error is the host's own form of a
+// refused connect beside syscall's (errno_windows.go); here there is none.
 func refusedOnHost(error) bool { return false }
 
+// deniedOnHost reports whether an error is the host's own form of a
+// forbidden connect beside syscall's; here there is none.
 func deniedOnHost(error) bool { return false }

@@ -9,11 +9,11 @@ import (
 	"unicode"
 )
 
-// FuzzRoutes: the host's routes read from /proc/net/route, or refused:
-// no more than its lines after the header, each an IPv4 prefix with its
-// host bits clear on an interface named in one word; written back in
-// the kernel's format, they read back the same. The seed is the table of
-// TestParseRoutes; under `go test` the target runs on the seeds alone.
+// FuzzRoutes checks the host's routes read from /proc/net/route, or refused:
+// no more than its lines after the header, each an IPv4 prefix with its host
+// bits clear on an interface named in one word; written back in the kernel's
+// format, they read back the same. The seed is the table of TestParseRoutes;
+// under `go test` the target runs on the seeds alone.
 func FuzzRoutes(f *testing.F) {
 	f.Add([]byte(procRoutes))
 	f.Add([]byte("head\neth0 XYZ 0 0 0 0 0 00FFFFFF\n"))

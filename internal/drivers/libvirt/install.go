@@ -25,7 +25,8 @@ const keySpace = 57
 // installPoll is how often Install looks at the VM.
 var installPoll = 2 * time.Second
 
-// Names of what Install makes in the pool.
+// installDisk, installMedium and installNVRAM return the names of what
+// Install makes in the pool.
 func installDisk(name string) string          { return "install_" + name + ".qcow2" }
 func installMedium(name string, i int) string { return fmt.Sprintf("install_%s_%d.iso", name, i) }
 func installNVRAM(name string) string         { return "install_" + name + "_VARS.fd" }
@@ -125,7 +126,7 @@ func (d *Driver) buildSession(ctx context.Context) (*golibvirt.Libvirt, accel, g
 	return nil, accel{}, golibvirt.StoragePool{}, err
 }
 
-// buildDomain is a throwaway build VM of hwk's (an install, a booted
+// buildDomain returns a throwaway build VM of hwk's (an install, a booted
 // kernel) with what both have: TCG or KVM, memory and CPUs, ACPI and
 // APIC, and a power-off or crash that ends it.
 func buildDomain(name string, kvm bool, cpus int, memory int64) *libvirtxml.Domain {
@@ -262,7 +263,7 @@ func download(l *golibvirt.Libvirt, vol golibvirt.StorageVol, path string) error
 	return os.Rename(tmp, path)
 }
 
-// installDomainXML is the install VM: a Windows-style machine (see
+// installDomainXML returns the install VM: a Windows-style machine (see
 // domainXML) with no network (the guest downloads nothing), the empty
 // disk, the media as SATA CD-ROMs, and a boot order that tries the first
 // medium before the disk. Windows media then boot only when a key is

@@ -17,8 +17,9 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/winimagetest"
 )
 
-// TestInstallDomainXML: the install VM boots the first medium, then the
-// disk; media are read-only SATA CD-ROMs; no network; COM1 is logged.
+// TestInstallDomainXML checks that the install VM boots the first medium,
+// then the disk; media are read-only SATA CD-ROMs; no network; COM1 is
+// logged.
 func TestInstallDomainXML(t *testing.T) {
 	spec := drivers.InstallSpec{Name: "hwk-build-x", Media: []string{"/h/server.iso", "/h/build.iso"}, Disk: "/h/d.qcow2",
 		DiskBytes: 40 << 30, CPUs: 2, MemoryBytes: 4 << 30, ConsoleLog: "/h/console.log"}
@@ -114,8 +115,9 @@ func TestInstallOnSystemLibvirt(t *testing.T) {
 	}
 }
 
-// TestInstallFailsWhenStoppedFromOutside: a VM turned off by someone else
-// is not a finished install; the error says so and the disk is not kept.
+// TestInstallFailsWhenStoppedFromOutside checks that a VM turned off by
+// someone else is not a finished install: the error reports it and the
+// disk is not kept.
 func TestInstallFailsWhenStoppedFromOutside(t *testing.T) {
 	l := daemon(t, golibvirt.QEMUSystem)
 	second := filepath.Join(t.TempDir(), "build.iso")

@@ -136,7 +136,7 @@ func (d *Driver) validate(spec drivers.MachineSpec) error {
 	return drivers.CheckVM(spec, drivers.VMRules{Driver: "libvirt", Hypervisor: "libvirt", Guests: d.GuestOSes(), ImageFormat: "a qcow2 disk", MinMemory: 256 << 20})
 }
 
-// seed is spec's seed plus the node's identity (vmnode.AddIdentity),
+// seed returns spec's seed plus the node's identity (vmnode.AddIdentity),
 // kept in the node's 0700 directory.
 func (d *Driver) seed(spec drivers.MachineSpec) (drivers.MachineSpec, error) {
 	if err := os.MkdirAll(d.machineFiles(spec.Ref), 0o700); err != nil {
@@ -253,7 +253,7 @@ func (d *Driver) List(_ context.Context, cluster string) ([]drivers.Machine, err
 	})
 }
 
-// domainMeta reads hwk's metadata of the named domain. found says whether
+// domainMeta reads hwk's metadata of the named domain. found reports whether
 // the domain exists; meta is nil when it exists but hwk did not make it.
 func domainMeta(l *golibvirt.Libvirt, name string) (meta *nodeMetadata, found bool, err error) {
 	dom, err := l.DomainLookupByName(name)
@@ -349,7 +349,7 @@ func machineState(s golibvirt.DomainState) (drivers.State, string) {
 	return drivers.StateOther, fmt.Sprintf("state %d", s)
 }
 
-// listMachines is every domain hwk made for cluster.
+// listMachines returns every domain hwk made for cluster.
 func listMachines(l *golibvirt.Libvirt, cluster string) ([]drivers.Machine, error) {
 	doms, _, err := l.ConnectListAllDomains(1, 0)
 	if err != nil {
@@ -394,7 +394,7 @@ func (d *Driver) SetAutostart(_ context.Context, m drivers.Ref, on bool) error {
 // pages); a node counts as all its memory.
 func (d *Driver) StartupMemory(_ config.OS, memory int64) int64 { return memory }
 
-// domainState is a domain's state; a missing domain is DomainNostate
+// domainState returns a domain's state; a missing domain is DomainNostate
 // with found false.
 func domainState(l *golibvirt.Libvirt, name string) (state golibvirt.DomainState, found bool, err error) {
 	d, err := l.DomainLookupByName(name)

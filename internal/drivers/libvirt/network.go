@@ -105,7 +105,7 @@ func (d *Driver) deleteNetwork(l *golibvirt.Libvirt, cluster string) error {
 	return nil
 }
 
-// clusterSubnet is the subnet of the cluster's network, which
+// clusterSubnet returns the subnet of the cluster's network, which
 // EnsureNetwork made.
 func clusterSubnet(l *golibvirt.Libvirt, cluster string) (netip.Prefix, error) {
 	name := NetworkName(cluster)
@@ -146,7 +146,8 @@ func confirmLease(l *golibvirt.Libvirt, r drivers.Ref, ip netip.Addr, console st
 	return checkLease(r, ip, got, console)
 }
 
-// checkLease: the addresses leased to the node's MAC include its own.
+// checkLease checks that the addresses leased to the node's MAC include
+// its own.
 func checkLease(r drivers.Ref, ip netip.Addr, leased []string, console string) error {
 	if slices.Contains(leased, ip.String()) {
 		return nil
@@ -322,7 +323,7 @@ func leAddr(s string) (netip.Addr, error) {
 	return netip.AddrFrom4(a), nil
 }
 
-// maskBits is the prefix length of a netmask.
+// maskBits returns the prefix length of a netmask.
 func maskBits(m netip.Addr) int {
 	n := 0
 	for _, b := range m.As4() {
@@ -331,7 +332,7 @@ func maskBits(m netip.Addr) int {
 	return n
 }
 
-// routeConflict is the first route, other than default routes and those
+// routeConflict returns the first route, other than default routes and those
 // on bridge (the cluster's own), that overlaps subnet.
 func routeConflict(routes []route, subnet netip.Prefix, bridge string) *drivers.SubnetInUseError {
 	for _, r := range routes {
@@ -345,7 +346,7 @@ func routeConflict(routes []route, subnet netip.Prefix, bridge string) *drivers.
 	return nil
 }
 
-// networkConflict is the first of libvirt's networks other than own
+// networkConflict returns the first of libvirt's networks other than own
 // whose addresses overlap subnet.
 func networkConflict(l *golibvirt.Libvirt, subnet netip.Prefix, own string) (*drivers.SubnetInUseError, error) {
 	nets, _, err := l.ConnectListAllNetworks(1, 0)
@@ -370,7 +371,7 @@ func networkConflict(l *golibvirt.Libvirt, subnet netip.Prefix, own string) (*dr
 	return nil, nil
 }
 
-// networkPrefixes are the IPv4 ranges a network's XML gives its bridge.
+// networkPrefixes returns the IPv4 ranges a network's XML gives its bridge.
 func networkPrefixes(raw string) []netip.Prefix {
 	var nw libvirtxml.Network
 	if err := nw.Unmarshal(raw); err != nil {

@@ -31,7 +31,8 @@ func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	})
 }
 
-// accelError is a host whose QEMU cannot boot hwk's nodes at all.
+// accelError returns the error of a host whose QEMU cannot boot hwk's nodes
+// at all.
 func accelError(err error) error {
 	fix := "check that `virsh -c qemu:///system domcapabilities --machine q35` works; install qemu-system-x86 if it does not"
 	if errors.Is(err, errNoFirmware) {
@@ -40,7 +41,7 @@ func accelError(err error) error {
 	return &drivers.UnavailableError{Driver: config.DriverLibvirt, Reason: err.Error(), Fix: fix}
 }
 
-// speedWarning says what running without KVM means.
+// speedWarning returns what running without KVM means.
 func speedWarning(a accel) string {
 	return "TCG: QEMU emulates the CPU, so nodes boot and run several times slower than with KVM (KVM here: " + a.Why + ")"
 }
@@ -60,7 +61,7 @@ func (d *Driver) CheckImage(_ context.Context, image string) error {
 	return nil
 }
 
-// qcow2Size is the virtual size of the qcow2 image at path, from its
+// qcow2Size returns the virtual size of the qcow2 image at path, from its
 // header: the magic "QFI\xfb", then the size as a big-endian uint64 at
 // offset 24.
 func qcow2Size(path string) (uint64, error) {

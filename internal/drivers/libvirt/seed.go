@@ -7,7 +7,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/drivers/vmnode"
 )
 
-// seedFiles are a libvirt node's cidata seed files (see vmnode.SeedFiles):
+// seedFiles returns a libvirt node's cidata seed files (see vmnode.SeedFiles):
 // the NIC's MAC is derived from its address, libvirt's dnsmasq answers
 // DNS on the gateway, and Linux nodes ask its DHCP server, which has
 // their address reserved.

@@ -16,8 +16,8 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// TestSeedISO: the seed written is an ISO labelled cidata whose files,
-// read back, say the same things in hwk-seed's and NoCloud's terms.
+// TestSeedISO checks that the seed written is an ISO labelled cidata whose
+// files, read back, say the same things in hwk-seed's and NoCloud's terms.
 func TestSeedISO(t *testing.T) {
 	s := spec("demo-win-1", config.Windows, config.Worker, "172.31.250.11")
 	s.Seed.Files = []drivers.File{{Path: "/etc/ssh/ssh_host_ed25519_key.pub", Mode: 0o644, Content: []byte("ssh-ed25519 HOSTKEY\n")}}
@@ -90,9 +90,9 @@ func TestSeedRefusesOtherFiles(t *testing.T) {
 	}
 }
 
-// TestWindowsSeedReadsAsHwkSeed: what the driver puts on a Windows node's
-// seed is what hwk-seed for Windows (internal/winseed) reads: the contract
-// between the two sides of first boot.
+// TestWindowsSeedReadsAsHwkSeed checks that what the driver puts on a
+// Windows node's seed is what hwk-seed for Windows (internal/winseed) reads:
+// the contract between the two sides of first boot.
 func TestWindowsSeedReadsAsHwkSeed(t *testing.T) {
 	cluster, err := sshkey.New("cluster")
 	if err != nil {

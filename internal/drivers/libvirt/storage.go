@@ -17,7 +17,7 @@ const (
 	poolDir  = "/var/lib/libvirt/images/hwk"
 )
 
-// poolXML is the hwk pool: a directory that only root and QEMU traverse.
+// poolXML returns the hwk pool: a directory that only root and QEMU traverse.
 func poolXML() (string, error) {
 	p := &libvirtxml.StoragePool{
 		Type: "dir",
@@ -87,7 +87,7 @@ func uploadVolume(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name string,
 	return uploadAs(l, pool, name, xml, r, size)
 }
 
-// uploadAs is uploadVolume of a volume xml describes.
+// uploadAs runs uploadVolume on a volume xml describes.
 func uploadAs(l *golibvirt.Libvirt, pool golibvirt.StoragePool, name, xml string, r io.Reader, size int64) (string, error) {
 	if err := deleteVolume(l, pool, name); err != nil {
 		return "", err

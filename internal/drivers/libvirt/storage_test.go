@@ -126,10 +126,10 @@ func TestVolumeXML(t *testing.T) {
 	golden(t, "pool.xml", got)
 }
 
-// TestWindowsDomainOnSystemLibvirt: the Windows domain the driver
-// generates, with this host's acceleration and its TPM, is accepted by
-// the real libvirt and QEMU and runs (its firmware, as there is no Windows
-// image to boot yet), then goes without a trace.
+// TestWindowsDomainOnSystemLibvirt checks that the Windows domain the driver
+// generates, with this host's acceleration and its TPM, is accepted by the
+// real libvirt and QEMU and runs (its firmware, as there is no Windows image
+// to boot yet), then goes without a trace.
 func TestWindowsDomainOnSystemLibvirt(t *testing.T) {
 	l := daemon(t, golibvirt.QEMUSystem)
 	a, _, err := (&accelCache{dirs: state.Dirs{Cache: t.TempDir()}}).get(context.Background(), l, false)

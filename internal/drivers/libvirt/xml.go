@@ -13,17 +13,17 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// NetworkName is the libvirt network of cluster.
+// NetworkName returns the libvirt network of cluster.
 func NetworkName(cluster string) string { return "hwk-" + cluster }
 
-// bridgeName is the network's Linux bridge. Interface names hold at most
+// bridgeName returns the network's Linux bridge. Interface names hold at most
 // 15 characters and cluster names up to 32, so the name is a hash.
 func bridgeName(cluster string) string {
 	sum := sha256.Sum256([]byte(cluster))
 	return "hwkbr-" + hex.EncodeToString(sum[:4])
 }
 
-// MAC is the address of a node's NIC: QEMU's locally administered prefix
+// MAC returns the address of a node's NIC: QEMU's locally administered prefix
 // 52:54:00 and the last three bytes of the node's IP, so the DHCP host
 // entry, the lease and the node's address can be matched at a glance.
 // Within one network (one subnet) they are unique.
@@ -38,7 +38,7 @@ type dhcpHost struct {
 	IP   netip.Addr
 }
 
-// networkXML is the cluster's NAT network: the gateway (the subnet's first
+// networkXML returns the cluster's NAT network: the gateway (the subnet's first
 // address) on the host's bridge, and a DHCP reservation per node, so every
 // node gets its static address whether it asks DHCP (Linux) or is
 // configured from its seed.
@@ -76,22 +76,23 @@ type domainSpec struct {
 	NVRAM string
 	// Console is the file the serial console is logged to.
 	Console string
-	// KVM says whether the host's KVM works; otherwise QEMU emulates
+	// KVM reports whether the host's KVM works; otherwise QEMU emulates
 	// the CPU (TCG).
 	KVM bool
 	// TPM adds an emulated TPM 2.0 (swtpm) to Windows guests.
 	TPM bool
 }
 
-// domainXML is a node's domain. Both OSes get a q35 machine with UEFI
-// firmware picked by libvirt (Secure Boot off: the Linux image's
-// systemd-boot is unsigned), a read-only seed disk and the serial console
-// logged to a file. Linux guests get virtio disks and NIC. Windows guests
-// get the AHCI disk and CD-ROM and the e1000e NIC Windows Server has
-// drivers for out of the box (virtio needs the virtio-win drivers in the
-// image), plus Hyper-V enlightenments, an RTC in UTC (the guest's time
-// zone) and, when asked, a TPM.
+// domainXML returns a node's domain XML: a q35 machine with UEFI firmware
+// picked by libvirt (Secure Boot off), a read-only seed disk and the serial
+// console logged to a file; for Linux virtio disks and NIC; for Windows the
+// AHCI disk and CD-ROM, the e1000e NIC, Hyper-V enlightenments, an RTC in
+// UTC and, when asked, a TPM.
 func domainXML(s domainSpec) (string, error) {
+	// Why: the Linux image's systemd-boot is unsigned. Windows Server has
+	// drivers for AHCI and e1000e out of the box (virtio needs the
+	// virtio-win drivers in the image); its RTC is in UTC, the guest's
+	// time zone.
 	if s.CPUs < 1 || s.MemoryBytes <= 0 {
 		return "", fmt.Errorf("node %s: %d CPUs and %d bytes of memory is no machine", s.Name, s.CPUs, s.MemoryBytes)
 	}
@@ -168,7 +169,7 @@ func consoleAndRNG(devs *libvirtxml.DomainDeviceList, console string) {
 	}}
 }
 
-// virtCPU is the domain type and CPU for KVM (the host's CPU as it is)
+// virtCPU returns the domain type and CPU for KVM (the host's CPU as it is)
 // or TCG (every feature QEMU can emulate).
 func virtCPU(kvm bool) (string, *libvirtxml.DomainCPU) {
 	if kvm {
@@ -177,7 +178,7 @@ func virtCPU(kvm bool) (string, *libvirtxml.DomainCPU) {
 	return "qemu", &libvirtxml.DomainCPU{Mode: "maximum"}
 }
 
-// uefi is a q35 machine booting UEFI firmware libvirt picks, Secure Boot
+// uefi returns a q35 machine booting UEFI firmware libvirt picks, Secure Boot
 // off, with its variables in nvram.
 func uefi(nvram string) *libvirtxml.DomainOS {
 	return &libvirtxml.DomainOS{
@@ -233,7 +234,7 @@ func windows(d *libvirtxml.Domain, s domainSpec) {
 // metadataNS is the namespace of hwk's element in a domain's metadata.
 const metadataNS = "https://hwk.dev/libvirt/v1"
 
-// metadata is what hwk records in a domain so that a cluster's machines
+// metadata returns what hwk records in a domain so that a cluster's machines
 // can be found and described from libvirt alone.
 func metadata(s drivers.MachineSpec) string {
 	m := nodeMetadata{NS: metadataNS, Cluster: s.Cluster, Name: s.Name, Role: string(s.Role), OS: string(s.OS), IP: s.IP.String()}

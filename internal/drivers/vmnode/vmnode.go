@@ -37,7 +37,7 @@ var hostKeyFiles = map[string]string{
 	"/etc/ssh/ssh_host_ed25519_key.pub": "ssh_host_ed25519_key.pub",
 }
 
-// Net is what a node's seed says about its network.
+// Net is what a node's seed records about its network.
 type Net struct {
 	Subnet netip.Prefix
 	// MAC is the address the driver gives the node's NIC.
@@ -48,7 +48,7 @@ type Net struct {
 	DHCP bool
 }
 
-// SeedFiles are the files of a node's cidata seed, in two dialects of the
+// SeedFiles returns the files of a node's cidata seed, in two dialects of the
 // same facts: hwk-seed's (hostname, network, authorized_keys, the SSH host
 // key), read by the Linux node image and hwk-seed.exe, and NoCloud's
 // (meta-data, network-config, user-data), read by cloudbase-init.
@@ -142,7 +142,7 @@ type Paths struct {
 	KnownHosts string
 }
 
-// AddIdentity is spec with the node's identity added to its seed: the
+// AddIdentity returns spec with the node's identity added to its seed: the
 // cluster's SSH key (made on first use; mu serializes that) may log in,
 // and a new host key for the node, whose public half is pinned in
 // p.KnownHosts so the node is recognized from its first answer.
@@ -173,16 +173,16 @@ func AddIdentity(spec drivers.MachineSpec, p Paths, mu *sync.Mutex) (drivers.Mac
 	return spec, nil
 }
 
-// Handle is an SSH handle on the node at ip: the cluster's key, and only
+// Handle returns an SSH handle on the node at ip: the cluster's key, and only
 // the host key pinned for the node accepted. Windows nodes are logged in
 // to as Administrator, with PowerShell as the shell.
 func Handle(name string, nodeOS config.OS, ip netip.Addr, p Paths) (*node.Node, error) {
 	return HandleAt(name, nodeOS, ip, netip.AddrPortFrom(ip, 22), p)
 }
 
-// HandleAt is Handle for a node the host reaches at addr rather than at
-// its own address (a port forwarded to it), still accepting only the host
-// key pinned for ip.
+// HandleAt works as Handle does, for a node the host reaches at addr rather
+// than at its own address (a port forwarded to it), still accepting only the
+// host key pinned for ip.
 func HandleAt(name string, nodeOS config.OS, ip netip.Addr, addr netip.AddrPort, p Paths) (*node.Node, error) {
 	key, err := sshkey.Load(p.ClusterKey)
 	if err != nil {

@@ -1,4 +1,4 @@
-// Package winhost says where hwk runs relative to Windows, for the
+// Package winhost reports where hwk runs relative to Windows, for the
 // drivers that drive Windows' own tools (Hyper-V, WSL2).
 package winhost
 

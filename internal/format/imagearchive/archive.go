@@ -29,15 +29,15 @@ const (
 // and configs are far smaller; layers are read through.
 const smallEntry = 4 << 20
 
-// Limits on what an archive may make Scan hold and do, so that a crafted
-// one fails with a FormatError instead of exhausting memory or time:
-// maxMetadata bounds the JSON entries kept in memory all together, and
-// maxListed the manifests, layers and names its indexes and manifests
-// list (each counts once per listing: an index that lists another index
-// many times pays for each).
+// Limits on what an archive may make Scan hold and do: a crafted one fails
+// with a FormatError instead of exhausting memory or time.
 const (
+	// maxMetadata bounds the JSON entries kept in memory all together.
 	maxMetadata = 64 << 20
-	maxListed   = 1 << 16
+	// maxListed bounds the manifests, layers and names an archive's
+	// indexes and manifests list, each counted once per listing: an index
+	// that lists another index many times pays for each.
+	maxListed = 1 << 16
 )
 
 // Archive is what Scan found in an image archive.
@@ -72,7 +72,7 @@ type Image struct {
 	Manifests []Manifest
 }
 
-// Name is how messages call the image: its first name, else its digest.
+// Name returns how messages call the image: its first name, else its digest.
 func (im Image) Name() string {
 	if len(im.Refs) > 0 {
 		return im.Refs[0]

@@ -207,8 +207,8 @@ func TestWriteClassicAsOCI(t *testing.T) {
 	}
 }
 
-// TestWritePoisonsOnChange: when the file changed after Scan, what was
-// written must not read as a whole archive.
+// TestWritePoisonsOnChange checks that when the file changed after Scan,
+// what was written must not read as a whole archive.
 func TestWritePoisonsOnChange(t *testing.T) {
 	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}, LayerBytes: 64 << 10})
 	a := scan(t, src)
@@ -248,11 +248,11 @@ func planned(t *testing.T, src []byte, have imagearchive.Have, sels ...imagearch
 	return p, scan(t, out.Bytes())
 }
 
-// TestPlanSkipsWhatTheNodeHas: a rebuilt image whose two base layers the
-// node holds as content (a classic save: blobs are diff IDs) goes with its
-// top layer only; the written archive lacks exactly those blobs and says
-// so in its figures; and a second image sharing the base in the same plan
-// does not send it either.
+// TestPlanSkipsWhatTheNodeHas checks that a rebuilt image whose two base
+// layers the node holds as content (a classic save: blobs are diff IDs)
+// goes with its top layer only, the written archive lacks exactly those
+// blobs and its figures show it, and a second image sharing the base in the
+// same plan does not send it either.
 func TestPlanSkipsWhatTheNodeHas(t *testing.T) {
 	base := []string{"base-os", "base-runtime"}
 	v1 := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:v1"}, Platforms: []string{"linux/amd64"}, Base: base, LayerBytes: 4096})
@@ -290,13 +290,13 @@ func TestPlanSkipsWhatTheNodeHas(t *testing.T) {
 	}
 }
 
-// TestPlanSkipsLayersUnpackedUnderAnotherCompression: the node unpacked
-// the base from a registry's gzip layer (so its content store has the
-// compressed digest, if anything), and the archive holds it
-// uncompressed: the chain of diff IDs finds the snapshot, and the layer
-// is not sent. A chain broken below (the node lacks the first layer) is
-// not taken for the second.
+// TestPlanSkipsLayersUnpackedUnderAnotherCompression checks that a base
+// the node unpacked from a registry's gzip layer, which the archive holds
+// uncompressed, is found by its chain of diff IDs and not sent, and that a
+// chain broken below (the node lacks the first layer) is not taken.
 func TestPlanSkipsLayersUnpackedUnderAnotherCompression(t *testing.T) {
+	// The node's content store has the compressed digest, if anything, so
+	// only the chain of diff IDs can find the snapshot.
 	base := []string{"base-os", "base-runtime"}
 	pulled := scan(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/app:v1"}, Platforms: []string{"linux/amd64"}, Base: base, Gzip: true})).Images[0].Manifests[0]
 	src := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:v2"}, Platforms: []string{"linux/amd64"}, Base: base})
@@ -317,8 +317,8 @@ func TestPlanSkipsLayersUnpackedUnderAnotherCompression(t *testing.T) {
 	}
 }
 
-// TestPlanWindowsBaseLayer: a Windows image whose base layer the node's
-// image preloaded sends its own layer only.
+// TestPlanWindowsBaseLayer checks that a Windows image whose base layer the
+// node's image preloaded sends its own layer only.
 func TestPlanWindowsBaseLayer(t *testing.T) {
 	base := []string{"servercore-ltsc2022-base"}
 	nodeBase := scan(t, imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"mcr.microsoft.com/windows/servercore:ltsc2022"}, Platforms: []string{"windows/amd64:10.0.20348.2655"}, Base: base, Gzip: true})).Images[0].Manifests[0]

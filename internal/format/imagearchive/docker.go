@@ -82,7 +82,7 @@ func (a *Archive) readDocker() error {
 	return nil
 }
 
-// legacyConfigDigest is the digest a classic config file's name carries
+// legacyConfigDigest returns the digest a classic config file's name carries
 // (<hex>.json, or blobs/sha256/<hex> in Docker 25's compatible
 // manifest.json).
 func legacyConfigDigest(name string) (string, bool) {

@@ -13,23 +13,11 @@ type Filtered struct {
 	Skipped map[string]bool
 }
 
-// Filter copies the image archive src to dst as it is read, leaving out
-// the blobs skip says the reader already has, and describes the whole
-// archive as Scan does.
-//
-// It suits the OCI layouts Docker 25 and later save, in both of its
-// stores: their blobs are named by digest, so Filter decides on each
-// before reading it, and nothing is held back or read twice. A large
-// blob left out is read past without being hashed: nothing of it goes
-// anywhere. Everything passed on is hashed on the way and a blob whose
-// content does not match its name fails the copy. Entries that are not
-// blobs named by digest (a classic docker save's layer directories) are
-// always passed on. An entry whose name or link target leads outside the
-// archive fails the copy before any of it is passed on.
-//
-// On any error dst ends in bytes no tar reader accepts (see Poison), so
-// its reader never takes a cut-short archive for a whole one: a failed
-// Filter leaves the reader with nothing imported.
+// Filter copies the image archive src to dst as it is read, leaving out the
+// blobs skip reports the reader has, and describes the whole archive as Scan
+// does. A passed-on blob whose content does not match its name fails the
+// copy, as does an entry leading outside the archive, before any of it is
+// passed on. On any error dst ends in bytes no tar reader accepts (Poison).
 func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Filtered, err error) {
 	out := &errWriter{w: dst}
 	defer func() {
@@ -38,6 +26,9 @@ func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Fil
 				// dst's own failure (its reader stopped) is the cause.
 				err = out.err
 			}
+			// Why: dst's reader never takes a cut-short archive for a
+			// whole one, so a failed Filter leaves it with nothing
+			// imported.
 			Poison(dst)
 		}
 	}()
@@ -62,6 +53,12 @@ func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Fil
 		if err != nil {
 			return nil, err
 		}
+		// Why this suits the OCI layouts Docker 25 and later save, in both
+		// of its stores: their blobs are named by digest, so Filter
+		// decides on each before reading it, and nothing is held back or
+		// read twice. Entries that are not blobs named by digest (a
+		// classic docker save's layer directories) are always passed on,
+		// hashed on the way.
 		d, isBlob := blobDigest(name)
 		if !isBlob || h.Typeflag != tar.TypeReg || !skip(d) {
 			if err := tw.WriteHeader(h); err != nil {
@@ -84,6 +81,8 @@ func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Fil
 		if err := s.claim(name); err != nil {
 			return nil, err
 		}
+		// A large blob left out is read past without being hashed:
+		// nothing of it goes anywhere.
 		n, err := io.CopyBuffer(io.Discard, tr, s.buf)
 		if err != nil || n != h.Size {
 			return nil, formatErr("archive is cut short or unreadable in %s: %v", h.Name, err)
@@ -103,7 +102,7 @@ func Filter(dst io.Writer, src io.Reader, skip func(digest string) bool) (f *Fil
 	return f, nil
 }
 
-// Carried is what the filtered archive passed on of the image named ref:
+// Carried returns what the filtered archive passed on of the image named ref:
 // the layers of its complete manifests that went and those left out, and
 // the bytes of what went of them, their configs and manifests.
 func (f *Filtered) Carried(ref string) Carried {

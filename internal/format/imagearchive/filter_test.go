@@ -37,8 +37,8 @@ func skipping(ds ...string) func(string) bool {
 	return func(d string) bool { return slices.Contains(ds, d) }
 }
 
-// TestFilterLeavesOutWhatTheNodeHas: a save whose base layers the node
-// holds goes on without them, and the figures say one layer sent, two
+// TestFilterLeavesOutWhatTheNodeHas checks that a save whose base layers the
+// node holds goes on without them, and the figures say one layer sent, two
 // reused; what the reader gets is a whole tar whose manifest lacks just
 // those blobs.
 func TestFilterLeavesOutWhatTheNodeHas(t *testing.T) {
@@ -72,9 +72,9 @@ func TestFilterLeavesOutWhatTheNodeHas(t *testing.T) {
 	}
 }
 
-// TestFilterLeavesOutALargeBlobUnread: a large blob left out is read past
-// without being checked (nothing of it goes anywhere), so a damaged copy
-// of a layer the node holds does not fail the load.
+// TestFilterLeavesOutALargeBlobUnread checks that a large blob left out is
+// read past without being checked (nothing of it goes anywhere), so a
+// damaged copy of a layer the node holds does not fail the load.
 func TestFilterLeavesOutALargeBlobUnread(t *testing.T) {
 	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/big:1"}, Platforms: []string{"linux/amd64"}, Seed: "big", LayerBytes: 5 << 20})
 	m := scan(t, src).Images[0].Manifests[0]
@@ -92,9 +92,9 @@ func TestFilterLeavesOutALargeBlobUnread(t *testing.T) {
 	}
 }
 
-// TestFilterCorruptBlobFailsAndPoisons: a blob that goes on and does not
-// match its name fails the filter, and the reader's stream does not end
-// as a tar, so an importer takes nothing from it.
+// TestFilterCorruptBlobFailsAndPoisons checks that a blob that goes on and
+// does not match its name fails the filter, and the reader's stream does not
+// end as a tar, so an importer takes nothing from it.
 func TestFilterCorruptBlobFailsAndPoisons(t *testing.T) {
 	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/app:v2"}, Platforms: []string{"linux/amd64"}, Seed: "app", Base: []string{"base-os"}, LayerBytes: 8192})
 	m := scan(t, src).Images[0].Manifests[0]
@@ -109,9 +109,9 @@ func TestFilterCorruptBlobFailsAndPoisons(t *testing.T) {
 	}
 }
 
-// TestFilterReaderStops: when the reader of the filtered stream stops
-// (its import failed), Filter returns the reader's error, not one of its
-// own about the archive.
+// TestFilterReaderStops checks that when the reader of the filtered stream
+// stops (its import failed), Filter returns the reader's error, not one of
+// its own about the archive.
 func TestFilterReaderStops(t *testing.T) {
 	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/app:v2"}, Platforms: []string{"linux/amd64"}, LayerBytes: 64 << 10})
 	gone := errors.New("the node stopped reading")
@@ -136,8 +136,9 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestFilterPassesClassicLayoutsOn: a classic docker save names its
-// layers by directory, not digest: everything goes on as it came.
+// TestFilterPassesClassicLayoutsOn checks that everything of a classic
+// docker save, which names its layers by directory, not digest, goes on as
+// it came.
 func TestFilterPassesClassicLayoutsOn(t *testing.T) {
 	src := imagearchivetest.Docker(imagearchivetest.Image{Refs: []string{"my/app:v1"}, Platforms: []string{"linux/amd64"}, Base: []string{"base-os"}})
 	var out bytes.Buffer
@@ -153,8 +154,8 @@ func TestFilterPassesClassicLayoutsOn(t *testing.T) {
 	}
 }
 
-// TestPlanPartialArchive: an archive that lacks layers (what a push sent
-// hwk) plans for a node that holds them, and for no other.
+// TestPlanPartialArchive checks that an archive that lacks layers (what a
+// push sent hwk) plans for a node that holds them, and for no other.
 func TestPlanPartialArchive(t *testing.T) {
 	src := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"my/app:v2"}, Platforms: []string{"linux/amd64"}, Base: []string{"base-os", "base-runtime"}, LayerBytes: 2048, Gzip: true})
 	m := scan(t, src).Images[0].Manifests[0]

@@ -16,22 +16,17 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/imagearchivetest"
 )
 
-// The fuzz targets take an archive either as it is (a tar, maybe
-// gzip-compressed) or as a listing of its entries that fuzzArchive turns
-// into a tar: the tar's checksums and the blobs' digests then always hold,
-// so that mutations reach the JSON behind them instead of stopping at the
-// first header.
-//
-// A listing starts with listingMagic; each entry starts with a line
+// listingMagic starts a fuzz input that fuzzArchive turns into a tar, rather
+// than an archive as it is: a listing whose entries each start with a line
 // "== NAME" (a file: the lines up to the next entry are its content),
-// "=s NAME TARGET" (a symbolic link) or "=h NAME TARGET" (a hard link).
-// An "@" in a file's name stands for the SHA-256 of its content.
-const listingMagic = "hwk-archive-listing\n"
+// "=s NAME TARGET" or "=h NAME TARGET" (a symbolic or hard link). An "@" in
+// a file's name stands for the SHA-256 of its content.
+const listingMagic = "hwk-archive-listing\n" // Why: checksums and digests then hold, so mutations reach the JSON instead of stopping at the first header.
 
-// fuzzArchive is the tar the fuzz input data stands for.
+// fuzzArchive returns the tar the fuzz input data stands for.
 func fuzzArchive(data []byte) []byte { return imagearchivetest.FromListing(listingMagic, data) }
 
-// listing is the listing of the tar archive b (for seeds): blobs named by
+// listing returns the listing of the tar archive b (for seeds): blobs named by
 // digest get "@".
 func listing(t testing.TB, b []byte) []byte {
 	out, err := imagearchivetest.Listing(listingMagic, b, func(name string) bool {
@@ -44,7 +39,7 @@ func listing(t testing.TB, b []byte) []byte {
 	return out
 }
 
-// seedArchives are real-format archives of every kind Scan reads, kept
+// seedArchives returns real-format archives of every kind Scan reads, kept
 // small (gzip layers, one layer per image) so that the fuzzer's inputs
 // stay small: it minimizes each new one by running it again and again.
 // The first is an OCI layout and the sixth a classic save with links.
@@ -110,7 +105,7 @@ func tarOfEntries(hs ...*tar.Header) []byte {
 	return b.Bytes()
 }
 
-// tarSize is how many bytes the tar in archive (maybe gzip) holds, up to
+// tarSize returns how many bytes the tar in archive (maybe gzip) holds, up to
 // limit.
 func tarSize(archive []byte, limit int64) int64 {
 	var r io.Reader = bytes.NewReader(archive)
@@ -125,7 +120,7 @@ func tarSize(archive []byte, limit int64) int64 {
 	return n
 }
 
-// cleanRelative says whether name is a relative slash-separated path
+// cleanRelative reports whether name is a relative slash-separated path
 // with no empty, "." or ".." element.
 func cleanRelative(name string) bool {
 	for _, el := range strings.Split(name, "/") {
@@ -383,7 +378,7 @@ func FuzzParsePlatform(f *testing.F) {
 // Regressions: what the fuzz targets and their properties found, and the
 // limits added with them.
 
-// rawTar is a tar of hand-made headers, for entries tar.Writer refuses to
+// rawTar returns a tar of hand-made headers, for entries tar.Writer refuses to
 // write: each entry is a header (PAX records, when given, in a header of
 // their own) and content.
 func rawTar(entries ...rawEntry) []byte {
@@ -453,7 +448,7 @@ func sparseArchive(typ byte) []byte {
 	}})
 }
 
-// hostileArchives are archives with an entry that leads outside them, by
+// hostileArchives returns archives with an entry that leads outside them, by
 // the name the error must give.
 func hostileArchives() map[string][]byte {
 	good := imagearchivetest.OCI(imagearchivetest.Image{Refs: []string{"a:1"}, Platforms: []string{"linux/amd64"}})
@@ -498,9 +493,10 @@ func TestScanRefusesEntriesOutsideTheArchive(t *testing.T) {
 	}
 }
 
-// TestScanRefusesSparseFiles: a sparse entry's holes read as zeros, so a
-// 2 KiB archive had Scan hash 100 GB.
+// TestScanRefusesSparseFiles checks that Scan refuses a sparse entry.
 func TestScanRefusesSparseFiles(t *testing.T) {
+	// Why: a sparse entry's holes read as zeros, so a 2 KiB archive had Scan
+	// hash 100 GB.
 	for _, typ := range []byte{tar.TypeReg, tar.TypeGNUSparse} {
 		archive := sparseArchive(typ)
 		_, err := Scan(bytes.NewReader(archive))
@@ -527,9 +523,12 @@ func TestScanRefusesTwoEntriesOfOneName(t *testing.T) {
 	}
 }
 
-// TestFilterPoisonsWhenTheDescriptionFails: Filter wrote the archive's
-// end before it found the archive unreadable, so the node took it whole.
+// TestFilterPoisonsWhenTheDescriptionFails checks that when Filter finds
+// the archive unreadable only as it describes it, what it wrote does not
+// read as a whole archive.
 func TestFilterPoisonsWhenTheDescriptionFails(t *testing.T) {
+	// Why: Filter wrote the archive's end before it found the archive
+	// unreadable, so the node took it whole.
 	archive := imagearchivetest.TarOf(map[string]string{"index.json": `{"manifests":[{"mediaType":"` + mediaOCIIndex + `","digest":"sha256:` + strings.Repeat("a", 64) + `","size":2}]}`})
 	var out bytes.Buffer
 	if _, err := Filter(&out, bytes.NewReader(archive), func(string) bool { return false }); err == nil || !strings.Contains(err.Error(), "lacks the index") {
@@ -540,7 +539,7 @@ func TestFilterPoisonsWhenTheDescriptionFails(t *testing.T) {
 	}
 }
 
-// blobTar is an OCI layout tar of index.json and blobs named by digest.
+// blobTar returns an OCI layout tar of index.json and blobs named by digest.
 func blobTar(index string, blobs ...string) []byte {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
@@ -556,10 +555,12 @@ func blobTar(index string, blobs ...string) []byte {
 	return b.Bytes()
 }
 
-// TestScanBoundsWhatIndexesList: an index that lists another index
-// hundreds of times, which lists a manifest hundreds of times, made Scan
-// build (and parse the config of) every combination.
+// TestScanBoundsWhatIndexesList checks that Scan refuses an archive whose
+// indexes list more than it bounds.
 func TestScanBoundsWhatIndexesList(t *testing.T) {
+	// Why: an index that lists another index hundreds of times, which lists
+	// a manifest hundreds of times, made Scan build (and parse the config
+	// of) every combination.
 	cfg := `{"os":"linux","architecture":"amd64","rootfs":{"diff_ids":[]}}`
 	mf := `{"schemaVersion":2,"config":{"mediaType":"` + mediaOCIConfig + `","digest":"` + digestOf([]byte(cfg)) + `","size":` + strconv.Itoa(len(cfg)) + `},"layers":[]}`
 	entries := func(d, mediaType string, size, n int) string {
@@ -579,9 +580,9 @@ func TestScanBoundsWhatIndexesList(t *testing.T) {
 	}
 }
 
-// TestScanChecksDescriptors: a digest that is not one, or a layer whose
-// size the manifest misstates, is an error rather than a name to look up
-// or a size to report.
+// TestScanChecksDescriptors checks that a digest that is not one, or a layer
+// whose size the manifest misstates, is an error rather than a name to look
+// up or a size to report.
 func TestScanChecksDescriptors(t *testing.T) {
 	layer := "layer content"
 	cfg := `{"os":"linux","architecture":"amd64","rootfs":{"diff_ids":["` + digestOf([]byte(layer)) + `"]}}`

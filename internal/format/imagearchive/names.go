@@ -8,7 +8,7 @@ import (
 	"github.com/distribution/reference"
 )
 
-// blobDigest is the digest an OCI layout's blobs/ALG/HEX path names.
+// blobDigest returns the digest an OCI layout's blobs/ALG/HEX path names.
 func blobDigest(name string) (string, bool) {
 	parts := strings.Split(name, "/")
 	if len(parts) != 3 || parts[0] != "blobs" || parts[1] != "sha256" || len(parts[2]) != 64 {
@@ -20,7 +20,7 @@ func blobDigest(name string) (string, bool) {
 	return "sha256:" + parts[2], true
 }
 
-// validDigest says whether s is an OCI digest: algorithm:encoded, and for
+// validDigest reports whether s is an OCI digest: algorithm:encoded, and for
 // sha256 the 64 hex digits of one.
 func validDigest(s string) bool {
 	alg, enc, ok := strings.Cut(s, ":")
@@ -49,7 +49,7 @@ func digestOf(b []byte) string {
 	return "sha256:" + hex.EncodeToString(s[:])
 }
 
-// refFromAnnotations is the full name an index entry gives its image:
+// refFromAnnotations returns the full name an index entry gives its image:
 // containerd's annotation, else OCI's when it is a whole reference rather
 // than only a tag.
 func refFromAnnotations(ann map[string]string) string {
@@ -75,7 +75,7 @@ func normalizeRef(s string) (string, error) {
 	return reference.TagNameOnly(named).String(), nil
 }
 
-// NormalizeRef is normalizeRef for callers outside: the name containerd
+// NormalizeRef exports normalizeRef for callers outside: the name containerd
 // and crictl will show for s.
 func NormalizeRef(s string) (string, error) { return normalizeRef(s) }
 

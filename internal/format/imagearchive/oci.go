@@ -94,22 +94,22 @@ func checkDescriptor(d descriptor, where string) error {
 	return nil
 }
 
-// index is the index blob e (of digest d), parsed once.
+// index returns the index blob e (of digest d), parsed once.
 func (a *Archive) index(d string, e *entry) (*index, error) {
 	return parseOnce(a.indexes, d, e, "index "+d)
 }
 
-// manifest is the manifest blob e (of digest d), parsed once.
+// manifest returns the manifest blob e (of digest d), parsed once.
 func (a *Archive) manifest(d string, e *entry) (*manifest, error) {
 	return parseOnce(a.parsed, d, e, "manifest "+d)
 }
 
-// config is the image config entry e (what names it), parsed once.
+// config returns the image config entry e (what names it), parsed once.
 func (a *Archive) config(e *entry, what string) (*imageConfig, error) {
 	return parseOnce(a.configs, e.digest, e, what)
 }
 
-// parseOnce is the JSON of entry e (what names it in an error) as a T,
+// parseOnce returns the JSON of entry e (what names it in an error) as a T,
 // kept in cache under key so that it is parsed only once.
 func parseOnce[T any](cache map[string]*T, key string, e *entry, what string) (*T, error) {
 	if v := cache[key]; v != nil {

@@ -50,7 +50,7 @@ type Have interface {
 	Snapshot(chainID string) bool
 }
 
-// ChainIDs are the chain IDs of a stack of layers given by their diff
+// ChainIDs returns the chain IDs of a stack of layers given by their diff
 // IDs, base first (the OCI image spec's ChainID: the base's diff ID,
 // then the digest of "parent chain ID, space, diff ID").
 func ChainIDs(diffIDs []string) []string {

@@ -113,7 +113,7 @@ func releaseName(build int) string {
 	return ""
 }
 
-// windowsBuild is the build number of an os.version, 0 when it has none.
+// windowsBuild returns the build number of an os.version, 0 when it has none.
 func windowsBuild(osVersion string) int {
 	parts := strings.Split(osVersion, ".")
 	if len(parts) < 3 {
@@ -134,8 +134,8 @@ func majorMinor(osVersion string) string {
 	return parts[0] + "." + parts[1]
 }
 
-// Runs says whether a node of platform host can run a container built for
-// img; when it cannot, the reason says why in a user's terms.
+// Runs reports whether a node of platform host can run a container built for
+// img; when it cannot, it also returns why, in a user's terms.
 func Runs(host, img Platform) (bool, string) {
 	host, img = host.Normalize(), img.Normalize()
 	if host.OS != img.OS {

@@ -73,7 +73,7 @@ func (s *scanner) release() {
 	s.buf = nil
 }
 
-// escapes says whether a name in an archive leads outside it: an absolute
+// escapes reports whether a name in an archive leads outside it: an absolute
 // path, or one whose ".." climb above its root.
 func escapes(name string) bool {
 	if absolute(name) {
@@ -83,14 +83,14 @@ func escapes(name string) bool {
 	return c == ".." || strings.HasPrefix(c, "../")
 }
 
-// absolute says whether a name is an absolute path, with either slash or
+// absolute reports whether a name is an absolute path, with either slash or
 // a Windows drive.
 func absolute(name string) bool {
 	return strings.HasPrefix(name, "/") || strings.HasPrefix(name, `\`) ||
 		(len(name) >= 2 && name[1] == ':' && (name[0]|0x20 >= 'a' && name[0]|0x20 <= 'z'))
 }
 
-// entryName is the name of the entry h within the archive. An entry whose
+// entryName returns the name of the entry h within the archive. An entry whose
 // name or link target leads outside the archive is refused: no image
 // archive has one, and whatever unpacks this one must never be handed
 // one.
@@ -134,7 +134,7 @@ func (s *scanner) claim(name string) error {
 	return nil
 }
 
-// sparse says whether h is a GNU sparse file, in either of its formats.
+// sparse reports whether h is a GNU sparse file, in either of its formats.
 func sparse(h *tar.Header) bool {
 	if h.Typeflag == tar.TypeGNUSparse {
 		return true
@@ -205,7 +205,7 @@ func (s *scanner) read(h *tar.Header, r io.Reader, w io.Writer) error {
 	return nil
 }
 
-// looksJSON says whether b starts like a JSON object or array.
+// looksJSON reports whether b starts like a JSON object or array.
 func looksJSON(b []byte) bool {
 	b = bytes.TrimLeft(b, " \t\r\n")
 	return len(b) > 0 && (b[0] == '{' || b[0] == '[')

@@ -97,7 +97,7 @@ func (a *Archive) Write(w io.Writer, src io.Reader, p *Plan) (err error) {
 	return tw.Close()
 }
 
-// manifestJSON is the JSON of a manifest the archive holds, by digest.
+// manifestJSON returns the JSON of a manifest the archive holds, by digest.
 func (a *Archive) manifestJSON(d string) []byte {
 	for _, im := range a.Images {
 		for _, m := range im.Manifests {

@@ -120,7 +120,7 @@ func writeFile(fs filesystem.FileSystem, f File) error {
 	return err
 }
 
-// Read is an image's volume label and every file in it, by slash path:
+// Read returns an image's volume label and every file in it, by slash path:
 // how tests and checks see what a guest will find on a disk hwk made.
 func Read(image string) (label string, files map[string][]byte, err error) {
 	d, err := diskfs.Open(image, diskfs.WithOpenMode(diskfs.ReadOnly), diskfs.WithSectorSize(2048))

@@ -50,7 +50,7 @@ func TestWriteRefuses(t *testing.T) {
 		label string
 		files []File
 		want  string
-		is    error // what the error wraps, when it says so in the OS's words
+		is    error // what the error wraps, when it puts it in the OS's words
 	}{
 		"label":   {strings.Repeat("x", 33), nil, "1 to 32", nil},
 		"dotdot":  {"L", []File{{Name: "../x", Data: []byte{}}}, "bad file name", nil},

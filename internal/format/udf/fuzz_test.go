@@ -13,13 +13,10 @@ import (
 	"testing"
 )
 
-// The fuzz target takes an image either as it is, or in a sector listing
-// (sectorsMagic, the image's size in sectors, then each sector that is not
-// all zeros as its number, its length and its bytes, trailing zeros cut):
-// a UDF volume starts at sector 256, so an image is never smaller than
-// half a megabyte, almost all of it zeros that mutations would be wasted
-// on.
-const sectorsMagic = "hwk-udf-sectors\n"
+// sectorsMagic starts a fuzz input that is a sector listing rather than an
+// image: the image's size in sectors, then each sector that is not all
+// zeros as its number, its length and its bytes, trailing zeros cut.
+const sectorsMagic = "hwk-udf-sectors\n" // Why: a UDF volume starts at sector 256, so an image is at least half a megabyte, almost all zeros that mutations would be wasted on.
 
 // sectorImage is an image read from a sector listing: sectors not listed
 // read as zeros.
@@ -49,7 +46,7 @@ func (s *sectorImage) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// fuzzImage is the image data stands for.
+// fuzzImage returns the image data stands for.
 func fuzzImage(data []byte) io.ReaderAt {
 	rest, ok := bytes.CutPrefix(data, []byte(sectorsMagic))
 	if !ok {
@@ -70,7 +67,7 @@ func fuzzImage(data []byte) io.ReaderAt {
 	return img
 }
 
-// sectorListing is the sector listing of img.
+// sectorListing returns the sector listing of img.
 func sectorListing(img []byte) []byte {
 	out := []byte(sectorsMagic)
 	out = binary.LittleEndian.AppendUint32(out, uint32((len(img)+SectorSize-1)/SectorSize))
@@ -195,10 +192,12 @@ func walk(t *testing.T, img io.ReaderAt) {
 	}
 }
 
-// A directory entry naming its own directory (or one above it) made the
-// tree endless; one whose name is a path or "..", or empty (which took
-// its directory's name), named other files or none.
+// TestDirectoryLoopsAndBadNamesAreRefused checks that a directory entry
+// naming its own directory (or one above it), or one whose name is a path,
+// "..", or empty, is refused.
 func TestDirectoryLoopsAndBadNamesAreRefused(t *testing.T) {
+	// Why: a loop made the tree endless; a name that is a path or "..", or
+	// empty (which took its directory's name), named other files or none.
 	data := fixture(t)
 	u, err := Open(bytes.NewReader(data))
 	if err != nil {
@@ -264,10 +263,11 @@ func TestDirectoryLoopsAndBadNamesAreRefused(t *testing.T) {
 	}
 }
 
-// TestHugeSizesAreRefused: a directory claiming more than any Windows
-// medium's (its extents allocated, not recorded: zeros), which was read
-// in full, and a size over 2^63, which made a negative slice bound.
+// TestHugeSizesAreRefused checks that a directory claiming more than any
+// Windows medium's, and a size over 2^63, are refused.
 func TestHugeSizesAreRefused(t *testing.T) {
+	// Why: such a directory (its extents allocated, not recorded: zeros) was
+	// read in full, and such a size made a negative slice bound.
 	data := fixture(t)
 	u, err := Open(bytes.NewReader(data))
 	if err != nil {

@@ -567,11 +567,11 @@ func timestamp(b []byte) time.Time {
 		int(b[9])*10e6+int(b[10])*100e3+int(b[11])*1e3, loc)
 }
 
-// tagID is a descriptor's tag identifier.
+// tagID returns a descriptor's tag identifier.
 func tagID(b []byte) uint16 { return le16(b) }
 
 // tagOK checks a descriptor tag (ECMA-167 3/7.2): the checksum of its
-// bytes and the location it says it was written at.
+// bytes and the location it records it was written at.
 func tagOK(b []byte, loc uint32) bool {
 	var sum byte
 	for i := 0; i < 16; i++ {

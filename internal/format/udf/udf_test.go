@@ -16,7 +16,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/winimagetest"
 )
 
-// fixture is testdata/udf.iso.gz: testdata/tree written by genisoimage
+// fixture returns testdata/udf.iso.gz: testdata/tree written by genisoimage
 // -udf (see testdata/make.sh).
 func fixture(t *testing.T) []byte {
 	t.Helper()
@@ -167,8 +167,8 @@ func TestRefusesWhatIsNotUDF(t *testing.T) {
 	}
 }
 
-// TestDamagedFileEntry: a file entry whose tag no longer checks out is an
-// error naming the file, not garbage data.
+// TestDamagedFileEntry checks that a file entry whose tag no longer checks
+// out is an error naming the file, not garbage data.
 func TestDamagedFileEntry(t *testing.T) {
 	data := fixture(t)
 	u, err := Open(bytes.NewReader(data))

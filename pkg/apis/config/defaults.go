@@ -43,7 +43,7 @@ func defaultResources(n Node) resources {
 	}
 }
 
-// DefaultNodes is the topology when the config has no nodes: one Linux
+// DefaultNodes returns the topology when the config has no nodes: one Linux
 // control plane and one Windows worker.
 func DefaultNodes() []Node {
 	return []Node{
@@ -63,7 +63,7 @@ type Host struct {
 	Drivers map[OS]string
 }
 
-// driver is the driver a node of os gets when nothing names one.
+// driver returns the driver a node of os gets when nothing names one.
 func (h Host) driver(os OS) string {
 	if d := h.Drivers[os]; d != "" {
 		return d
@@ -71,14 +71,15 @@ func (h Host) driver(os OS) string {
 	return DefaultDriver(h.OS)
 }
 
-// sharedDriver is the driver a node of os that names none gets. A
-// cluster's nodes share one network, which each driver makes its own way
-// (a Docker bridge, a libvirt network, a Hyper-V switch) and no two can
-// make together, so it is the driver another node names, when one that
-// can host os does; else, in a cluster with Windows nodes, the host's
-// driver for Windows nodes, since each driver that hosts them hosts Linux
-// nodes too; else the host's driver for os.
+// sharedDriver returns the driver a node of os that names none gets: the
+// driver another node names, when one that can host os does; else, in a
+// cluster with Windows nodes, the host's driver for Windows nodes; else the
+// host's driver for os.
 func sharedDriver(nodes []Node, os OS, host Host) string {
+	// Why: a cluster's nodes share one network, which each driver makes
+	// its own way (a Docker bridge, a libvirt network, a Hyper-V switch)
+	// and no two can make together. Each driver that hosts Windows nodes
+	// hosts Linux nodes too.
 	for _, n := range nodes {
 		if n.Driver != "" && DriverCanHost(n.Driver, os) {
 			return n.Driver
@@ -266,7 +267,7 @@ func (c *Cluster) SetNodeSubnet(p netip.Prefix) {
 // covers, so every driver can use what is chosen.
 var NodeSubnetRange = netip.MustParsePrefix("172.31.0.0/16")
 
-// NodeSubnetCandidates are the /24s of NodeSubnetRange in the order hwk
+// NodeSubnetCandidates returns the /24s of NodeSubnetRange in the order hwk
 // tries them: 172.31.250.0/24 to 172.31.255.0/24, then 172.31.0.0/24 to
 // 172.31.249.0/24.
 func NodeSubnetCandidates() []netip.Prefix {

@@ -14,7 +14,7 @@ func stripPositions(c *Cluster) *Cluster {
 	out := *c
 	out.pos = nil
 	// Whether the subnet was defaulted is how the config was written, not
-	// what it says.
+	// what it means.
 	out.autoSubnet = false
 	out.Nodes = make([]Node, len(c.Nodes))
 	for i, n := range c.Nodes {
@@ -46,8 +46,8 @@ func TestDefaultCluster(t *testing.T) {
 	}
 }
 
-// TestRoundTrip: the effective config, printed and loaded again, is the
-// same config, and defaulting it again changes nothing.
+// TestRoundTrip checks that the effective config, printed and loaded again,
+// is the same config, and defaulting it again changes nothing.
 func TestRoundTrip(t *testing.T) {
 	for _, path := range []string{"", "testdata/full.yaml"} {
 		c, err := Resolve(path, Overrides{}, Host{OS: "linux"})
@@ -188,10 +188,10 @@ func TestDefaultNamesSkipGivenNames(t *testing.T) {
 	}
 }
 
-// TestHostDriversPerOS: drivers the host says work win over the static
-// preference, per node OS, and never over a driver the file names; nodes
-// that name none share one driver, since only one can make the cluster's
-// network.
+// TestHostDriversPerOS checks that drivers the host reports working win
+// over the static preference, per node OS, and never over a driver the file
+// names, and that nodes that name none share one driver, since only one can
+// make the cluster's network.
 func TestHostDriversPerOS(t *testing.T) {
 	linuxHost := Host{OS: "linux", Drivers: map[OS]string{Linux: DriverDocker, Windows: DriverLibvirt}}
 	for _, tc := range []struct {
@@ -222,8 +222,8 @@ func TestHostDriversPerOS(t *testing.T) {
 	}
 }
 
-// TestAutoNodeSubnet: the subnet is hwk's to choose only when the config
-// names neither a subnet nor an address; moving it moves every node.
+// TestAutoNodeSubnet checks that the subnet is hwk's to choose only when the
+// config names neither a subnet nor an address; moving it moves every node.
 func TestAutoNodeSubnet(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -269,9 +269,9 @@ func TestAutoNodeSubnet(t *testing.T) {
 	}
 }
 
-// TestWSLControlPlane: a control plane on wsl2 keeps its Windows workers
-// on the host's Windows driver (wsl2 cannot host them), and with Hyper-V
-// that cluster is valid.
+// TestWSLControlPlane checks that a control plane on wsl2 keeps its Windows
+// workers on the host's Windows driver (wsl2 cannot host them), and with
+// Hyper-V that cluster is valid.
 func TestWSLControlPlane(t *testing.T) {
 	c := &Cluster{Nodes: []Node{{Role: ControlPlane, Driver: DriverWSL2}, {OS: Windows}}}
 	SetDefaults(c, Host{OS: "windows", Drivers: map[OS]string{Linux: DriverHyperV, Windows: DriverHyperV}})

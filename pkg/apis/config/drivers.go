@@ -77,7 +77,7 @@ func DriverGuests(driver string) []OS {
 	return slices.Clone(driverGuests[driver])
 }
 
-// DefaultDriver is the driver a node gets when neither the file nor a flag
+// DefaultDriver returns the driver a node gets when neither the file nor a flag
 // names one: the first of DriverPreference(hostOS).
 func DefaultDriver(hostOS string) string {
 	return DriverPreference(hostOS)[0]

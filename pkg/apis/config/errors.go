@@ -10,7 +10,7 @@ type FieldError struct {
 	// Path is the field's path, as in nodes[1].memory, or a flag such as
 	// --windows-workers when a flag's value is at fault.
 	Path string
-	// Message says what is wrong and how to fix it.
+	// Message is what is wrong and how to fix it.
 	Message string
 	// Line is the line of the config file the field is on, 0 when the field
 	// did not come from a file.

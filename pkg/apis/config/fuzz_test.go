@@ -86,7 +86,7 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// asUTF8 is the text the YAML decoder reads: it takes UTF-16 after a
+// asUTF8 returns the text the YAML decoder reads: it takes UTF-16 after a
 // byte-order mark, whose code units can be line breaks (U+2028 is the
 // bytes "( " in UTF-16LE).
 func asUTF8(data []byte) []byte {
@@ -131,10 +131,13 @@ func checkErrors(t *testing.T, err error, lines int) {
 	}
 }
 
-// TestDecodeLimits: a config of hundreds of thousands of nodes took
-// minutes to default (each node without a driver looks through all the
-// others), and a long misspelt key a matrix of its length squared.
+// TestDecodeLimits checks that Decode refuses, with a clear error, a config
+// of hundreds of thousands of nodes, a long misspelt key, and a file over
+// its size limit.
 func TestDecodeLimits(t *testing.T) {
+	// Why: such a config took minutes to default (each node without a driver
+	// looks through all the others), and a long misspelt key a matrix of its
+	// length squared.
 	many := header + "nodes: [" + strings.Repeat("{},", 200000) + "{}]\n"
 	_, err := Decode([]byte(many))
 	var errs Errors

@@ -200,7 +200,7 @@ func orTop(path string) string {
 	return path
 }
 
-// describeKey says what a key that is no field name is.
+// describeKey returns what a key that is no field name is.
 func describeKey(k *yaml.Node) string {
 	if k.Kind == yaml.ScalarNode {
 		return "empty"
@@ -208,7 +208,7 @@ func describeKey(k *yaml.Node) string {
 	return describe(k)
 }
 
-// exampleInt is the example an integer field's type error suggests.
+// exampleInt returns the example an integer field's type error suggests.
 func exampleInt(path string) string {
 	switch {
 	case strings.HasSuffix(path, "cpus"):

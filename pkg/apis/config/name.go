@@ -20,13 +20,15 @@ type NameError struct {
 
 func (e *NameError) Error() string { return e.Reason }
 
-// CheckName is the one rule for cluster names, applied wherever a name
-// enters hwk (the config's name, --name on every command, the Action's
-// input) before any path is made from it: a DNS label of lowercase
-// letters, digits and '-', at most MaxClusterNameLength characters. Such a
-// name cannot be empty, hold a path separator or "..", look like an
-// option, or differ from itself on a case-insensitive filesystem.
+// CheckName returns a *NameError unless name is a valid cluster name: a
+// DNS label of lowercase letters, digits and '-', at most
+// MaxClusterNameLength characters, and no Windows device name. It is the
+// one rule, applied wherever a name enters hwk before any path is made.
 func CheckName(name string) error {
+	// Why: names enter through the config's name, --name on every command
+	// and the Action's input. Such a name cannot be empty, hold a path
+	// separator or "..", look like an option, or differ from itself on a
+	// case-insensitive filesystem.
 	const rule = "use lowercase letters, digits and '-', starting and ending with a letter or digit"
 	switch {
 	case name == "":
@@ -41,14 +43,15 @@ func CheckName(name string) error {
 	return nil
 }
 
-// ReservedOnWindows reports whether Windows keeps name for a device, so
-// that no file or directory can have it, with an extension or without
-// (Naming Files, Paths, and Namespaces: "Do not use the following
-// reserved names for the name of a file: CON, PRN, AUX, NUL, COM0-9,
-// LPT0-9 ... Also avoid these names followed immediately by an
-// extension"). The check is the same on every OS, so that a name works
-// wherever the config goes.
+// ReservedOnWindows reports whether Windows keeps name for a device (CON,
+// PRN, AUX, NUL, COM0-9, LPT0-9), with an extension or without, so that no
+// file or directory can have it. The answer is the same on every OS.
 func ReservedOnWindows(name string) bool {
+	// Why: Naming Files, Paths, and Namespaces: "Do not use the following
+	// reserved names for the name of a file: CON, PRN, AUX, NUL, COM0-9,
+	// LPT0-9 ... Also avoid these names followed immediately by an
+	// extension". The same on every OS, so that a name works wherever the
+	// config goes.
 	base, _, _ := strings.Cut(strings.ToLower(name), ".")
 	base = strings.TrimRight(base, " ")
 	switch base {

@@ -28,7 +28,7 @@ func (c *Cluster) setPositions(pos map[string]int) {
 	}
 }
 
-// line is the file line of a field path: the field's own line, or else the
+// line returns the file line of a field path: the field's own line, or else the
 // line of the nearest enclosing field that came from the file; 0 when
 // nothing on the path came from a file.
 func (c *Cluster) line(path string) int {

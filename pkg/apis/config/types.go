@@ -61,7 +61,7 @@ type Cluster struct {
 	Nodes []Node `yaml:"nodes,omitempty" json:"nodes,omitempty"`
 	// Calico configures the network plugin.
 	Calico Calico `yaml:"calico,omitempty" json:"calico"`
-	// Images says where node images come from.
+	// Images is where node images come from.
 	Images Images `yaml:"images,omitempty" json:"images"`
 
 	// pos is the file line of each field path outside nodes (see Node.pos).
@@ -143,7 +143,7 @@ type Calico struct {
 	VXLANPort int `yaml:"vxlanPort,omitempty" json:"vxlanPort,omitempty"`
 }
 
-// Images says where node images come from when the cache lacks them.
+// Images is where node images come from when the cache lacks them.
 type Images struct {
 	// Registry is where hwk pulls the Linux node images it pins (by
 	// digest) from, instead of where they were published: a mirror that
@@ -152,7 +152,7 @@ type Images struct {
 	Registry string `yaml:"registry,omitempty" json:"registry,omitempty"`
 }
 
-// IsImageRef says whether a node's image setting is a reference to pull
+// IsImageRef reports whether a node's image setting is a reference to pull
 // rather than the name of a cached image (which has no '/', ':' or '@').
 func IsImageRef(image string) bool { return strings.ContainsAny(image, "/:@") }
 

@@ -269,13 +269,13 @@ func validateNodes(c *Cluster, subnet netip.Prefix, errs *Errors) {
 }
 
 // validateWSLCluster holds a cluster whose control plane is a WSL2
-// distribution to what that driver can do: it is the cluster's one WSL
-// node (all distributions share one VM and network) and its workers are
-// Windows VMs on Hyper-V, whose switch the host routes to the WSL node's
-// address. VirtualBox's NAT Network cannot carry Calico's VXLAN to it,
-// and Linux workers would need the same route, which hwk sets up only on
-// Windows workers.
+// distribution to what that driver can do: the control plane is the
+// cluster's one WSL node, and its workers are Windows VMs on Hyper-V.
 func validateWSLCluster(c *Cluster, errs *Errors) {
+	// Why: all distributions share one VM and network. The host routes
+	// Hyper-V's switch to the WSL node's address; VirtualBox's NAT
+	// Network cannot carry Calico's VXLAN to it, and Linux workers would
+	// need the same route, which hwk sets up only on Windows workers.
 	for i, n := range c.Nodes {
 		path := fmt.Sprintf("nodes[%d].driver", i)
 		switch {
@@ -343,7 +343,7 @@ func validateNodeIP(ip string, subnet netip.Prefix, path string, errs *Errors) (
 		return a, false
 	}
 	if !subnet.IsValid() {
-		return a, true // the subnet's own error says it all
+		return a, true // the subnet's own error covers it
 	}
 	first, last := addN(subnet.Addr(), 2), lastAddr(subnet).Prev()
 	switch {
@@ -418,7 +418,7 @@ func orList(list []string) string {
 	return strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1]
 }
 
-// checkImageRef says what is wrong with a node image reference, if
+// checkImageRef returns what is wrong with a node image reference, if
 // anything: it must parse and name a tag or a digest, since an image
 // pulled by a bare name could be anything tomorrow.
 func checkImageRef(s string) string {
@@ -434,7 +434,7 @@ func checkImageRef(s string) string {
 	return ""
 }
 
-// checkRegistry says what is wrong with images.registry, if anything: a
+// checkRegistry returns what is wrong with images.registry, if anything: a
 // registry host with an optional path, as in an image reference.
 func checkRegistry(s string) string {
 	const example = "use a registry and path such as registry.example.com/hwk-dev or 127.0.0.1:5000/hwk"

@@ -247,7 +247,7 @@ func TestErrorLines(t *testing.T) {
 		t.Errorf("missing problems: %v", want)
 	}
 
-	// A node a flag added has no line; its problem says so with 0.
+	// A node a flag added has no line; its problem has line 0.
 	_, err = resolveText(t, header+"nodes:\n- role: control-plane\n", Overrides{Driver: "wsl2", WindowsWorkers: intp(1)})
 	errs = nil
 	if !errors.As(err, &errs) || len(errs) != 1 || errs[0].Path != "nodes[1].driver" || errs[0].Line != 0 {
@@ -255,8 +255,8 @@ func TestErrorLines(t *testing.T) {
 	}
 }
 
-// TestFlagValuesHaveNoLine: a value a flag set is not on any line of the
-// file, so its problem must not point into the file.
+// TestFlagValuesHaveNoLine checks that a value a flag set is not on any line
+// of the file, so its problem must not point into the file.
 func TestFlagValuesHaveNoLine(t *testing.T) {
 	text := header + "kubernetesVersion: v1.35.4\nnodes:\n- role: control-plane\n  os: windows\n"
 	_, err := resolveText(t, text, Overrides{Driver: DriverDocker, KubernetesVersion: "v9.0.0"})
@@ -297,8 +297,9 @@ func TestSuggestions(t *testing.T) {
 	}
 }
 
-// Every supported Windows version has the build its nodes and images
-// report, and no build is kept for a version hwk does not take.
+// TestWindowsBuildsMatchSupportedVersions checks that every supported
+// Windows version has the build its nodes and images report, and no build is
+// kept for a version hwk does not take.
 func TestWindowsBuildsMatchSupportedVersions(t *testing.T) {
 	got := slices.Sorted(maps.Keys(WindowsBuilds))
 	want := slices.Sorted(slices.Values(supportedWindowsVersions))
@@ -307,9 +308,9 @@ func TestWindowsBuildsMatchSupportedVersions(t *testing.T) {
 	}
 }
 
-// TestReservedOnWindows: the device names Windows keeps, with an
-// extension or without, in any case, and the names next to them that it
-// does not keep.
+// TestReservedOnWindows checks ReservedOnWindows on the device names Windows
+// keeps, with an extension or without, in any case, and on the names next to
+// them that it does not keep.
 func TestReservedOnWindows(t *testing.T) {
 	for _, name := range []string{"con", "CON", "prn", "aux", "nul", "nul.txt", "com0", "com1", "com9", "lpt1", "lpt9.tar", "Aux.x.y", "nul "} {
 		if !ReservedOnWindows(name) {

@@ -15,32 +15,34 @@ import (
 
 // bootPhase is how far a Windows node's first boot has come, as hwk sees
 // it from outside through the node handle alone, the same on every
-// driver. The order is the boot's: Windows Setup (specialize, a restart,
-// oobeSystem), then hwk-seed (the static address first, then the
-// cluster's SSH key and the pinned host key, sshd restarted), then the
-// rename and the restart it takes, then containerd.
+// driver. Phases are ordered as the boot goes.
 type bootPhase int
 
+// The phases, in the boot's order: Windows Setup (specialize, a restart,
+// oobeSystem), then hwk-seed (the static address first, then the cluster's
+// SSH key and the pinned host key, sshd restarted), then the rename and the
+// restart it takes, then containerd.
 const (
-	// phaseSetup: no SSH at the node's address, or no handle at all (a
+	// phaseSetup means no SSH at the node's address, or no handle at all (a
 	// driver that waits for the guest to report it): Windows Setup runs,
 	// or hwk-seed has not set the static address yet.
 	phaseSetup bootPhase = iota
-	// phaseSeed: SSH answers at the static address, but with a host key
+	// phaseSeed means SSH answers at the static address, but with a host key
 	// other than the pinned one, or refusing the cluster's key: hwk-seed
 	// has set the address and not yet the keys.
 	phaseSeed
-	// phaseRename: hwk's SSH works, but the computer still runs under
+	// phaseRename means hwk's SSH works, but the computer still runs under
 	// another name: hwk-seed's rename and the restart it takes are still
 	// to come (or under way, SSH then gone for a while).
 	phaseRename
-	// phaseContainerd: renamed and restarted; containerd does not run yet.
+	// phaseContainerd means renamed and restarted; containerd does not run yet.
 	phaseContainerd
-	// phaseBooted: containerd runs on the renamed node.
+	// phaseBooted means containerd runs on the renamed node.
 	phaseBooted
 )
 
-// String is the phase on the progress line and in the timeout error.
+// String returns the phase as the progress line and the timeout error
+// show it.
 func (p bootPhase) String() string {
 	switch p {
 	case phaseSetup:
@@ -55,7 +57,7 @@ func (p bootPhase) String() string {
 	return "booted"
 }
 
-// lookAt says where to look when a node stops at the phase.
+// lookAt returns where to look when a node stops at the phase.
 func (p bootPhase) lookAt(n config.Node, cluster string) string {
 	const seedLog = `C:\ProgramData\hwk\hwk-seed.log`
 	switch p {
@@ -86,6 +88,12 @@ var (
 // after the seed is the rename's restart, not Setup again.
 func waitWindowsBooted(ctx context.Context, c *Context, n config.Node, phases *ui.Phases) error {
 	began := time.Now()
+	// Why WindowsBoot is 20 minutes by default: in a Windows clone's first
+	// boot Windows Setup runs specialize with full hardware detection,
+	// restarts, runs oobeSystem, then hwk-seed applies the seed and
+	// renames the computer, which takes a second restart; on a laptop's
+	// two vCPUs, beside the Linux control plane's boot and Defender's
+	// first scan.
 	budget := c.Timeouts.WindowsBoot
 	wctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
@@ -105,8 +113,8 @@ func waitWindowsBooted(ctx context.Context, c *Context, n config.Node, phases *u
 			return nil
 		}
 		if wctx.Err() == nil || last == nil {
-			// A probe cut short by the end of the budget says nothing
-			// new; the one before it says more.
+			// A probe cut short by the end of the budget tells nothing
+			// new; the one before it tells more.
 			last = err
 		}
 		if p > reached {
@@ -127,7 +135,7 @@ func waitWindowsBooted(ctx context.Context, c *Context, n config.Node, phases *u
 	}
 }
 
-// probeWindows says which phase the node is in; nil error means booted.
+// probeWindows returns which phase the node is in; nil error means booted.
 func probeWindows(ctx context.Context, c *Context, n config.Node) (bootPhase, error) {
 	h, err := c.Node(ctx, n.Name)
 	if err != nil {
@@ -148,6 +156,9 @@ func probeWindows(ctx context.Context, c *Context, n config.Node) (bootPhase, er
 		// restart of sshd. The phases before say which.
 		return phaseSetup, err
 	}
+	// Why the name: hwk-seed restarts sshd with the node's keys before it
+	// renames the computer and restarts it, so containerd can run, and SSH
+	// answer, on a node about to restart; the name tells those apart.
 	name, _, _ := strings.Cut(strings.TrimSpace(out.String()), "\n")
 	name = strings.TrimSpace(name)
 	if !strings.EqualFold(name, n.Name) {

@@ -134,7 +134,7 @@ func (b *firstBoot) Run(ctx context.Context, cmd node.Cmd) error {
 	return nil
 }
 
-// bootContext is a cluster of one Windows node on b, whose progress goes
+// bootContext returns a cluster of one Windows node on b, whose progress goes
 // to out (not a terminal: a line per phase).
 func bootContext(b *firstBoot, t Timeouts, out io.Writer) *Context {
 	n := config.Node{Name: "demo-win-1", Role: config.Worker, OS: config.Windows, Driver: config.DriverHyperV,
@@ -173,13 +173,13 @@ func (w *syncWriter) String() string {
 	return w.b.String()
 }
 
-// TestWindowsBootWaitsForRename: hwk-seed restarts sshd with the node's
-// keys before it renames the computer and restarts it, so for a while
-// SSH works and containerd runs on a node about to restart (review 3,
-// Step B.2). The boot wait goes on through that, and through the restart,
-// until the node runs under its own name with containerd; the progress
-// shows each phase as the node reaches it.
+// TestWindowsBootWaitsForRename checks that the boot wait goes on while SSH
+// works and containerd runs on a node about to restart for its rename, and
+// through that restart, until the node runs under its own name with
+// containerd; the progress shows each phase as the node reaches it.
 func TestWindowsBootWaitsForRename(t *testing.T) {
+	// Why: hwk-seed restarts sshd with the node's keys before it renames
+	// the computer and restarts it (review 3, Step B.2).
 	fastBootPolls(t)
 	ms := time.Millisecond
 	b := newFirstBoot(stNoHandle, 100*ms, stSetup, 100*ms, stImageKey, 100*ms, stKeyRefused, 100*ms,
@@ -213,8 +213,8 @@ func TestWindowsBootWaitsForRename(t *testing.T) {
 	}
 }
 
-// TestWindowsBootBudget: a Windows node's first boot is bounded by
-// WindowsBoot, not by NodeBoot (Linux's), and up's default for it fits a
+// TestWindowsBootBudget checks that a Windows node's first boot is bounded
+// by WindowsBoot, not by NodeBoot (Linux's), and up's default for it fits a
 // slow laptop; the emulation slowdown scales it too.
 func TestWindowsBootBudget(t *testing.T) {
 	fastBootPolls(t)
@@ -232,9 +232,9 @@ func TestWindowsBootBudget(t *testing.T) {
 	}
 }
 
-// TestWindowsBootTimeoutSaysPhase: a node that never gets past a phase
-// fails naming the phase, the budget, what the last check saw and where
-// to look, rather than "did not start its container runtime".
+// TestWindowsBootTimeoutSaysPhase checks that a node that never gets past a
+// phase fails naming the phase, the budget, what the last check saw and
+// where to look, rather than "did not start its container runtime".
 func TestWindowsBootTimeoutSaysPhase(t *testing.T) {
 	fastBootPolls(t)
 	ms := time.Millisecond

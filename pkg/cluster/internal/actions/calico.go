@@ -20,7 +20,7 @@ type Calico struct{}
 // Name implements Action.
 func (Calico) Name() string { return "Installing Calico " + bootstrap.CalicoVersion }
 
-// Describe implements Describer: the step says when workers join during it.
+// Describe implements Describer: the step names when workers join during it.
 func (a Calico) Describe(c *Context) string {
 	switch n := len(c.Workers(config.Linux)); n {
 	case 0:

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// joinErrors is errors.Join without the nils, and nil when all are.
+// joinErrors returns errors.Join without the nils, and nil when all are.
 func joinErrors(errs []error) error {
 	var out []error
 	for _, e := range errs {

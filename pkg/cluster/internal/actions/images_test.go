@@ -14,7 +14,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestImagePullPolicy: which node images up takes from the cache and
+// TestImagePullPolicy checks which node images up takes from the cache and
 // which it pulls, by policy and by the node's image setting.
 func TestImagePullPolicy(t *testing.T) {
 	cache := t.TempDir()

@@ -16,12 +16,11 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// Preflight checks everything `up` needs before anything is made: that
-// the cluster does not exist, that every node's driver works here, that
-// the host has the memory the nodes' VMs take when they start, and
-// that every node image is there or can be pulled (it asks the registry,
-// so an unreachable one fails here, with the other ways to get the
-// image).
+// Preflight checks everything `up` needs before anything is made: that the
+// cluster does not exist, that every node's driver works here, that the
+// host has the memory the nodes' VMs start with, and that every node image
+// is there or can be pulled (an unreachable registry fails here, with the
+// other ways to get the image).
 type Preflight struct{}
 
 // Name implements Action.
@@ -72,6 +71,10 @@ func (Preflight) Execute(ctx context.Context, c *Context) error {
 		if e, ok := d.(drivers.Emulator); ok && e.Emulated() {
 			if !emulated {
 				emulated = true
+				// Why 4: under TCG on two cores, a one-node cluster on
+				// libvirt took 14 minutes to be Ready (kubeadm init 2.5
+				// min, Calico's pods 9 more), against under a minute on
+				// the docker driver.
 				c.Timeouts = c.Timeouts.Scale(EmulationSlowdown)
 			}
 			if c.Log != nil {
@@ -158,7 +161,7 @@ type NoWindowsImageError struct {
 	Nodes []string
 }
 
-// WindowsImageHelp says what a Windows worker needs.
+// WindowsImageHelp is what a Windows worker needs.
 const WindowsImageHelp = "a Windows worker boots from a Windows node image, which hwk makes once from your Windows Server ISO: `hwk node-image build windows --iso PATH` (about half an hour with KVM or Hyper-V; see site/content/docs/windows-image.md)"
 
 func (e *NoWindowsImageError) Error() string {

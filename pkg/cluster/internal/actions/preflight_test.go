@@ -15,12 +15,13 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestNodeImageWindowsVersion: a Windows node gets an image of its own
-// Windows Server release, in its driver's format, whose file is there;
-// without one the error gives the command that builds it, and no pull.
+// TestNodeImageWindowsVersion checks that a Windows node gets an image of
+// its own Windows Server release, in its driver's format, whose file is
+// there; without one the error gives the command that builds it, and no
+// pull.
 func TestNodeImageWindowsVersion(t *testing.T) {
 	cache := t.TempDir()
-	// Each format's file is there (empty, as its manifest says): a cached
+	// Each format's file is there (empty, as its manifest records): a cached
 	// image whose file is gone is not used.
 	image := func(name string, formats ...nodeimage.Format) *nodeimage.Manifest {
 		m := &nodeimage.Manifest{Name: name, OS: "windows", KubernetesVersion: "v1.35.4", Dir: filepath.Join(cache, name),

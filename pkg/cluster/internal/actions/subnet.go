@@ -37,7 +37,7 @@ func (c *Context) chooseSubnet(ctx context.Context) error {
 	return c.Store.ReserveSubnet(c.Config.Name, p)
 }
 
-// FindSubnet is the subnet up would choose for the cluster now (or the
+// FindSubnet returns the subnet up would choose for the cluster now (or the
 // config's, checked), without reserving it: for hwk doctor, which leaves
 // nothing behind. Drivers must hold the node's drivers.
 func FindSubnet(ctx context.Context, c *Context) (netip.Prefix, error) {
@@ -78,7 +78,7 @@ func (c *Context) findSubnet(ctx context.Context) (netip.Prefix, error) {
 	return netip.Prefix{}, fmt.Errorf("no /24 in %s is free for the node network (other clusters, networks or host interfaces use them all)\n  fix: set networking.nodeSubnet in the cluster config to a free range, or delete clusters you no longer need (`hwk get clusters`)", config.NodeSubnetRange)
 }
 
-// otherSubnets are the node subnets of the other clusters on this host:
+// otherSubnets returns the node subnets of the other clusters on this host:
 // those reserved, and those in records older hwk versions wrote.
 func (c *Context) otherSubnets() (map[string]netip.Prefix, error) {
 	out, err := c.Store.Subnets()

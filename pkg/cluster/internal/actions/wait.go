@@ -69,7 +69,7 @@ func (WaitReady) Execute(ctx context.Context, c *Context) error {
 // control plane is Linux).
 func hasWindows(c *Context) bool { return len(c.Workers(config.Windows)) > 0 }
 
-// nodeNames are the names of the cluster's nodes of one OS.
+// nodeNames returns the names of the cluster's nodes of one OS.
 func nodeNames(c *Context, os config.OS) []string {
 	var names []string
 	for _, n := range c.Config.Nodes {

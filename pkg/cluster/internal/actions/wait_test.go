@@ -15,7 +15,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/apis/config"
 )
 
-// systemObjects is an in-memory cluster of a Linux control plane and, when
+// systemObjects returns an in-memory cluster of a Linux control plane and, when
 // windows, a Windows worker: both nodes Ready, every system workload Ready
 // except kube-proxy-windows, whose one pod crash-loops on the worker.
 func systemObjects(windows bool) []runtime.Object {
@@ -73,9 +73,9 @@ func waitContext(windows bool) *Context {
 	}
 }
 
-// TestWaitReadyWindows: on a cluster with a Windows node, up waits for
-// Calico's and kube-proxy's Windows DaemonSets, and a Windows pod that
-// never becomes Ready times out naming it, why, and its last events.
+// TestWaitReadyWindows checks that on a cluster with a Windows node, up
+// waits for Calico's and kube-proxy's Windows DaemonSets, and a Windows pod
+// that never becomes Ready times out naming it, why, and its last events.
 func TestWaitReadyWindows(t *testing.T) {
 	err := WaitReady{}.Execute(context.Background(), waitContext(true))
 	if err == nil {
@@ -95,16 +95,16 @@ func TestWaitReadyWindows(t *testing.T) {
 	}
 }
 
-// TestWaitReadyLinuxOnly: a cluster without Windows nodes does not wait
-// for the Windows DaemonSets (which want no pods there).
+// TestWaitReadyLinuxOnly checks that a cluster without Windows nodes does
+// not wait for the Windows DaemonSets (which want no pods there).
 func TestWaitReadyLinuxOnly(t *testing.T) {
 	if err := (WaitReady{}).Execute(context.Background(), waitContext(false)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// TestWaitNetwork: the step before CoreDNS waits for calico-node on every
-// node, and on timeout says which pod is not Ready and why.
+// TestWaitNetwork checks that the step before CoreDNS waits for calico-node
+// on every node, and on timeout names the pod that is not Ready and why.
 func TestWaitNetwork(t *testing.T) {
 	c := waitContext(false)
 	objs := systemObjects(false)
@@ -134,8 +134,9 @@ func TestWaitNetwork(t *testing.T) {
 	}
 }
 
-// TestWaitNetworkLeavesWindowsNodes: CoreDNS, which runs on Linux, does not
-// wait for a Windows node; WaitReady does, and says which.
+// TestWaitNetworkLeavesWindowsNodes checks that CoreDNS, which runs on
+// Linux, does not wait for a Windows node, and that WaitReady does, naming
+// which.
 func TestWaitNetworkLeavesWindowsNodes(t *testing.T) {
 	c := waitContext(true)
 	objs := systemObjects(true)
