@@ -42,8 +42,9 @@ var layers = []layer{
 		name: "drivers", dirs: []string{"drivers", "internal/drivers"},
 		uses: []string{"config", "base"},
 		// k8s.io/apimachinery comes with the config (its quantities, such
-		// as memory: 4Gi); Kubernetes' API types and clients do not.
-		forbid: kubernetesAPI,
+		// as memory: 4Gi); Kubernetes' API types and clients do not, nor
+		// the kubeconfig file.
+		forbid: func(dep string) bool { return kubernetesAPI(dep) || dep == module+"/internal/kubeconfig" },
 	},
 	{
 		name: "bootstrap", dirs: []string{"internal/bootstrap", "internal/logs"},
@@ -206,6 +207,7 @@ func TestArchitectureCatches(t *testing.T) {
 		m("pkg/cmd"):                      {m("pkg/cluster"), m("internal/load"), m("drivers/all")},
 		m("internal/load"):                {m("internal/containerd"), m("internal/drivers/docker")},
 		m("internal/drivers/docker"):      {m("images")},
+		m("internal/drivers/wsl2"):        {m("internal/kubeconfig")},
 		m("internal/newthing"):            {m("pkg/node")},
 		m("cmd/hwk-seed"):                 {m("internal/winseed"), m("pkg/cluster")},
 	}
@@ -216,6 +218,7 @@ func TestArchitectureCatches(t *testing.T) {
 		"drivers: internal/drivers/libvirt imports k8s.io/api/core/v1",
 		"base: internal/kubeconfig imports internal/drivers/docker",
 		"drivers: internal/drivers/docker imports images",
+		"drivers: internal/drivers/wsl2 imports internal/kubeconfig",
 		"load-image: internal/load imports internal/drivers/docker",
 		"no layer: internal/newthing",
 		"base: pkg/node imports drivers",

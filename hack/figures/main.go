@@ -33,7 +33,8 @@ type pkg struct {
 	Imports    []string
 }
 
-// layout is the file skeleton every driver shares (CONTRIBUTING.md).
+// layout is the file skeleton every driver shares (ARCHITECTURE.md, "Add a
+// driver").
 var layout = []string{"doc.go", "driver.go", "preflight.go", "network.go", "machine.go", "node.go"}
 
 func main() {
