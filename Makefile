@@ -90,7 +90,7 @@ test: check-ps-files $(ACTION_CACHE_DEPS)
 # results, and the failures that are Wine's, each with its reason
 # (hack/wintest/wine.go). Needs root; the docker driver's tests use this
 # machine's engine through a loopback relay. PKGS narrows the packages
-# (a regular expression of paths, e.g. PKGS='pkg/state|drivers/.*').
+# (a regular expression of paths, e.g. PKGS='internal/state|internal/drivers/.*').
 PKGS ?=
 test-windows:
 	$(GO) run ./hack/wintest -run '$(PKGS)'

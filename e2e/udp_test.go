@@ -26,7 +26,8 @@ import (
 // translating to the dead pod's address for as long as the client sends.
 //
 // (A Service *port* removed while a flow uses it is another matter: kube-
-// proxy v1.35 leaves such flows alone by design, see the README.)
+// proxy v1.35 leaves such flows alone by design, see the troubleshooting
+// page.)
 func testUDPConntrack(t *testing.T, cs kubernetes.Interface, cp, worker string) {
 	ctx := context.Background()
 	pods := cs.CoreV1().Pods("default")
@@ -81,7 +82,7 @@ func testUDPConntrack(t *testing.T, cs kubernetes.Interface, cp, worker string) 
 
 	// The UDP port removed (a TCP port takes its place), a new flow to it
 	// reaches nothing. (The flow from 40000 goes on reaching the pod while
-	// it keeps sending: kube-proxy v1.35 leaves it, see the README.)
+	// it keeps sending: kube-proxy v1.35 leaves it, see the troubleshooting page.)
 	svc, err = cs.CoreV1().Services("default").Get(ctx, "udp-svc", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ func ms(xs ...int) []time.Duration {
 	return d
 }
 
-// TestSummaries: each figure the README's load-image claims rest on is
+// TestSummaries: each figure the load-image page's claims rest on is
 // printed in its place, medians of odd and even counts, ratios as kind's
 // time over hwk's; swapping two fails here.
 func TestSummaries(t *testing.T) {

@@ -19,7 +19,7 @@ func readTestdata(t *testing.T, name string) string {
 }
 
 // TestStepsAndSummaryFromUp reads a recorded `hwk up --windows-workers 0
-// --linux-workers 1` (the README's; not a terminal: one line per finished
+// --linux-workers 1` (the quick start's; not a terminal: one line per finished
 // step, then the summary) as bench-up does.
 func TestStepsAndSummaryFromUp(t *testing.T) {
 	out := readTestdata(t, "up.txt")

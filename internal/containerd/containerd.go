@@ -238,7 +238,7 @@ func importArgs(os config.OS, file string) []string {
 	// choose and must not drop what hwk chose.
 	// Why --local: ctr writing the content itself, rather than streaming
 	// the archive to containerd's transfer service, took a 489 MiB image's
-	// import from 11–12 s to 7.6–9.3 s (see README, load benchmark).
+	// import from 11–12 s to 7.6–9.3 s (site/content/docs/load-image.md, Speed).
 	if os == config.Windows {
 		return []string{windowsCtr, "-n", Namespace, "images", "import", "--local", "--all-platforms", "--snapshotter", "windows", file}
 	}
