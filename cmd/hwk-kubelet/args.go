@@ -27,7 +27,7 @@ const (
 	flagsEnvName = "KUBELET_KUBEADM_ARGS"
 )
 
-// baseArgs are the flags every Windows kubelet needs beside kubeadm's:
+// baseArgs returns the flags every Windows kubelet needs beside kubeadm's:
 // where kubeadm puts its files, and the Linux-only features turned off
 // (no cgroups, no resolv.conf).
 func baseArgs(hostname string) []string {
@@ -44,7 +44,7 @@ func baseArgs(hostname string) []string {
 	}
 }
 
-// kubeletArgs is kubelet.exe's argv: the base flags, then kubeadm's.
+// kubeletArgs returns kubelet.exe's argv: the base flags, then kubeadm's.
 func kubeletArgs(hostname string, env []byte) ([]string, error) {
 	kubeadm, err := parseFlagsEnv(env)
 	if err != nil {

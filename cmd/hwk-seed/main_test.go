@@ -91,10 +91,10 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// TestRetries: a seed disk not found yet, an adapter wait that ends and a
-// script that fails are tried again (Task Scheduler would not run
-// hwk-seed again before the next boot), each attempt logged; a wrong seed
-// is not retried; the retries end at their bound.
+// TestRetries checks that a seed disk not found yet, an adapter wait that
+// ends and a script that fails are tried again (Task Scheduler would not
+// run hwk-seed again before the next boot), each attempt logged; that a
+// wrong seed is not retried; and that the retries end at their bound.
 func TestRetries(t *testing.T) {
 	dir := writeSeed(t)
 	var finds, waits, runs int
@@ -156,10 +156,10 @@ func TestRetries(t *testing.T) {
 	}
 }
 
-// TestRunEncodedDecodesCLIXML: the script runs in a powershell.exe (a fake
-// first on PATH) whose error record comes as CLIXML on stderr, as Windows
-// PowerShell writes it to a pipe; hwk-seed's log and its error get the
-// record as text.
+// TestRunEncodedDecodesCLIXML checks that when the script's powershell.exe
+// (a fake first on PATH) writes its error record as CLIXML on stderr, as
+// Windows PowerShell writes it to a pipe, hwk-seed's log and its error get
+// the record as text.
 func TestRunEncodedDecodesCLIXML(t *testing.T) {
 	const script = "Write-Output 'hwk-seed: renamed the computer to demo-win-1'\nthrow 'x'\n"
 	tr := &fakeprog.Transcript{Name: t.Name(), Exchanges: []fakeprog.Exchange{{Name: "apply", Args: powershell.Args(script), Times: 1, Reply: "apply/dns-refused"}}}

@@ -15,7 +15,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/winseed"
 )
 
-// findSeed is the root of the volume labelled cidata (D:\, E:\, ...).
+// findSeed returns the root of the volume labelled cidata (D:\, E:\, ...).
 func findSeed() (string, error) {
 	mask, err := windows.GetLogicalDrives()
 	if err != nil {
@@ -38,8 +38,8 @@ func findSeed() (string, error) {
 	return "", errors.New("no disk labelled cidata: this machine has no hwk seed (was it started by hwk?)")
 }
 
-// waitReady waits for Setup and the network adapter, saying why it waits
-// on out.
+// waitReady waits for Setup and the network adapter, writing to out why
+// it waits.
 func waitReady(out io.Writer) error {
 	w := winseed.DefaultWait
 	w.Log = out
@@ -53,7 +53,7 @@ func runScript(script string, out, errOut io.Writer) error {
 	return runEncoded("powershell.exe", script, out, errOut)
 }
 
-// logPath is where hwk-seed also writes what it says: its scheduled task
+// logPath is where hwk-seed also writes what it prints: its scheduled task
 // keeps no output, and the first real runs need to show why it waited.
 const logPath = `C:\ProgramData\hwk\hwk-seed.log`
 

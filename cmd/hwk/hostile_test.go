@@ -27,26 +27,24 @@ import (
 	"github.com/moby/moby/client"
 )
 
-// TestHostileInput runs the real hwk binary with every argument that takes
-// a cluster name, a node name, a path or an image reference set to
-// something hostile: a path traversal, an absolute path, a separator,
-// empty, over-long, non-ASCII, option-like, or the name of something that
-// exists but is not hwk's. Each must fail with a clear error, exit
-// non-zero, and change nothing: hwk's directories, a directory beside
-// them that a traversal would reach, the kubeconfig, and the Docker
-// engine's network and volume of the fixture's cluster (compared before
-// and after each command). hwk reaches the engine only through a proxy
-// here, which records every request: any request but a read fails the
-// test, since other packages' tests change the engine's other objects
-// while this one runs.
+// TestHostileInput checks that the real hwk binary fails with a clear
+// error, exits non-zero, changes nothing snapshot sees and only reads from
+// the Docker engine, for every argument that takes a cluster name, a node
+// name, a path or an image reference set to something hostile.
 func TestHostileInput(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs it a few hundred times")
 	}
 	bin := buildHwk(t)
 	f := newHostileFixture(t, bin)
+	// Why a proxy that fails any request except a read, rather than a
+	// snapshot of the whole engine: other packages' tests change the
+	// engine's other objects while this one runs.
 	dockerLog := f.dockerProxy(t)
 
+	// Something hostile: a path traversal, an absolute path, a separator,
+	// empty, over-long, non-ASCII, option-like, or the name of something
+	// that exists but is not hwk's.
 	for _, tc := range hostileCases(f) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			before := f.snapshot(t)
@@ -71,7 +69,7 @@ func TestHostileInput(t *testing.T) {
 
 type hostileCase struct {
 	args []string
-	// want: the error says at least one of these; and, when rule is set,
+	// want: the error holds at least one of these; and, when rule is set,
 	// one of rule's too.
 	want, rule []string
 }
@@ -83,7 +81,7 @@ var nameRule = []string{"not a valid cluster name; use lowercase letters, digits
 // flag: it is refused as one.
 const optionLike = "unknown shorthand flag"
 
-// hostileNames break the name rule.
+// hostileNames returns names that break the name rule.
 func hostileNames(f *hostileFixture) []string {
 	return []string{
 		"../../x", "../../../victim", f.victim, "a/b", `a\b`, "C:\\x", ".", "..", "",
@@ -93,9 +91,9 @@ func hostileNames(f *hostileFixture) []string {
 	}
 }
 
-// notOurs exist where a cluster's directory would be, but hwk did not make
-// them: a directory without hwk's marker, a link out of hwk's directory,
-// and a file.
+// notOurs are the entries, where a cluster's directory would be, that hwk
+// did not make: a directory without hwk's marker, a link out of hwk's
+// directory, and a file.
 var notOurs = []string{"notours", "linked", "afile"}
 
 func hostileCases(f *hostileFixture) []hostileCase {
@@ -252,8 +250,8 @@ func stdoutOnly(s string) string {
 	return s
 }
 
-// cleanEnv is the environment without what would point hwk at the user's
-// own clusters, kubeconfig or Docker engine.
+// cleanEnv returns the environment without what would point hwk at the
+// user's own clusters, kubeconfig or Docker engine.
 func cleanEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
@@ -289,7 +287,7 @@ func (f *hostileFixture) run(t *testing.T, args ...string) (string, int) {
 	return string(out), code
 }
 
-// snapshot is every entry under the fixture's root (hwk's home, victim/,
+// snapshot returns every entry under the fixture's root (hwk's home, victim/,
 // out/, the kubeconfig): its kind, mode, size, link target and content;
 // and the Docker engine's containers, networks and volumes of the
 // fixture's cluster (the test makes a network and a volume labelled as
@@ -372,7 +370,7 @@ func (l *requestLog) count() int {
 	return l.all
 }
 
-// ownObjects is an engine list (containers, networks, or volumes) less
+// ownObjects returns an engine list (containers, networks, or volumes) less
 // the objects another run of this test made at the same time on the same
 // engine (a Linux and a Windows run, say), in a stable order: everything
 // of cluster real, the fixture's own objects included, stays.

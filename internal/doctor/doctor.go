@@ -39,7 +39,7 @@ type Check struct {
 	Fix    string `json:"fix,omitempty"`
 }
 
-// Virtualization is what the host says of hardware virtualization.
+// Virtualization is what the host reports of hardware virtualization.
 type Virtualization struct {
 	// Enabled: the CPU has VT-x/AMD-V and the firmware has it on (or a
 	// hypervisor already runs, which needs it).
@@ -91,8 +91,8 @@ type Input struct {
 	// NodeDriver is a node's driver, for the memory its VM takes when it
 	// starts (drivers.StartupMemory); nil counts none.
 	NodeDriver func(config.Node) (drivers.Driver, error)
-	// Existing says Cluster is the record of a cluster that exists, not
-	// the one up would make; Subnet is then the one it has.
+	// Existing is true when Cluster is the record of a cluster that
+	// exists, not the one up would make; Subnet is then the one it has.
 	Existing bool
 	// Source is where a cluster that does not exist yet comes from (a
 	// config file, or the flags and defaults), for the report.
@@ -103,10 +103,10 @@ type Input struct {
 	// SubnetErr is why no subnet could be found.
 	SubnetErr error
 	// Images are the cached node images ("OS KUBERNETES-VERSION" each,
-	// e.g. "windows v1.35.4"); WindowsImageHelp says how to make one.
+	// e.g. "windows v1.35.4"); WindowsImageHelp tells how to make one.
 	Images           []string
 	WindowsImageHelp string
-	// NoLinuxPull says why up could not pull a Linux node image (this
+	// NoLinuxPull is why up could not pull a Linux node image (this
 	// build pins none for the version); nil when it could.
 	NoLinuxPull error
 
@@ -120,7 +120,7 @@ const maxSkew = 30 * time.Second
 
 // ProbeTimeout bounds each probe of the host (its facts through
 // PowerShell, its memory, the Docker engine, a disk's free space): one
-// that does not answer makes its check a warning that says so.
+// that does not answer makes its check a warning naming the probe.
 const ProbeTimeout = 20 * time.Second
 
 // probeLimit is ProbeTimeout, shortened by tests.
@@ -200,8 +200,8 @@ func virtualization(ctx context.Context, in Input) Check {
 	return c
 }
 
-// emulated names a driver of the cluster's (of any, with no cluster) that
-// works only by emulating the CPU.
+// emulated returns the name of a driver of the cluster's (of any, with no
+// cluster) that works only by emulating the CPU, or "".
 func emulated(in Input) string {
 	for _, a := range in.drivers {
 		if a.Available && a.Emulated && (in.Cluster == nil || usesDriver(in.Cluster, a.Name)) {
@@ -211,7 +211,8 @@ func emulated(in Input) string {
 	return ""
 }
 
-// needsOnlyContainers is a cluster whose every node is a container.
+// needsOnlyContainers reports whether every node of the cluster is a
+// container (false with no cluster).
 func needsOnlyContainers(in Input) bool {
 	if in.Cluster == nil {
 		return false
@@ -224,8 +225,8 @@ func needsOnlyContainers(in Input) bool {
 	return true
 }
 
-// target says which cluster the report is about, so that nobody reads a
-// check of the defaults as a check of the cluster they have.
+// target returns the check that names the cluster the report is about,
+// so that nobody reads a check of the defaults as one of their cluster.
 func target(in Input) Check {
 	c := Check{Name: "cluster", Status: OK}
 	if in.Existing {
@@ -274,10 +275,11 @@ func usesDriver(cfg *config.Cluster, name string) bool {
 	return false
 }
 
-// coexistence: VirtualBox on a Windows whose hypervisor is on runs its VMs
-// through the Windows Hypervisor Platform, slowly and with known
-// failures; Hyper-V is then the driver to use.
+// coexistence returns the check that warns of VirtualBox on a Windows
+// whose hypervisor is on, with Hyper-V as the driver to use.
 func coexistence(ctx context.Context, in Input) Check {
+	// Why: VirtualBox then runs its VMs through the Windows Hypervisor
+	// Platform, slowly and with known failures.
 	c := Check{Name: "hypervisors"}
 	vbox := in.Probes.VirtualBox()
 	v, err := in.Probes.Virtualization(ctx)
@@ -296,8 +298,9 @@ func coexistence(ctx context.Context, in Input) Check {
 	return c
 }
 
-// images: a Windows node needs a Windows node image made here (it cannot
-// be downloaded); a Linux node image up pulls when none is cached.
+// images returns the check of the cluster's node images: a Windows node
+// needs a Windows node image made here (it cannot be downloaded); a Linux
+// node image up pulls when none is cached, if this build pins one.
 func images(in Input) Check {
 	c := Check{Name: "node images", Status: OK}
 	if in.Cluster == nil {

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// TestLinuxProbes: the real Linux virtualization probe's parser, on the
-// format of /proc/cpuinfo (proc(5)).
+// TestLinuxProbes checks the real Linux virtualization probe's parser on
+// the format of /proc/cpuinfo (proc(5)).
 func TestLinuxProbes(t *testing.T) {
 	dir := t.TempDir()
 	cpu := filepath.Join(dir, "cpuinfo")

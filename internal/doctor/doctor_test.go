@@ -18,7 +18,7 @@ import (
 
 var now = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 
-// healthy is a host where every probe is happy: 32 GiB, 200 GiB free, a
+// healthy returns a host where every probe is happy: 32 GiB, 200 GiB free, a
 // Linux-mode engine in step, nothing on Kubernetes' ports.
 func healthy(os string) Probes {
 	return Probes{
@@ -52,7 +52,7 @@ func nodeDrivers(ds ...drivers.Driver) func(config.Node) (drivers.Driver, error)
 	return func(n config.Node) (drivers.Driver, error) { return r.Get(n.Driver) }
 }
 
-// avail is a Drivers that finds as.
+// avail returns a Drivers that finds as.
 func avail(as ...drivers.Availability) func(context.Context) []drivers.Availability {
 	return func(context.Context) []drivers.Availability { return as }
 }
@@ -94,10 +94,10 @@ func TestHealthyHosts(t *testing.T) {
 	}
 }
 
-// TestLinuxProblems: virtualization off (a failure for VM nodes, only a
-// warning for an all-container cluster), the cluster's driver down, too
-// little memory and disk, a skewed engine clock, no free subnet, another
-// Kubernetes on 6443.
+// TestLinuxProblems checks the report of a Linux host with virtualization
+// off (a failure for VM nodes, only a warning for an all-container
+// cluster), the cluster's driver down, too little memory and disk, a
+// skewed engine clock, no free subnet, and another Kubernetes on 6443.
 func TestLinuxProblems(t *testing.T) {
 	p := healthy("linux")
 	p.Virtualization = func(context.Context) (Virtualization, error) {
@@ -163,9 +163,10 @@ func TestLinuxProblems(t *testing.T) {
 	}
 }
 
-// TestWindowsProblems: VirtualBox beside a running Windows hypervisor,
-// Docker Desktop in Windows containers mode, firmware virtualization off,
-// and the reading of the host's facts as PowerShell prints them.
+// TestWindowsProblems checks the report of VirtualBox beside a running
+// Windows hypervisor, Docker Desktop in Windows containers mode, firmware
+// virtualization off, and the reading of the host's facts as PowerShell
+// prints them.
 func TestWindowsProblems(t *testing.T) {
 	p := healthy("windows")
 	p.VirtualBox = func() string { return `C:\Program Files\Oracle\VirtualBox\` }
@@ -221,8 +222,8 @@ func TestWindowsProblems(t *testing.T) {
 	}
 }
 
-// TestDarwinProblems: no Hypervisor.framework, and no engine while the
-// cluster needs one.
+// TestDarwinProblems checks the report of a Mac without
+// Hypervisor.framework, and without an engine while the cluster needs one.
 func TestDarwinProblems(t *testing.T) {
 	p := healthy("darwin")
 	p.Virtualization = func(context.Context) (Virtualization, error) {
@@ -242,10 +243,10 @@ func TestDarwinProblems(t *testing.T) {
 	}
 }
 
-// TestSlowProbes: a probe that does not answer, whether it heeds its
-// context or not, becomes a warning saying which probe and how long,
-// the note function hears what is pending after a second, and every
-// check reaches emit, in the report's order, as it is made.
+// TestSlowProbes checks that a probe that does not answer, whether it
+// heeds its context or not, becomes a warning naming the probe and how
+// long, that the note function hears what is pending after a second, and
+// that every check reaches emit, in the report's order, as it is made.
 func TestSlowProbes(t *testing.T) {
 	old := probeLimit
 	probeLimit = 1500 * time.Millisecond
@@ -294,9 +295,9 @@ func TestSlowProbes(t *testing.T) {
 	}
 }
 
-// TestMemoryOnHyperV: doctor judges memory as up does, by what the VMs
-// take when they start: Hyper-V's Dynamic Memory starts the default
-// cluster with 5 GiB, which a 16 GB laptop with 7 GiB free has (a
+// TestMemoryOnHyperV checks that doctor judges memory as up does, by what
+// the VMs take when they start: Hyper-V's Dynamic Memory starts the
+// default cluster with 5 GiB, which a 16 GB laptop with 7 GiB free has (a
 // warning: the nodes may grow to 10 GiB) and one with 4 GiB free has not.
 func TestMemoryOnHyperV(t *testing.T) {
 	for _, c := range []struct {

@@ -6,16 +6,10 @@ import (
 	"strings"
 )
 
-// hostFactsScript reads, on a Windows host, what the virtualization check
-// needs, from the CIM classes Win32_Processor
-// (VirtualizationFirmwareEnabled, VMMonitorModeExtensions) and
-// Win32_ComputerSystem (HypervisorPresent), each asking for only those
-// properties (-Property: WMI reads the others, some slowly, when they are
-// asked for; Win32_Processor's all can take seconds):
-// https://learn.microsoft.com/en-us/windows/win32/cimwin32prov/win32-processor,
-// .../win32-computersystem. Memory comes from GlobalMemoryStatusEx
-// (internal/hostmem), whose Available counts the standby list that
-// Win32_OperatingSystem's FreePhysicalMemory leaves out.
+// hostFactsScript prints, as one JSON object, what the virtualization
+// check needs of a Windows host: Win32_Processor's
+// VirtualizationFirmwareEnabled and VMMonitorModeExtensions, and
+// Win32_ComputerSystem's HypervisorPresent.
 const hostFactsScript = `$ErrorActionPreference = 'Stop'
 $cpu = CimCmdlets\Get-CimInstance -ClassName Win32_Processor -Property @('VirtualizationFirmwareEnabled', 'VMMonitorModeExtensions') | Microsoft.PowerShell.Utility\Select-Object -First 1
 $cs = CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem -Property HypervisorPresent
@@ -42,12 +36,13 @@ func parseHostFacts(out []byte) (*hostFacts, error) {
 	return &f, nil
 }
 
-// virtualization judges the facts. With a hypervisor running, Windows
-// reports the firmware setting as off (the hypervisor holds the
-// extensions), so a present hypervisor alone means it is on.
+// virtualization returns the facts' verdict; a present hypervisor alone
+// means virtualization is on.
 func (f *hostFacts) virtualization() Virtualization {
 	switch {
 	case f.Hypervisor:
+		// Why: with a hypervisor running, Windows reports the firmware
+		// setting as off (the hypervisor holds the extensions).
 		return Virtualization{Enabled: true, Hypervisor: true, Detail: "the Windows hypervisor is running (Hyper-V, WSL2 or the Windows Hypervisor Platform), so the firmware has virtualization on"}
 	case f.Firmware:
 		return Virtualization{Enabled: true, Detail: "the CPU's virtualization extensions are on in the firmware; no hypervisor runs yet"}
@@ -57,7 +52,7 @@ func (f *hostFacts) virtualization() Virtualization {
 	return Virtualization{Detail: "the CPU reports no virtualization extensions"}
 }
 
-// Scripts is every PowerShell script this package makes, for the check
+// Scripts returns every PowerShell script this package makes, for the check
 // of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{"hostFactsScript": hostFactsScript}

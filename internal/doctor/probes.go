@@ -12,7 +12,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/ui"
 )
 
-// HostProbes are the probes of this host.
+// HostProbes returns the probes of this host.
 func HostProbes() Probes {
 	p := Probes{
 		Engine:    dockerEngine,
@@ -54,11 +54,12 @@ func listening(port int) bool {
 	return true
 }
 
-// parentDir is path's parent; the root is its own parent.
+// parentDir returns path's parent; the root is its own parent.
 func parentDir(path string) string { return filepath.Dir(path) }
 
-// timed is p with each probe that may wait (on PowerShell, the engine, a
-// network drive) held to probeLimit, named for the notes and the error.
+// timed returns p with each probe that may wait (on PowerShell, the
+// engine, a network drive) held to probeLimit, named for the notes and the
+// error.
 func (p Probes) timed() Probes {
 	q := p
 	if p.Virtualization != nil {

@@ -17,8 +17,9 @@ func platform(p *Probes) {
 	p.VirtualBox = func() string { return "" }
 }
 
-// linuxVirtualization: KVM needs the CPU's vmx (Intel) or svm (AMD) flag
-// and /dev/kvm, which the kvm module makes once the firmware has it on.
+// linuxVirtualization reports whether KVM can run, from the CPU's vmx
+// (Intel) or svm (AMD) flag in cpuinfo and the device kvm (/dev/kvm),
+// which the kvm module makes once the firmware has it on.
 func linuxVirtualization(cpuinfo, kvm string) (Virtualization, error) {
 	data, err := os.ReadFile(cpuinfo)
 	if err != nil {

@@ -8,7 +8,8 @@ import (
 	"runtime"
 )
 
-// platform on an OS hwk has no drivers for: every host probe says so.
+// platform sets p's probes for an OS hwk has no drivers for: every host
+// probe fails, naming the OS.
 func platform(p *Probes) {
 	p.OS = runtime.GOOS
 	unsupported := errors.New("hwk cannot probe " + runtime.GOOS)

@@ -21,6 +21,12 @@ func platform(p *Probes) {
 		if facts != nil {
 			return facts, nil
 		}
+		// Why: hostFactsScript asks each CIM class for only the
+		// properties it needs (-Property): WMI reads the others, some
+		// slowly, when they are asked for, and Win32_Processor's all can
+		// take seconds
+		// (https://learn.microsoft.com/en-us/windows/win32/cimwin32prov/win32-processor,
+		// .../win32-computersystem).
 		ui.Waiting(ctx, "powershell.exe to read Win32_Processor and Win32_ComputerSystem")
 		out, err := hostexec.Output(hostexec.Command(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hostFactsScript))
 		if err != nil {
@@ -49,6 +55,9 @@ func platform(p *Probes) {
 		}
 		return f.virtualization(), nil
 	}
+	// Why GlobalMemoryStatusEx (internal/hostmem), not CIM: its Available
+	// counts the standby list that Win32_OperatingSystem's
+	// FreePhysicalMemory leaves out.
 	p.Memory = func(context.Context) (uint64, uint64, error) { return hostmem.Read() }
 	p.DiskFree = func(path string) (uint64, error) {
 		for {

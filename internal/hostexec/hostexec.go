@@ -33,8 +33,8 @@ func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, name, args...)
 }
 
-// LookPath returns where name is installed, or an error that says so and
-// how to install it (fix).
+// LookPath returns where name is installed, or an error wrapping
+// ErrNotFound that names the missing program and how to install it (fix).
 func LookPath(name, fix string) (string, error) {
 	p, err := exec.LookPath(name)
 	if err != nil {
@@ -75,7 +75,7 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Command is the command line as a shell would take it: the program's
+// Command returns the command line as a shell would take it: the program's
 // base name, then each argument, quoted where it has spaces or quotes.
 func (e *Error) Command() string {
 	var b strings.Builder
@@ -93,7 +93,7 @@ func (e *Error) Command() string {
 	return b.String()
 }
 
-// StderrText is the kept stderr as one string.
+// StderrText returns the kept stderr as one string.
 func (e *Error) StderrText() string { return strings.Join(e.Stderr, "\n") }
 
 // Run runs cmd to its end. Its stderr also goes to a Tail; a failure is

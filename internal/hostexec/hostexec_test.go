@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// The test binary is also the program the tests run: with
+// TestMain makes the test binary also the program the tests run: with
 // HOSTEXEC_HELPER set it writes lines to stderr, "out" to stdout and
 // exits with the code given.
 func TestMain(m *testing.M) {

@@ -4,5 +4,5 @@
 // both count reclaimable cache as available).
 package hostmem
 
-// Read is the host's total and available physical memory in bytes.
+// Read returns the host's total and available physical memory in bytes.
 func Read() (total, available uint64, err error) { return read() }

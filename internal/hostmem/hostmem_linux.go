@@ -10,8 +10,8 @@ import (
 
 func read() (uint64, uint64, error) { return meminfo("/proc/meminfo") }
 
-// meminfo reads MemTotal and MemAvailable (in kiB) from a file in
-// /proc/meminfo's format (proc(5)).
+// meminfo returns MemTotal and MemAvailable, in bytes, from a file in
+// /proc/meminfo's format (proc(5)), which gives them in kiB.
 func meminfo(path string) (total, avail uint64, err error) {
 	f, err := os.Open(path)
 	if err != nil {

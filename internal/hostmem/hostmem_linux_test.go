@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// TestMeminfo: /proc/meminfo's format (proc(5)); a file without MemTotal
-// is an error.
+// TestMeminfo checks that meminfo reads /proc/meminfo's format (proc(5)),
+// and that a file without MemTotal is an error.
 func TestMeminfo(t *testing.T) {
 	mem := filepath.Join(t.TempDir(), "meminfo")
 	if err := os.WriteFile(mem, []byte("MemTotal:       24604008 kB\nMemFree:         1190852 kB\nMemAvailable:   23729772 kB\n"), 0o644); err != nil {

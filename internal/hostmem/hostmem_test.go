@@ -2,8 +2,8 @@ package hostmem
 
 import "testing"
 
-// TestRead: the host's own figures, as the OS gives them: some memory,
-// and no more available than there is.
+// TestRead checks that the host's own figures, as the OS gives them, show
+// some memory, and no more available than there is.
 func TestRead(t *testing.T) {
 	total, avail, err := Read()
 	if err != nil {

@@ -17,9 +17,9 @@ type memoryStatusEx struct {
 
 var globalMemoryStatusEx = windows.NewLazySystemDLL("kernel32.dll").NewProc("GlobalMemoryStatusEx")
 
-// read asks GlobalMemoryStatusEx: ullAvailPhys is what Task Manager
-// shows as Available (free and standby pages), which Hyper-V can give a
-// starting VM.
+// read returns GlobalMemoryStatusEx's total and ullAvailPhys, what Task
+// Manager shows as Available (free and standby pages), which Hyper-V can
+// give a starting VM.
 func read() (uint64, uint64, error) {
 	s := memoryStatusEx{length: uint32(unsafe.Sizeof(memoryStatusEx{}))}
 	if r, _, err := globalMemoryStatusEx.Call(uintptr(unsafe.Pointer(&s))); r == 0 {

@@ -8,7 +8,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/pssim"
 )
 
-// clone is a model of a clone of hwk's Windows image at its first boot,
+// clone returns a model of a clone of hwk's Windows image at its first boot,
 // after Setup: sshd installed, the answer file sysprep cached, a disk of
 // diskGiB, and the node's seed in drive D: (a CD: read-only files).
 func clone(t *testing.T, files fstest.MapFS, diskGiB int64) *pssim.Machine {

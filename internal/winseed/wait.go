@@ -37,7 +37,7 @@ type Probe interface {
 	Adapters(ctx context.Context) ([]Adapter, error)
 }
 
-// Wait says how long WaitReady waits.
+// Wait is how long WaitReady waits.
 type Wait struct {
 	// Poll is the pause between two questions.
 	Poll time.Duration
@@ -51,17 +51,18 @@ type Wait struct {
 // DefaultWait is hwk-seed's: a NIC gets two minutes to come up.
 var DefaultWait = Wait{Poll: 2 * time.Second, Adapter: 2 * time.Minute}
 
-// WaitReady waits until Windows Setup has finished with the machine, then
-// until exactly one physical adapter is Up, and returns that adapter.
-//
-// A clone's first boots run Setup's specialize and OOBE passes, which
-// start services, hwk-seed's task among them; renaming or restarting the
-// computer then would fight Setup's own ComputerName and can break it. The
-// adapter may come up some time after the task starts.
+// WaitReady waits until Windows Setup has finished with the machine (with
+// no bound except ctx), then up to w.Adapter until exactly one physical
+// adapter is Up, and returns that adapter.
 func WaitReady(ctx context.Context, p Probe, w Wait) (Adapter, error) {
+	// Why: a clone's first boots run Setup's specialize and OOBE passes,
+	// which start services, hwk-seed's task among them; renaming or
+	// restarting the computer then would fight Setup's own ComputerName
+	// and can break it.
 	if err := w.setup(ctx, p); err != nil {
 		return Adapter{}, err
 	}
+	// Why: the adapter may come up some time after the task starts.
 	return w.adapter(ctx, p)
 }
 

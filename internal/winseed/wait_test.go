@@ -58,8 +58,8 @@ func fakeOnPath(t *testing.T, replies map[string][]string) (calls func() []strin
 // quick gives up on the adapter soon: for the tests that end that way.
 var quick = Wait{Poll: time.Millisecond, Adapter: 300 * time.Millisecond}
 
-// TestWaitReady: hwk-seed goes on only once Setup says the image is
-// complete, and then only with exactly one adapter Up (issue 26).
+// TestWaitReady checks that hwk-seed goes on only once Setup reports the
+// image complete, and then only with exactly one adapter Up (issue 26).
 func TestWaitReady(t *testing.T) {
 	for name, c := range map[string]struct {
 		states, adapters []string
@@ -120,8 +120,9 @@ func TestWaitReady(t *testing.T) {
 	}
 }
 
-// TestWaitReadyGivesUp: two adapters Up, or none, past the bound is an
-// error that says what it saw; Setup's wait ends only with the context.
+// TestWaitReadyGivesUp checks that two adapters Up, or none, past the
+// bound is an error naming what it saw, and that Setup's wait ends only
+// with the context.
 func TestWaitReadyGivesUp(t *testing.T) {
 	for name, c := range map[string]struct {
 		adapters string

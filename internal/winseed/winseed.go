@@ -31,7 +31,7 @@ const (
 	fileHostKeyPub     = "ssh_host_ed25519_key.pub"
 )
 
-// Seed is what a node's seed says.
+// Seed is what a node's seed holds.
 type Seed struct {
 	Hostname       string
 	Address        netip.Prefix
@@ -186,9 +186,9 @@ func checkHostKey(priv, pub []byte) error {
 // Marker is where a node records the seed it applied.
 const Marker = `C:\ProgramData\hwk\seed.applied`
 
-// Script is the PowerShell that applies s, reading the key files from the
-// seed at dir (the cidata drive, "D:\"), so no secret is on its command
-// line. It does nothing when the marker says s was applied, and restarts
+// Script returns the PowerShell that applies s, reading the key files from
+// the seed at dir (the cidata drive, "D:\"), so no secret is on its command
+// line. It does nothing when the marker records s as applied, and restarts
 // the machine last when the computer name changes.
 func (s *Seed) Script(dir string) string {
 	var b strings.Builder
@@ -280,7 +280,7 @@ Microsoft.PowerShell.Utility\Write-Output "hwk-seed: applied seed $id"
 	return b.String()
 }
 
-// Scripts is every PowerShell script this package makes, one of each
+// Scripts returns every PowerShell script this package makes, one of each
 // variant, by the declaration that makes it: for the check of every
 // script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {

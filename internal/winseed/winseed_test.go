@@ -139,10 +139,10 @@ func TestScript(t *testing.T) {
 	pscheck.Check(t, map[string]string{"apply.ps1": script, "apply-nohostkey.ps1": s.Script(`E:\`)})
 }
 
-// TestScriptAfterTheWait: hwk-seed.exe waits for Setup and the adapter
-// (WaitReady, TestWaitReady) before it runs the script, which checks that
-// one adapter is Up before it touches the address or the name, and does
-// not wait itself.
+// TestScriptAfterTheWait checks that hwk-seed.exe waits for Setup and the
+// adapter (WaitReady, TestWaitReady) before it runs the script, which
+// checks that one adapter is Up before it touches the address or the
+// name, and does not wait itself.
 func TestScriptAfterTheWait(t *testing.T) {
 	s, err := Read(seedFS(t))
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package linux holds the recipe for hwk's Linux node image: the Debian
 // packages, the files laid over the rootfs, the scripts that build the rootfs
 // and the bootable disk, and the wrapper modules that build every binary from
-// source. pkg/nodeimage runs it.
+// source. internal/nodeimage/build runs it.
 package linux
 
 import "embed"

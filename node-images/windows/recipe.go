@@ -2,7 +2,8 @@
 // unattended-install answer file's template, the provisioning script the
 // build runs in the guest, the Windows binaries it installs
 // (components.yaml) and the wrapper modules only Windows needs (modules/).
-// internal/nodeimage/winimage renders the files; pkg/nodeimage runs the build.
+// internal/nodeimage/winimage renders the files; internal/nodeimage/build
+// runs the build.
 package windows
 
 import "embed"

@@ -38,7 +38,7 @@ func (s Shell) String() string {
 	return "sh"
 }
 
-// ShellFor is the dialect of a node running os.
+// ShellFor returns the dialect of a node running os.
 func ShellFor(os config.OS) Shell {
 	if os == config.Windows {
 		return PowerShell
@@ -105,13 +105,13 @@ func New(name string, os config.OS, t Transport) *Node {
 	return &Node{name: name, os: os, shell: ShellFor(os), t: t}
 }
 
-// Name is the node's name.
+// Name returns the node's name.
 func (n *Node) Name() string { return n.name }
 
-// OS is the node's operating system.
+// OS returns the node's operating system.
 func (n *Node) OS() config.OS { return n.os }
 
-// Shell is the dialect RunScript speaks on this node.
+// Shell returns the dialect RunScript speaks on this node.
 func (n *Node) Shell() Shell { return n.shell }
 
 // Run runs cmd on the node. A non-zero exit is an *ExitError carrying the
@@ -200,7 +200,7 @@ func (n *Node) RunScript(ctx context.Context, script string, streams Cmd) error 
 	return n.Run(ctx, streams)
 }
 
-// ScriptArgs is the argv that runs script in shell. PowerShell gets the
+// ScriptArgs returns the argv that runs script in shell. PowerShell gets the
 // script encoded (internal/powershell), so no quoting layer between us and it
 // (SSH, cmd.exe) can mangle it.
 func ScriptArgs(shell Shell, script string) []string {
@@ -210,8 +210,8 @@ func ScriptArgs(shell Shell, script string) []string {
 	return []string{"/bin/sh", "-c", script}
 }
 
-// ScriptOf is the script an argv from ScriptArgs runs (for fakes and tests
-// that see only the argv); ok is false for any other argv.
+// ScriptOf returns the script an argv from ScriptArgs runs (for fakes and
+// tests that see only the argv); ok is false for any other argv.
 func ScriptOf(args []string) (script string, ok bool) {
 	switch {
 	case len(args) == 3 && args[0] == "/bin/sh" && args[1] == "-c":
@@ -223,15 +223,21 @@ func ScriptOf(args []string) (script string, ok bool) {
 }
 
 // CopyTo writes everything read from r to path on the node with mode
-// (ignored on Windows), replacing any file there. The data goes to a
-// temporary file beside path first, so a failed copy never leaves a
-// truncated file under the real name. On Linux a shell script writes it;
-// to Windows the transport itself writes it (FileWriter: SFTP), keeping
-// the bytes out of PowerShell.
+// (ignored on Windows), replacing any file there; a failed copy never
+// leaves a truncated file under path. A Windows node's transport must be
+// a FileWriter.
 func (n *Node) CopyTo(ctx context.Context, r io.Reader, path string, mode fs.FileMode) error {
 	if n.shell == PowerShell {
+		// Why: the transport itself writes the file (SFTP), keeping the
+		// bytes out of PowerShell: a Windows node's login shell is
+		// PowerShell, and whether Windows PowerShell passes a redirected
+		// stdin to a script's [Console]::OpenStandardInput() untouched is
+		// not something hwk can rely on (issue 26): a YAML file might
+		// survive re-encoding, an image archive would not.
 		return n.writeFile(ctx, r, path, mode)
 	}
+	// copyScript writes to a temporary file beside path first, so a failed
+	// copy leaves no truncated file under the real name.
 	if err := n.RunScript(ctx, copyScript(path, mode), Cmd{Stdin: r}); err != nil {
 		return fmt.Errorf("copy to %s: %w", path, err)
 	}
@@ -292,7 +298,7 @@ func Quote(shell Shell, args ...string) string {
 }
 
 // powerShellExit ends a PowerShell command line with the status of its
-// command: a program's exit code when it was one (whatever $? says of
+// command: a program's exit code when it was one (whatever $? makes of
 // what it wrote to stderr), else 1 when the command failed.
 const powerShellExit = "; $ok = $?; if ($null -ne $LASTEXITCODE) { exit $LASTEXITCODE }; if (-not $ok) { exit 1 }"
 
@@ -338,7 +344,7 @@ func (i *inputReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Err is the read error, if any; nil on a nil reader.
+// Err returns the read error, if any; nil on a nil reader.
 func (i *inputReader) Err() error {
 	if i == nil {
 		return nil

@@ -130,10 +130,10 @@ func (f clixmlFailure) Run(_ context.Context, c Cmd) error {
 	return &ExitError{Code: f.code}
 }
 
-// TestExitErrorDecodesCLIXML: a Windows node's script that throws fails
-// with the thrown message, not the CLIXML that Windows PowerShell writes
-// to a redirected stderr; the caller's writer (a node's log) gets the
-// record as text.
+// TestExitErrorDecodesCLIXML checks that a Windows node's script that
+// throws fails with the thrown message, not the CLIXML that Windows
+// PowerShell writes to a redirected stderr, and that the caller's writer
+// (a node's log) gets the record as text.
 func TestExitErrorDecodesCLIXML(t *testing.T) {
 	b, err := os.ReadFile("../../internal/powershell/testdata/throw.clixml")
 	if err != nil {
@@ -173,8 +173,9 @@ func (f *fileRecorder) WriteFile(_ context.Context, r io.Reader, p string, mode 
 	return err
 }
 
-// A copy to Windows never goes through PowerShell (issue 26): the
-// transport writes the file, at its SFTP path.
+// TestCopyToWindowsWritesTheFileOverTheTransport checks that a copy to
+// Windows never goes through PowerShell (issue 26): the transport writes
+// the file, at its SFTP path.
 func TestCopyToWindowsWritesTheFileOverTheTransport(t *testing.T) {
 	f := &fileRecorder{}
 	n := New("hwk-win-1", config.Windows, f)

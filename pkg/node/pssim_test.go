@@ -113,7 +113,7 @@ func windowsSSHD(t *testing.T, m *pssim.Machine) *node.Node {
 	return node.New("hwk-win-1", config.Windows, tr)
 }
 
-// windowsNode is a Server 2022 with sshd's DefaultShell as
+// windowsNode returns a Server 2022 with sshd's DefaultShell as
 // node-images/windows/provision.ps1 sets it.
 func windowsNode() *pssim.Machine {
 	m := pssim.NewServer2022()
@@ -144,9 +144,10 @@ func TestWindowsScriptsOverSSH(t *testing.T) {
 	}
 }
 
-// TestWindowsThrowReachesTheUser: a node script that throws fails with
-// the thrown message, decoded from the CLIXML the nested powershell.exe
-// writes to the SSH session's stderr; the caller's stderr gets text.
+// TestWindowsThrowReachesTheUser checks that a node script that throws
+// fails with the thrown message, decoded from the CLIXML the nested
+// powershell.exe writes to the SSH session's stderr, and that the caller's
+// stderr gets text.
 func TestWindowsThrowReachesTheUser(t *testing.T) {
 	ctx := context.Background()
 	n := windowsSSHD(t, windowsNode())
@@ -179,13 +180,13 @@ func TestWindowsThrowReachesTheUser(t *testing.T) {
 	}
 }
 
-// TestWindowsExitStatusOverSSH: a node script's `exit 3` reaches hwk as
-// status 3. sshd's DefaultShell runs hwk's command line with -Command,
-// whose status is $?'s 0 or 1 unless the line itself calls exit
-// (ConsoleHost.DoRunspaceLoop; PowerShell/PowerShell#13501), so the line
-// ends with an exit of its command's status (node.Quote). A script that
-// throws still ends with 1.
+// TestWindowsExitStatusOverSSH checks that a node script's `exit 3`
+// reaches hwk as status 3, and that a script that throws still ends with 1.
 func TestWindowsExitStatusOverSSH(t *testing.T) {
+	// Why: sshd's DefaultShell runs hwk's command line with -Command,
+	// whose status is $?'s 0 or 1 unless the line itself calls exit
+	// (ConsoleHost.DoRunspaceLoop; PowerShell/PowerShell#13501), so the
+	// line ends with an exit of its command's status (node.Quote).
 	n := windowsSSHD(t, windowsNode())
 	for script, want := range map[string]int{"exit 3": 3, "throw 'no'": 1} {
 		err := n.RunScript(context.Background(), script, node.Cmd{})

@@ -13,11 +13,8 @@ import (
 )
 
 // FileWriter is a Transport that also writes files itself, byte for byte,
-// without a shell in between. Windows nodes take every file this way:
-// their login shell is PowerShell, and whether Windows PowerShell passes a
-// redirected stdin to a script's [Console]::OpenStandardInput() untouched
-// is not something hwk can rely on (issue 26): a YAML file might survive
-// re-encoding, an image archive would not.
+// without a shell in between. Windows nodes take every file this way (see
+// Node.CopyTo).
 type FileWriter interface {
 	// WriteFile writes everything read from r to the file at p, an
 	// absolute SFTP path ("/C:/hwk/x.tar" on Windows), with mode, creating
@@ -103,7 +100,7 @@ func writeFile(sc *sftp.Client, r io.Reader, p string, mode fs.FileMode) error {
 	return nil
 }
 
-// SFTPPath is the SFTP path of a file on a node: a Windows path
+// SFTPPath returns the SFTP path of a file on a node: a Windows path
 // (C:\hwk\x.tar) becomes /C:/hwk/x.tar, the form Win32-OpenSSH's
 // sftp-server reads and answers in (its realpath drops the slash before a
 // drive letter); a POSIX path stays as it is.

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// SSHConfig says how to reach a node over SSH.
+// SSHConfig describes how to reach a node over SSH.
 type SSHConfig struct {
 	// Addr is host:port.
 	Addr string
@@ -72,7 +72,7 @@ func (c *sshConn) closeWith(why error) {
 	c.client.Close()
 }
 
-// why is the reason the connection was closed, or nil.
+// why returns the reason the connection was closed, or nil.
 func (c *sshConn) why() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,14 +159,13 @@ func (s *SSH) connect(ctx context.Context) (*sshConn, error) {
 }
 
 // keepalive asks the server for a reply every interval, as OpenSSH's
-// ServerAliveInterval does, and closes the connection once misses
-// intervals have passed without one. A connection can die without a FIN
-// or RST (a Windows node rebooting after its rename, Calico's vSwitch
-// taking the node's address), and TCP alone would then leave every
-// command on it waiting for many minutes. One request is in flight at a
-// time: the library answers them in order, and a late reply still proves
-// the connection lives.
+// ServerAliveInterval does, one request in flight at a time, and closes
+// the connection once misses intervals have passed without one.
 func (s *SSH) keepalive(c *sshConn) {
+	// Why: a connection can die without a FIN or RST (a Windows node
+	// rebooting after its rename, Calico's vSwitch taking the node's
+	// address), and TCP alone would then leave every command on it
+	// waiting for many minutes.
 	every, misses := s.cfg.KeepaliveInterval, s.cfg.KeepaliveMisses
 	closed := make(chan struct{})
 	go func() {
@@ -187,6 +186,8 @@ func (s *SSH) keepalive(c *sshConn) {
 			}
 			pending, missed = false, 0
 		case <-t.C:
+			// Why one request at a time: the library answers them in
+			// order, and a late reply still proves the connection lives.
 			if pending {
 				missed++
 				if missed >= misses {
@@ -217,16 +218,17 @@ func (s *SSH) Connect(ctx context.Context) error {
 type ConnectStage int
 
 const (
-	// StageDial: no TCP connection (nothing listens, or nothing answers).
+	// StageDial is no TCP connection (nothing listens, or nothing
+	// answers).
 	StageDial ConnectStage = iota + 1
-	// StageHandshake: the TCP connection opened but the SSH handshake
+	// StageHandshake is a TCP connection that opened, whose SSH handshake
 	// failed before the server showed a host key.
 	StageHandshake
-	// StageHostKey: the server showed a host key other than the pinned
-	// one.
+	// StageHostKey is a server that showed a host key other than the
+	// pinned one.
 	StageHostKey
-	// StageAuth: the server showed the pinned host key but did not take
-	// the client's key (or the connection broke after the key).
+	// StageAuth is a server that showed the pinned host key but did not
+	// take the client's key (or a connection that broke after the key).
 	StageAuth
 )
 
@@ -240,18 +242,14 @@ type ConnectError struct {
 func (e *ConnectError) Error() string { return "ssh " + e.Addr + ": " + e.Err.Error() }
 func (e *ConnectError) Unwrap() error { return e.Err }
 
-// Run implements Transport.
-//
-// Nothing here limits how long a command may take: kubeadm join or an
-// image import runs for many minutes on a healthy connection, and no
-// fixed limit fits both those and a two-second probe. What bounds a
-// command instead is, first, the keepalive (see keepalive), which ends
-// any command, short or long, within KeepaliveInterval*KeepaliveMisses
-// once the connection itself is dead; and second, ctx, which this honours
-// at every step, opening the session as well as waiting for the end, so
-// a caller that probes gives its probe a deadline of its own (as up's
-// boot wait does).
+// Run implements Transport. It puts no limit on how long a command takes:
+// ctx bounds it at every step, opening the session as well as waiting for
+// the end (a probe needs a deadline of its own), and the keepalive ends it
+// within KeepaliveInterval*KeepaliveMisses once the connection is dead.
 func (s *SSH) Run(ctx context.Context, cmd Cmd) error {
+	// Why no limit: kubeadm join or an image import runs for many minutes
+	// on a healthy connection, and no fixed limit fits both those and a
+	// two-second probe (such as up's boot wait).
 	conn, err := s.connect(ctx)
 	if err != nil {
 		return err
@@ -364,7 +362,8 @@ func (s *SSH) drop(c *sshConn) {
 	s.dropConn(c, errors.New("connection closed"))
 }
 
-// dropConn is drop with the reason the commands on c report.
+// dropConn drops c as drop does, recording why as the reason the commands
+// on c report.
 func (s *SSH) dropConn(c *sshConn, why error) {
 	s.mu.Lock()
 	if s.conn == c {

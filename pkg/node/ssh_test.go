@@ -37,8 +37,8 @@ func startSSHD(t testing.TB) (addr string, hostKey ssh.PublicKey, client ssh.Sig
 	return startSSHDWith(t, sshd, "Subsystem sftp "+sftpServer(t))
 }
 
-// findSSHD is the path of OpenSSH's sshd, which the test skips without
-// (before it looks for sftp-server, which comes with sshd).
+// findSSHD returns the path of OpenSSH's sshd, which the test skips
+// without (before it looks for sftp-server, which comes with sshd).
 func findSSHD(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
@@ -121,8 +121,8 @@ PidFile %s/sshd.pid
 	return addr, hostKey, client
 }
 
-// sftpServer is OpenSSH's sftp-server, which Debian's openssh-server
-// ships beside sshd.
+// sftpServer returns the path of OpenSSH's sftp-server, which Debian's
+// openssh-server ships beside sshd.
 func sftpServer(t testing.TB) string {
 	for _, p := range []string{"/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server"} {
 		if _, err := os.Stat(p); err == nil {
@@ -140,7 +140,7 @@ func must(t testing.TB, err error) {
 	}
 }
 
-// sshNode is a handle on a fresh sshd (startSSHD) as the current user, for
+// sshNode returns a handle on a fresh sshd (startSSHD) as the current user, for
 // a node of os.
 func sshNode(t testing.TB, name string, os config.OS) *Node {
 	t.Helper()
@@ -235,11 +235,11 @@ func TestSSHRefusesOtherHostKey(t *testing.T) {
 	}
 }
 
-// Files reach a Windows node over SFTP, byte for byte (issue 26): a Windows
-// node's handle, on a real OpenSSH server, copies a stream holding every
-// byte value, replaces a file, and leaves nothing behind when its input
-// breaks. sshd here runs Linux, so the paths are POSIX ones; a Windows
-// path's translation is TestSFTPPath's.
+// TestCopyToWindowsNodeOverSFTP checks that files reach a Windows node
+// over SFTP byte for byte (issue 26): the handle copies a stream holding
+// every byte value, replaces a file, and leaves nothing behind when its
+// input breaks. sshd here runs Linux, so the paths are POSIX ones (see
+// TestSFTPPath).
 func TestCopyToWindowsNodeOverSFTP(t *testing.T) {
 	n := sshNode(t, "hwk-win-1", config.Windows)
 	ctx := context.Background()
@@ -324,9 +324,9 @@ func BenchmarkCopyTo(b *testing.B) {
 	}
 }
 
-// An sshd without the sftp subsystem (a node image whose sshd_config lost
-// it) fails the copy with a message that says so, and the connection
-// still runs commands.
+// TestCopyToWindowsWithoutSFTP checks that an sshd without the sftp
+// subsystem (a node image whose sshd_config lost it) fails the copy with a
+// message naming it, and that the connection still runs commands.
 func TestCopyToWindowsWithoutSFTP(t *testing.T) {
 	addr, hostKey, key := startSSHDWith(t, findSSHD(t), "")
 	u, err := user.Current()
@@ -437,13 +437,14 @@ func within[T any](t *testing.T, d time.Duration, what string, fn func() T) T {
 	}
 }
 
-// A connection that goes silent (issue 37: a Windows node's rename
-// reboot, Calico's vSwitch moving its address) ends the command on it
-// within a few keepalive intervals, with an error that says why, rather
-// than hanging until up's own deadline; the next command redials. A
-// command that runs longer than the keepalive budget on a live
-// connection is not cut off.
+// TestSSHSilentConnection checks that a connection gone silent ends the
+// command on it within a few keepalive intervals, with an error naming
+// the missed keepalives, that the next command redials, and that a long
+// command on a live connection is not cut off.
 func TestSSHSilentConnection(t *testing.T) {
+	// Why: a connection goes silent when a Windows node reboots for its
+	// rename or Calico's vSwitch moves its address (issue 37); without
+	// keepalives the command would hang until up's own deadline.
 	addr, hostKey, key := startSSHD(t)
 	p := newSilentProxy(t, addr)
 	u, err := user.Current()
@@ -504,9 +505,9 @@ func TestSSHSilentConnection(t *testing.T) {
 	must(t, within(t, 30*time.Second, "the command after the second silence", func() error { return n.Run(ctx, Cmd{Args: []string{"true"}}) }))
 }
 
-// With keepalives off, a probe's own deadline still bounds it on a silent
-// connection: opening the session honours the context, not only the wait
-// for the command's end.
+// TestSSHDeadlineOnSilentConnection checks that with keepalives off, a
+// probe's own deadline still bounds it on a silent connection: opening the
+// session honours the context, not only the wait for the command's end.
 func TestSSHDeadlineOnSilentConnection(t *testing.T) {
 	addr, hostKey, key := startSSHD(t)
 	p := newSilentProxy(t, addr)
@@ -545,10 +546,10 @@ func (w *signalWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// A failed connection says how far it got (ConnectError), which is how
-// up tells a Windows node still in Setup (nothing listens) from one whose
-// seed is not applied yet (its image's own host key, or the cluster's key
-// refused).
+// TestSSHConnectStages checks that a failed connection reports how far it
+// got (ConnectError), which is how up tells a Windows node still in Setup
+// (nothing listens) from one whose seed is not applied yet (its image's
+// own host key, or the cluster's key refused).
 func TestSSHConnectStages(t *testing.T) {
 	addr, hostKey, key := startSSHD(t)
 	u, err := user.Current()

@@ -22,7 +22,8 @@ var formatOf = map[string]Format{
 	"wsl2":       FormatTar,
 }
 
-// FormatFor is the format the driver called driver boots nodes from.
+// FormatFor returns the format the driver called driver boots nodes from;
+// ok is false for a driver it does not know.
 func FormatFor(driver string) (Format, bool) {
 	f, ok := formatOf[driver]
 	return f, ok
@@ -48,7 +49,7 @@ func ParseFormats(s string) ([]Format, error) {
 	return out, nil
 }
 
-// JoinFormats lists formats as messages say them: "qcow2, vhdx".
+// JoinFormats returns formats as messages list them: "qcow2, vhdx".
 func JoinFormats(fs []Format) string {
 	s := make([]string, len(fs))
 	for i, f := range fs {
@@ -57,7 +58,7 @@ func JoinFormats(fs []Format) string {
 	return strings.Join(s, ", ")
 }
 
-// FormatsOf are the formats the manifest lists, in Formats' order.
+// FormatsOf returns the formats the manifest lists, in Formats' order.
 func (m *Manifest) FormatsOf() []Format {
 	var out []Format
 	for _, f := range Formats {
@@ -68,14 +69,15 @@ func (m *Manifest) FormatsOf() []Format {
 	return out
 }
 
-// ImagesDir is where the cache keeps node images, one directory each.
+// ImagesDir returns where the cache keeps node images, one directory each.
 func ImagesDir(cacheDir string) string { return filepath.Join(cacheDir, "node-images") }
 
-// CheckName refuses a name that could not be a directory of the cache
-// (a path, "..", an empty name): config's rule for node image names.
+// CheckName returns an error for a name that could not be a directory of
+// the cache (a path, "..", an empty name): config's rule for node image
+// names.
 func CheckName(name string) error { return config.CheckImageName(name) }
 
-// FilePath is where a file format's artifact is.
+// FilePath returns where a file format's artifact is.
 func (m *Manifest) FilePath(f Format) string {
 	a, ok := m.Artifacts[f]
 	if !ok || a.Path == "" {
@@ -85,7 +87,7 @@ func (m *Manifest) FilePath(f Format) string {
 }
 
 // Has reports whether the image's artifact of format f is still where
-// the manifest says: the file with its size, or the image in the Docker
+// the manifest records: the file with its size, or the image in the Docker
 // engine with this image's key (docker connects to it; nil means no
 // engine).
 func (m *Manifest) Has(ctx context.Context, f Format, docker func() (client.APIClient, error)) bool {

@@ -37,7 +37,7 @@ type Manifest struct {
 	Windows *Windows `json:"windows,omitempty"`
 	// Dir is where the manifest was read from (not stored).
 	Dir string `json:"-"`
-	// Origin says where a pulled or loaded image came from; nil for one
+	// Origin is where a pulled or loaded image came from; nil for one
 	// built here. It is kept in origin.json beside the manifest, so that
 	// manifest.json stays the image's own, byte for byte, wherever it is.
 	Origin *Origin `json:"-"`
@@ -92,7 +92,7 @@ type Windows struct {
 	Updates []string `json:"updates,omitempty"`
 }
 
-// BuildString is the image's Windows build with its revision when known:
+// BuildString returns the image's Windows build with its revision when known:
 // 20348.2762, or 20348.
 func (w *Windows) BuildString() string {
 	if w.UBR > 0 {
@@ -101,7 +101,7 @@ func (w *Windows) BuildString() string {
 	return fmt.Sprint(w.Build)
 }
 
-// Public is the manifest without secrets, for printing.
+// Public returns the manifest without secrets, for printing.
 func (m *Manifest) Public() *Manifest {
 	if m.Windows == nil || m.Windows.AdminPassword == "" {
 		return m
@@ -113,7 +113,7 @@ func (m *Manifest) Public() *Manifest {
 	return &c
 }
 
-// Label is the image's OS as people say it: linux, windows 2022.
+// Label returns the image's OS as people say it: linux, windows 2022.
 func (m *Manifest) Label() string {
 	if m.Windows != nil {
 		return m.OS + " " + m.Windows.Version
@@ -173,7 +173,7 @@ func ParseManifest(data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-// Marshal is the manifest as manifest.json holds it. The same manifest
+// Marshal returns the manifest as manifest.json holds it. The same manifest
 // always gives the same bytes, so a pushed image's manifest and the one a
 // pull writes from it are identical.
 func (m *Manifest) Marshal() ([]byte, error) {
@@ -207,7 +207,7 @@ func (m *Manifest) Write() error {
 	return state.WriteFileAtomic(filepath.Join(m.Dir, manifestFile), data, mode)
 }
 
-// Size is the total size of the image's file artifacts.
+// Size returns the total size of the image's file artifacts, in bytes.
 func (m *Manifest) Size() int64 {
 	var n int64
 	for _, a := range m.Artifacts {

@@ -46,7 +46,7 @@ func WaysForward(n config.Node, version string, format Format) string {
 	return fmt.Sprintf("  - load an archive made with `hwk node-image save` where the image is: `hwk node-image load -i FILE`\n  - build it here and go on: `hwk up --build-image` (or on its own: `%s`); it needs a Docker engine and takes minutes from release downloads, tens of minutes from source the first time\n  - pull it from another registry: `hwk up --image REGISTRY/REPO:TAG` (or set images.registry to a mirror)", build)
 }
 
-// buildCommand is the command that makes a missing node image.
+// buildCommand returns the command that makes a missing node image.
 func buildCommand(n config.Node, version string, format Format) string {
 	cmd := fmt.Sprintf("hwk node-image build linux --formats %s", format)
 	if n.OS == config.Windows {

@@ -15,7 +15,7 @@ import (
 	"github.com/hwk-dev/hwk/drivers"
 )
 
-// Source says where binaries and images come from.
+// Source is where binaries and images come from.
 type Source string
 
 const (
@@ -115,10 +115,10 @@ func formatList() string {
 }
 
 // Kernel is a Linux kernel a root's second stage runs in, once: the
-// Docker engine (DockerKernel), or WSL 2 on a Windows host without one
-// (internal/drivers/wsl2.Kernel, which the command line hands in).
+// Docker engine (internal/nodeimage/build's DockerKernel, the default), or
+// WSL 2 on a Windows host without one (which stage2.Choose sets).
 type Kernel interface {
-	// Name says where stage 2 runs, for messages.
+	// Name returns where stage 2 runs, for messages.
 	Name() string
 	// Configure makes a throwaway Linux system of root (a tar stream:
 	// the stage-1 root with /hwk), runs /bin/sh /hwk/stage2.sh in it as

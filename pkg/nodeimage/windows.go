@@ -29,7 +29,7 @@ type WindowsOptions struct {
 	// Server Core.
 	Edition           string
 	KubernetesVersion string
-	// Source says where the binaries come from. The Windows container
+	// Source is where the binaries come from. The Windows container
 	// images are pulled from their registries either way (no Windows
 	// image can be built here), unless ImageArchives hold them.
 	Source  Source
@@ -85,15 +85,14 @@ type InstallBudgets struct {
 	Sysprep time.Duration
 }
 
-// DefaultInstallBudgets fit a slow laptop: a Server 2022 Setup on two
-// vCPUs and a spinning disk takes about half an hour.
-// A cumulative update on the RTM build takes longer than the rest of
-// phase 1.
+// DefaultInstallBudgets are the budgets of a build that names none; they
+// fit a slow laptop.
+// Server 2022's Setup on two vCPUs and a spinning disk takes about half an
+// hour; an update on the RTM build outlasts the rest of phase 1.
 var DefaultInstallBudgets = InstallBudgets{Setup: 90 * time.Minute, Phase1: 45 * time.Minute, Phase2: 90 * time.Minute, Sysprep: 30 * time.Minute, Update: 90 * time.Minute}
 
-// DefaultWindowsDiskSize is the Windows image's virtual size: Server Core
-// with containerd and the images takes about 12 GiB.
-const DefaultWindowsDiskSize = 40 << 30
+// DefaultWindowsDiskSize is the Windows image's virtual size in bytes.
+const DefaultWindowsDiskSize = 40 << 30 // Why: Server Core with containerd and the images takes about 12 GiB.
 
 // Validate checks the options a user gives, before anything is read or
 // written.
@@ -169,21 +168,17 @@ func (o *WindowsOptions) Validate() error {
 	return nil
 }
 
-// updateNameRE is an update package's file name hwk takes: the Microsoft
-// Update Catalog's names (windows10.0-kb5044281-x64_<hash>.msu) and
-// anything else of letters, digits and ._+- with no spaces, which pass
-// through the build disk, build.json and DISM's command line unquoted
-// and unchanged.
+// updateNameRE matches the update package file names hwk takes: the
+// Microsoft Update Catalog's (windows10.0-kb5044281-x64_<hash>.msu) and
+// any other of letters, digits and ._+-, with no spaces.
+// Such names pass through the build disk, build.json and DISM's command
+// line unquoted and unchanged.
 var updateNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*\.(?i:msu|cab)$`)
 
 // UpdateFiles returns the update packages (.msu, .cab) in dir, in the
 // order they are installed: by file name, case ignored, as Windows sorts
-// them. Servicing stack updates come inside Windows Server 2022's
-// cumulative updates since 2021, so its latest cumulative update alone
-// is enough; a separate servicing stack update must be named so that it
-// sorts first. Other files in dir are left out; a directory with no
-// package, or a package whose name hwk cannot pass on, is an error
-// that says the fix.
+// them; other files are left out. A directory with no package, or a
+// package whose name hwk cannot pass on, is an error that gives the fix.
 func UpdateFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -209,15 +204,19 @@ func UpdateFiles(dir string) ([]string, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("--updates %s holds no .msu or .cab file: download the latest cumulative update for the Windows Server release (for 2022: \"Cumulative Update for Microsoft server operating system version 21H2 for x64-based Systems\") from https://www.catalog.update.microsoft.com into it", dir)
 	}
+	// Why name order is enough: servicing stack updates come inside
+	// Windows Server 2022's cumulative updates since 2021, so its latest
+	// cumulative update alone is enough; a separate servicing stack update
+	// must be named so that it sorts first.
 	slices.SortFunc(out, func(a, b string) int {
 		return strings.Compare(strings.ToLower(filepath.Base(a)), strings.ToLower(filepath.Base(b)))
 	})
 	return out, nil
 }
 
-// DefaultWindowsFormats are the formats a Windows image is built in when
-// none are named: every one where qemu-img can convert the installed disk,
-// else only install, the format the install VM's driver writes (and
+// DefaultWindowsFormats returns the formats a Windows image is built in
+// when none are named: every one where qemu-img can convert the installed
+// disk, else only install, the format the install VM's driver writes (and
 // boots).
 func DefaultWindowsFormats(install Format) []Format {
 	if _, err := exec.LookPath("qemu-img"); err == nil {

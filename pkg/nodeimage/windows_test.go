@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestUpdateFiles: --updates takes the .msu and .cab files of a
+// TestUpdateFiles checks that --updates takes the .msu and .cab files of a
 // directory in file-name order (case ignored), leaves other files out,
 // and refuses, naming the flag and the fix, a directory that is not
 // there or holds no package, and names DISM could not be given.
@@ -61,8 +61,8 @@ func TestUpdateFiles(t *testing.T) {
 	}
 }
 
-// TestWindowsBuildString: the manifest's build with its revision when
-// the install reported one.
+// TestWindowsBuildString checks that BuildString gives the manifest's
+// build with its revision when the install reported one.
 func TestWindowsBuildString(t *testing.T) {
 	if s := (&Windows{Build: 20348, UBR: 2762}).BuildString(); s != "20348.2762" {
 		t.Errorf("%q", s)

@@ -4,5 +4,5 @@ package hyperv
 
 import "os/exec"
 
-// ownConsole: only Windows has consoles to keep apart.
+// ownConsole does nothing: only Windows has consoles to keep apart.
 func ownConsole(*exec.Cmd) {}

@@ -10,5 +10,6 @@
 // switch and NAT), machine.go (VMs: Create ... List), node.go (Node,
 // HostEndpoint), files.go (a cluster's files), install.go (Installer),
 // scripts.go (every script sent), powershell.go and session.go (the
-// session), pipe*.go (a VM's COM1 pipe), console_*.go.
+// session), pipe.go, pipe_other.go and pipe_windows.go (a VM's COM1 pipe),
+// console_other.go and console_windows.go (powershell.exe's console).
 package hyperv

@@ -82,9 +82,9 @@ func nodeSpec(name string, os config.OS, role config.Role, ip, image string) dri
 	}
 }
 
-// TestCreateLinuxAndWindows: the whole transcript of a cluster's network
-// and its two nodes, a Linux control plane and a Windows worker, made on
-// a fresh elevated host.
+// TestCreateLinuxAndWindows checks the whole transcript of a cluster's
+// network and its two nodes, a Linux control plane and a Windows worker,
+// made on a fresh elevated host.
 func TestCreateLinuxAndWindows(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/fresh", netFactsMark).quiet(netMakeMark).quiet(addressMark).
 		on("create/fresh-windows", createFactsMark, "demo-win-1").
@@ -176,9 +176,9 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 	}
 }
 
-// TestEnsureNetworkIdempotent: everything there, nothing made, no
-// elevation needed; the second cluster's subnet is refused while the
-// first holds it.
+// TestEnsureNetworkIdempotent checks that with everything there nothing
+// is made and no elevation is needed, and that the second cluster's
+// subnet is refused while the first holds it.
 func TestEnsureNetworkIdempotent(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/ready", netFactsMark)
 	d, _, _ := testDriver(t, f)
@@ -199,27 +199,28 @@ func TestEnsureNetworkIdempotent(t *testing.T) {
 }
 
 // Error records of a new switch's host adapter before Windows has made its
-// IPv4 interface, as Wrap's catch makes them. Get-NetIPInterface's is the
-// CIM cmdlets' record of a query that matched nothing: its message as
-// Windows prints it for Get-NetIPInterface -InterfaceIndex
-// (Indigo744/wlanprofilemanager-ps#2), its id, category and exception as
-// for Get-NetAdapter -Name (CmdletizationQuery_NotFound_Name,
-// CimJobException; pluralsight/PS-AutoLab-Env#199). New-NetIPAddress's is
-// Siemens-Healthineers/K2s#1131.
+// IPv4 interface, as Wrap's catch makes them.
 var (
+	// noInterface is Get-NetIPInterface's: the CIM cmdlets' record of a
+	// query that matched nothing, with its message as Windows prints it for
+	// Get-NetIPInterface -InterfaceIndex (Indigo744/wlanprofilemanager-ps#2)
+	// and its id, category and exception as for Get-NetAdapter -Name
+	// (CmdletizationQuery_NotFound_Name; pluralsight/PS-AutoLab-Env#199).
 	noInterface = &PSError{Message: "No MSFT_NetIPInterface objects found with property 'InterfaceAlias' equal to 'vEthernet (hwk)'.  Verify the value of the property and retry.",
 		ID: "CmdletizationQuery_NotFound_InterfaceAlias,Get-NetIPInterface", Category: "ObjectNotFound",
 		Exception: "Microsoft.PowerShell.Cmdletization.Cim.CimJobException", Target: "vEthernet (hwk)"}
+	// elementNotFound is New-NetIPAddress's
+	// (Siemens-Healthineers/K2s#1131).
 	elementNotFound = &PSError{Message: "Element not found.", ID: "Windows System Error 1168,New-NetIPAddress", Category: "ObjectNotFound",
 		Exception: "Microsoft.Management.Infrastructure.CimException", Target: "MSFT_NetIPAddress"}
 )
 
 const interfaceMark = "NetTCPIP\\Get-NetIPInterface -InterfaceAlias 'vEthernet (hwk)' -AddressFamily IPv4"
 
-// TestEnsureNetworkWaitsForAdapter: right after New-VMSwitch the host's
-// adapter has no IPv4 interface, then cannot be addressed yet ("Element
-// not found"); EnsureNetwork asks again until it can, says what it waits
-// for, and makes the switch once.
+// TestEnsureNetworkWaitsForAdapter checks that when, right after
+// New-VMSwitch, the host's adapter has no IPv4 interface, then cannot be
+// addressed yet ("Element not found"), EnsureNetwork asks again until it
+// can, reports what it waits for, and makes the switch once.
 func TestEnsureNetworkWaitsForAdapter(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/fresh", netFactsMark).
 		failTimes(1, noInterface, interfaceMark).
@@ -248,9 +249,9 @@ func TestEnsureNetworkWaitsForAdapter(t *testing.T) {
 	}
 }
 
-// TestEnsureNetworkAdapterNeverReady: an adapter that never gets its IPv4
-// interface fails after the wait with what to do; any other error fails
-// at once.
+// TestEnsureNetworkAdapterNeverReady checks that an adapter that never
+// gets its IPv4 interface fails after the wait with what to do, and that
+// any other error fails at once.
 func TestEnsureNetworkAdapterNeverReady(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/fresh", netFactsMark).quiet(netMakeMark).fail(noInterface, interfaceMark)
 	d, _, _ := testDriver(t, f)
@@ -311,8 +312,8 @@ func TestEnsureNetworkRefusals(t *testing.T) {
 	}
 }
 
-// TestCreateRefusals: a name taken by a VM hwk did not make, a full
-// drive, no DNS, no image: refused before anything is made.
+// TestCreateRefusals checks that a name taken by a VM hwk did not make, a
+// full drive, no DNS and no image are refused before anything is made.
 func TestCreateRefusals(t *testing.T) {
 	img := vhdx(t, t.TempDir())
 	for name, c := range map[string]struct {
@@ -360,10 +361,10 @@ func TestCreateRefusals(t *testing.T) {
 	}
 }
 
-// TestCreateAgainKeepsHealthyVM: the cluster's VM made to the end for
-// the same node, its files in place, is kept and started; nothing is
-// removed or made. (The driver contract: creating what exists succeeds
-// and leaves it.)
+// TestCreateAgainKeepsHealthyVM checks that the cluster's VM made to the
+// end for the same node, its files in place, is kept and started, with
+// nothing removed or made: the driver contract, creating what exists
+// succeeds and leaves it.
 func TestCreateAgainKeepsHealthyVM(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("create/own-cp", createFactsMark).quiet(startMark)
 	d, root, warns := testDriver(t, f)
@@ -394,9 +395,9 @@ func made(t *testing.T, d *Driver, spec drivers.MachineSpec) {
 	}
 }
 
-// TestCreateAgainReplacesUnfitVM: a VM of the cluster that a cut-off
-// Create left half-made, one made for another address, or one whose disk
-// is gone is removed and made again, and the user is told why.
+// TestCreateAgainReplacesUnfitVM checks that a VM of the cluster that a
+// cut-off Create left half-made, one made for another address, or one
+// whose disk is gone is removed and made again, and the user is told why.
 func TestCreateAgainReplacesUnfitVM(t *testing.T) {
 	for name, c := range map[string]struct {
 		facts string
@@ -432,12 +433,13 @@ func TestCreateAgainReplacesUnfitVM(t *testing.T) {
 	}
 }
 
-// TestCreateGrowsDisk: a node that asks for more disk than its image
-// holds gets its differencing disk grown to that size (to a whole MiB)
-// after New-VHD and before the VM is made, since a differencing disk
-// starts at its parent's size; one that asks for the image's size or
-// less gets the image's size, and a warning when it asked for less.
+// TestCreateGrowsDisk checks that a node that asks for more disk than its
+// image holds gets its differencing disk grown to that size (to a whole
+// MiB) after New-VHD and before the VM is made, and that one that asks
+// for the image's size or less gets the image's size, with a warning when
+// it asked for less.
 func TestCreateGrowsDisk(t *testing.T) {
+	// Why after New-VHD: a differencing disk starts at its parent's size.
 	for name, c := range map[string]struct {
 		disk int64
 		grow string // the Resize-VHD line; "" for none
@@ -483,9 +485,9 @@ func TestCreateGrowsDisk(t *testing.T) {
 	}
 }
 
-// TestCreateMarksPartialUntilDone: the create script gives the VM Notes
-// that say partial first and hwk's final Notes only after the last step
-// but starting it.
+// TestCreateMarksPartialUntilDone checks that the create script gives the
+// VM Notes marking it partial first, and hwk's final Notes only after
+// every step except starting it.
 func TestCreateMarksPartialUntilDone(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("create/fresh", createFactsMark).on("create/no-tpm", createMark)
 	d, _, _ := testDriver(t, f)
@@ -505,8 +507,9 @@ func TestCreateMarksPartialUntilDone(t *testing.T) {
 	}
 }
 
-// TestCreateFailsWithRecord: Hyper-V refusing the VM comes back as its
-// error record, and the script removes what it made before passing it on.
+// TestCreateFailsWithRecord checks that Hyper-V refusing the VM comes back
+// as its error record, and that the script removes what it made before
+// passing it on.
 func TestCreateFailsWithRecord(t *testing.T) {
 	rec := &PSError{Message: "'demo-cp' failed to start. Not enough memory in the system to start the virtual machine demo-cp.",
 		ID: "StartVMFailed,Microsoft.HyperV.PowerShell.Commands.StartVM", Category: "ResourceUnavailable",
@@ -531,9 +534,9 @@ func TestCreateFailsWithRecord(t *testing.T) {
 	}
 }
 
-// TestLifecycle: start, stop, inspect, list and delete of a Linux and a
-// Windows node, each repeated, and delete after the VM was removed by
-// hand.
+// TestLifecycle checks start, stop, inspect, list and delete of a Linux
+// and a Windows node, each repeated, and delete after the VM was removed
+// by hand.
 func TestLifecycle(t *testing.T) {
 	for _, n := range []struct {
 		name, ip, golden string
@@ -596,9 +599,9 @@ func TestLifecycle(t *testing.T) {
 	}
 }
 
-// TestListOneAndNone: a host with exactly one hwk VM, where PowerShell
-// hands over the object rather than an array of one, and a host with
-// none, where it hands over null.
+// TestListOneAndNone checks List on a host with exactly one hwk VM, where
+// PowerShell hands over the object rather than an array of one, and on a
+// host with none, where it hands over null.
 func TestListOneAndNone(t *testing.T) {
 	f := (&fakePS{t: t}).on("vm/list-one", listMark)
 	d, _, _ := testDriver(t, f)
@@ -612,8 +615,8 @@ func TestListOneAndNone(t *testing.T) {
 	}
 }
 
-// TestDeleteLeavesOthersVMs: a VM of the node's name that hwk did not
-// make for this cluster is not removed.
+// TestDeleteLeavesOthersVMs checks that a VM of the node's name that hwk
+// did not make for this cluster is not removed.
 func TestDeleteLeavesOthersVMs(t *testing.T) {
 	f := (&fakePS{t: t}).on("vm/user-vm", inspectMark("demo-cp")).quiet(deleteMark)
 	d, _, _ := testDriver(t, f)
@@ -625,9 +628,9 @@ func TestDeleteLeavesOthersVMs(t *testing.T) {
 	}
 }
 
-// TestDeleteNetwork: the cluster's gateway goes; the switch and NAT go
-// when no hwk VM is on the switch; without elevation the NAT stays, with
-// a warning.
+// TestDeleteNetwork checks that the cluster's gateway goes, that the
+// switch and NAT go when no hwk VM is on the switch, and that without
+// elevation the NAT stays, with a warning.
 func TestDeleteNetwork(t *testing.T) {
 	f := (&fakePS{t: t}).on("network/ready", netFactsMark).on("network/kept-nat", netDeleteMark)
 	d, root, warns := testDriver(t, f)
@@ -649,9 +652,9 @@ func TestDeleteNetwork(t *testing.T) {
 	golden(t, "delete-network.ps1", f.transcript(root))
 }
 
-// TestNodeConfirmsKVPAddress: a node's handle needs the guest to report
-// its static address through KVP, or, for a Linux guest without a KVP
-// daemon, to report none.
+// TestNodeConfirmsKVPAddress checks that a node's handle needs the guest
+// to report its static address through KVP, or, for a Linux guest without
+// a KVP daemon, to report none.
 func TestNodeConfirmsKVPAddress(t *testing.T) {
 	for name, c := range map[string]struct {
 		vm, node string
@@ -693,11 +696,11 @@ func (c connectTransport) Connect(context.Context) error {
 	return c.err
 }
 
-// TestNodeFallsBackToThePinnedHostKey: when KVP does not show a node's
-// static address (Calico's HNS network moved it to a vEthernet adapter,
-// issue 26; a guest still booting), the node is confirmed by SSH at the
-// static address answering with its pinned host key, and refused when it
-// does not; a reported static address needs no handshake.
+// TestNodeFallsBackToThePinnedHostKey checks that when KVP does not show a
+// node's static address (Calico's HNS network moved it to a vEthernet
+// adapter, issue 26; a guest still booting), the node is confirmed by SSH
+// answering there with its pinned host key, and refused when it does not;
+// a reported static address needs no handshake.
 func TestNodeFallsBackToThePinnedHostKey(t *testing.T) {
 	refused := errors.New("ssh 172.31.250.11:22: connect: connection refused")
 	for name, c := range map[string]struct {
@@ -740,7 +743,7 @@ func TestNodeFallsBackToThePinnedHostKey(t *testing.T) {
 
 func testRef(name string) drivers.Ref { return drivers.Ref{Cluster: "demo", Name: name} }
 
-// TestPreflight: each way a host falls short, with its fix.
+// TestPreflight checks each way a host falls short, with its fix.
 func TestPreflight(t *testing.T) {
 	for name, c := range map[string]struct {
 		change map[string]any
@@ -798,8 +801,8 @@ func errorAs(err error, target **drivers.UnavailableError) bool {
 	return errors.As(err, target)
 }
 
-// TestScriptsQuote: values reach PowerShell single-quoted, with every
-// kind of single quote PowerShell ends a string at doubled.
+// TestScriptsQuote checks that values reach PowerShell single-quoted, with
+// every kind of single quote PowerShell ends a string at doubled.
 func TestScriptsQuote(t *testing.T) {
 	if got := quote("it's ‘x’"); got != "'it''s ‘‘x’’'" {
 		t.Errorf("quote = %s", got)

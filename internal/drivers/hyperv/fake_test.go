@@ -16,7 +16,7 @@ import (
 // jsonReplies are replies by key as the JSON value each holds.
 type jsonReplies map[string]json.RawMessage
 
-// Get is the reply called key.
+// Get returns the reply called key.
 func (r jsonReplies) Get(key string) (json.RawMessage, error) {
 	raw, ok := r[key]
 	if !ok {
@@ -124,9 +124,9 @@ func (f *fakePS) failTimes(n int, err *PSError, match ...string) *fakePS {
 	return f
 }
 
-// patch is the reply called key with the top-level properties in change
-// replaced, for variations of a real-format reply; it returns the new
-// reply's key.
+// patch adds a copy of the reply called key with the top-level properties
+// in change replaced, for variations of a real-format reply, and returns
+// the new reply's key.
 func (f *fakePS) patch(key string, change map[string]any) string {
 	all, err := replies()
 	if err != nil {
@@ -164,7 +164,7 @@ func (f *fakePS) reset() *fakePS {
 	return f
 }
 
-// transcript is the scripts sent, with the test's temporary paths made
+// transcript returns the scripts sent, with the test's temporary paths made
 // stable, for golden files.
 func (f *fakePS) transcript(root string) string {
 	var b strings.Builder
@@ -194,7 +194,7 @@ const (
 	deleteMark      = "Remove-Item -LiteralPath"
 )
 
-// inspectMark marks the inspect script of VM name.
+// inspectMark returns the marker of the inspect script of VM name.
 func inspectMark(name string) string {
 	return "$vm = Hyper-V\\Get-VM -Name '" + name + "' -ErrorAction SilentlyContinue\nif ($vm) { [pscustomobject]"
 }
@@ -208,8 +208,8 @@ func (r *recorder) Errorf(format string, args ...any) {
 }
 func (r *recorder) Fatal(args ...any) { r.errors = append(r.errors, fmt.Sprint(args...)) }
 
-// TestFakeFailsUnexpectedScripts: a script no rule expects fails the test
-// (and the operation), instead of coming back as nothing.
+// TestFakeFailsUnexpectedScripts checks that a script no rule expects
+// fails the test (and the operation), instead of coming back as nothing.
 func TestFakeFailsUnexpectedScripts(t *testing.T) {
 	rec := &recorder{}
 	f := (&fakePS{t: rec}).quiet(startMark)
@@ -222,9 +222,9 @@ func TestFakeFailsUnexpectedScripts(t *testing.T) {
 	}
 }
 
-// TestRepliesCiteSources: every reply file parses, cites a source, and
-// holds JSON (replies fails otherwise); a file without a source is
-// refused.
+// TestRepliesCiteSources checks that every reply file parses, cites a
+// source, and holds JSON (replies fails otherwise), and that a file
+// without a source is refused.
 func TestRepliesCiteSources(t *testing.T) {
 	all, err := replies()
 	if err != nil {

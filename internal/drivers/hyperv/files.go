@@ -8,7 +8,8 @@ import (
 	"github.com/hwk-dev/hwk/internal/state"
 )
 
-// Files of a cluster and its nodes.
+// clusterFiles returns the directory of the driver's files for cluster
+// and its nodes.
 func (d *Driver) clusterFiles(cluster string) string {
 	return state.NewStore(d.dirs).DriverDir(cluster, "hyperv")
 }

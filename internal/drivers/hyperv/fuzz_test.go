@@ -18,13 +18,13 @@ import (
 // testdata/replies and the shapes TestSessionProtocol sends; under `go
 // test` they run on the seeds alone.
 
-// frame is result as the session writes it: the result line, then the
+// frame returns result as the session writes it: the result line, then the
 // end marker, lines ended as Windows ends them.
 func frame(result string) string {
 	return resultMarker + result + "\r\n" + endMarker + "\r\n"
 }
 
-// fuzzReplies is every reply of testdata/replies, by key, in key order.
+// fuzzReplies returns every reply of testdata/replies, by key, in key order.
 func fuzzReplies(f *testing.F) ([]string, jsonReplies) {
 	all, err := replies()
 	if err != nil {
@@ -38,11 +38,11 @@ func fuzzReplies(f *testing.F) ([]string, jsonReplies) {
 	return keys, all
 }
 
-// FuzzReadReply: readReply on any output either fails or returns the
-// reply framed there; the reply it returns is read the same from the
-// output up to its end marker alone, is not returned without that marker,
-// and frames again to itself; stray lines come out as they went in; a
-// line's length does not depend on the reader's buffer.
+// FuzzReadReply checks that readReply on any output either fails or
+// returns the reply framed there, read the same from the output up to its
+// end marker alone, never without that marker, and framing again to
+// itself; that stray lines come out as they went in; and that a line's
+// length does not depend on the reader's buffer.
 func FuzzReadReply(f *testing.F) {
 	keys, all := fuzzReplies(f)
 	for _, k := range keys {
@@ -138,10 +138,10 @@ func sameJSON(a, b json.RawMessage) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// FuzzReplyDecode: a reply's output decoded into each type the driver
-// decodes into. A whole output of one object reads as a list of it, as
-// PowerShell unrolls a list of one; an array reads as its elements; what
-// decodes encodes and decodes back the same; a VM is hwk's only with
+// FuzzReplyDecode checks a reply's output decoded into each type the
+// driver decodes into: a whole output of one object reads as a list of it,
+// as PowerShell unrolls a list of one; an array reads as its elements;
+// what decodes encodes and decodes back the same; a VM is hwk's only with
 // metadata of a cluster in its Notes.
 func FuzzReplyDecode(f *testing.F) {
 	keys, all := fuzzReplies(f)
@@ -220,9 +220,9 @@ func roundTrip[T any](t *testing.T, v T) {
 	}
 }
 
-// FuzzParseNotes: Notes that parseNotes takes for hwk's hold a cluster,
-// and the notes hwk would write of what it read are one line that reads
-// back the same.
+// FuzzParseNotes checks that Notes that parseNotes takes for hwk's hold a
+// cluster, and that the notes hwk would write of what it read are one line
+// that reads back the same.
 func FuzzParseNotes(f *testing.F) {
 	keys, all := fuzzReplies(f)
 	for _, k := range keys {

@@ -20,12 +20,11 @@ var installPoll = 5 * time.Second
 // few seconds.
 const pressSeconds = 30
 
-// Install implements drivers.Installer: the install VM writes its disk
-// where spec.Disk says (Hyper-V works on the VHDX in place), COM1 goes to
-// a named pipe that hwk copies to spec.ConsoleLog, and when the VM is off
-// it is removed and the disk kept. Hyper-V does not say why a VM went
-// off; the caller reads the console to tell a finished install from a
-// failed one.
+// Install implements drivers.Installer: the install VM writes its disk at
+// spec.Disk (Hyper-V works on the VHDX in place), COM1 goes to a named
+// pipe that hwk copies to spec.ConsoleLog, and when the VM is off it is
+// removed and the disk kept. Hyper-V does not report why a VM went off:
+// the caller reads the console to tell a finished install from a failed one.
 func (d *Driver) Install(ctx context.Context, spec drivers.InstallSpec) (err error) {
 	if len(spec.Media) == 0 || spec.Disk == "" || spec.DiskBytes <= 0 || spec.CPUs < 1 || spec.MemoryBytes < 512<<20 {
 		return fmt.Errorf("install %s: needs media, a disk, CPUs and at least 512 MiB of memory", spec.Name)

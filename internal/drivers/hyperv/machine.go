@@ -25,7 +25,7 @@ const (
 	minFreeWindows = 15 << 30
 )
 
-// MAC is a node's NIC address in Hyper-V's form: Microsoft's Hyper-V
+// MAC returns a node's NIC address in Hyper-V's form: Microsoft's Hyper-V
 // prefix 00-15-5D and the last three bytes of the node's IP, unique
 // within a subnet and readable at a glance.
 func MAC(ip netip.Addr) string {
@@ -33,7 +33,7 @@ func MAC(ip netip.Addr) string {
 	return fmt.Sprintf("00155D%02X%02X%02X", b[1], b[2], b[3])
 }
 
-// colonMAC is the same address as the seed's network-config writes it.
+// colonMAC returns the same address as the seed's network-config writes it.
 func colonMAC(ip netip.Addr) string {
 	m := strings.ToLower(MAC(ip))
 	var parts []string
@@ -271,9 +271,9 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 // its node (Windows more: the OS and its HostProcess containers), gets
 // more from Hyper-V as the guest asks, up to the node's memory
 // (nodes[].memory), and gives back what it does not use, down to 1 GiB.
-// A 16 GB laptop then starts the default cluster with 5 GiB instead of
-// 10 (review 4, D2).
 const (
+	// Why: a 16 GB laptop then starts the default cluster with 5 GiB
+	// instead of 10 (review 4, D2).
 	startupLinux   = 2 << 30
 	startupWindows = 3 << 30
 	memoryFloor    = 1 << 30
@@ -290,19 +290,19 @@ func startupMemory(os config.OS, memory int64) int64 {
 	return min(startupLinux, memory)
 }
 
-// minimumMemory is the least Hyper-V leaves a node's VM.
+// minimumMemory returns the least Hyper-V leaves a node's VM.
 func minimumMemory(os config.OS, memory int64) int64 {
 	return min(memoryFloor, startupMemory(os, memory))
 }
 
-// specMetadata is the metadata of the VM made for spec.
+// specMetadata returns the metadata of the VM made for spec.
 func specMetadata(spec drivers.MachineSpec) metadata {
 	return metadata{Cluster: spec.Cluster, Name: spec.Name, Role: string(spec.Role), OS: string(spec.OS), IP: spec.IP.String()}
 }
 
-// unfit says why the cluster's existing VM m cannot stand for spec; ""
-// when it can: made to the end, for the same node, with its disk and seed
-// still in place.
+// unfit returns why the cluster's existing VM m cannot stand for spec, or
+// "" when it can: made to the end, for the same node, with its disk and
+// seed still in place.
 func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
 	switch want := specMetadata(spec); {
 	case m.Partial:
@@ -318,7 +318,8 @@ func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
 	return ""
 }
 
-// validate refuses a spec before anything is made.
+// validate returns an error for a spec Hyper-V cannot make, before
+// anything is made.
 func (d *Driver) validate(spec drivers.MachineSpec) error {
 	if err := drivers.CheckVM(spec, drivers.VMRules{Driver: "hyperv", Hypervisor: "Hyper-V", Guests: d.GuestOSes(), ImageFormat: "a VHDX disk", MinMemory: 512 << 20}); err != nil {
 		return err

@@ -107,13 +107,14 @@ func (d *Driver) checkSubnet(ctx context.Context, n drivers.Network) (f netFacts
 	return f, haveAddress, haveNAT, nil
 }
 
-// otherNAT refuses a host with a NAT (NetNat) other than hwk's: WinNAT
-// has one internal prefix per host, and "trying to create multiple NATs
-// places the system into an unknown state" (Microsoft Learn, "Set up a
-// NAT network", Troubleshooting: Multiple NAT networks are not
-// supported). hwk's NAT would fail to be made, or the nodes and the
-// other NAT's users would lose their way out (review 5, N1).
+// otherNAT returns an UnavailableError for a host with a NAT (NetNat)
+// other than hwk's, beside which hwk's cannot be made.
 func otherNAT(nats []natInfo) error {
+	// Why: WinNAT has one internal prefix per host, and "trying to create
+	// multiple NATs places the system into an unknown state" (Microsoft
+	// Learn, "Set up a NAT network", Troubleshooting: Multiple NAT networks
+	// are not supported). hwk's NAT would fail to be made, or the nodes
+	// and the other NAT's users would lose their way out (review 5, N1).
 	for _, n := range nats {
 		if p, err := netip.ParsePrefix(n.Prefix); err == nil && n.Name == natName && p == natPrefix {
 			continue
@@ -157,11 +158,12 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 }
 
 // runOnAdapter runs a script that addresses the host's adapter to hwk's
-// switch, again while the adapter's IPv4 interface is not there yet, for
-// up to d.adapterWait: Windows may make it after New-VMSwitch has
-// returned, and New-NetIPAddress then fails with "Element not found"
-// (Windows System Error 1168; Siemens-Healthineers/K2s#1131).
+// switch, and runs it again while the adapter's IPv4 interface is not
+// there yet (adapterMissing), for up to d.adapterWait.
 func (d *Driver) runOnAdapter(ctx context.Context, script string) error {
+	// Why: Windows may make the interface after New-VMSwitch has returned,
+	// and New-NetIPAddress then fails with "Element not found" (Windows
+	// System Error 1168; Siemens-Healthineers/K2s#1131).
 	deadline := time.Now().Add(d.adapterWait)
 	for {
 		err := d.run(ctx, script, nil)
@@ -181,10 +183,10 @@ func (d *Driver) runOnAdapter(ctx context.Context, script string) error {
 	}
 }
 
-// adapterMissing reports whether err is Windows saying the host's adapter
-// to hwk's switch has no IPv4 interface yet: Get-NetIPInterface finding
-// none (FullyQualifiedErrorId CmdletizationQuery_NotFound_InterfaceAlias,
-// as the CIM cmdlets name a query that matched nothing), or
+// adapterMissing reports whether err is Windows reporting that the host's
+// adapter to hwk's switch has no IPv4 interface yet: Get-NetIPInterface
+// finding none (CmdletizationQuery_NotFound_InterfaceAlias, the CIM
+// cmdlets' FullyQualifiedErrorId for a query that matched nothing), or
 // New-NetIPAddress's "Element not found" (Windows System Error 1168).
 func adapterMissing(err error) bool {
 	var pe *PSError
@@ -195,7 +197,7 @@ func adapterMissing(err error) bool {
 		pe.ID == "Windows System Error 1168,New-NetIPAddress"
 }
 
-// clusterSubnet is the subnet EnsureNetwork recorded for cluster.
+// clusterSubnet returns the subnet EnsureNetwork recorded for cluster.
 func (d *Driver) clusterSubnet(cluster string) (netip.Prefix, error) {
 	b, err := os.ReadFile(d.subnetFile(cluster))
 	if errors.Is(err, os.ErrNotExist) {
@@ -207,8 +209,8 @@ func (d *Driver) clusterSubnet(cluster string) (netip.Prefix, error) {
 	return netip.ParsePrefix(strings.TrimSpace(string(b)))
 }
 
-// subnetOwner names another cluster whose Hyper-V network overlaps
-// subnet, from the subnets the driver recorded.
+// subnetOwner returns the name of another cluster whose Hyper-V network
+// overlaps subnet, from the subnets the driver recorded, or "".
 func (d *Driver) subnetOwner(cluster string, subnet netip.Prefix) (string, error) {
 	files, err := filepath.Glob(filepath.Join(state.NewStore(d.dirs).ClustersDir(), "*", "hyperv", "subnet"))
 	if err != nil {

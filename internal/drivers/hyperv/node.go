@@ -62,13 +62,14 @@ func (d *Driver) Node(ctx context.Context, r drivers.Ref) (*node.Node, error) {
 }
 
 // confirmAddress checks the addresses the guest reported (KVP) on any of
-// the VM's adapters for the one hwk gave it. hwk's Linux image carries no
-// KVP daemon (Debian's hyperv-daemons is not among its packages), so a
-// Linux guest that reports nothing is taken at its static address: the
-// SSH handshake against its pinned host key is then what confirms the node
-// is there. Otherwise an error here means Node must confirm the node by
-// that handshake itself before it trusts it.
+// the VM's adapters for the one hwk gave it; a Linux guest that reports
+// nothing passes. An error means Node must confirm the node by the SSH
+// handshake against its pinned host key before it trusts it.
 func confirmAddress(r drivers.Ref, guest config.OS, ip netip.Addr, reported []string) error {
+	// Why Linux passes: hwk's Linux image carries no KVP daemon (Debian's
+	// hyperv-daemons is not among its packages), so it is taken at its
+	// static address, and the SSH handshake against its pinned host key is
+	// what confirms the node is there.
 	var v4 []string
 	for _, s := range reported {
 		a, err := netip.ParseAddr(s)

@@ -20,12 +20,13 @@ const pipeDenied = 10
 var errNoPipes = errors.New("no named pipes here")
 
 // followPipe copies what a VM writes to its COM1 pipe into file until
-// stop is called. Hyper-V creates the pipe when the VM starts, so opening
-// it is retried every d.pipePoll; the pipe ends when the VM stops. A pipe
-// hwk is refused pipeDenied times in a row is an error on failed: the
-// console, and with it the build's progress, would stay dark until the
-// build's time ran out.
+// stop is called, trying to open the pipe every d.pipePoll until it is
+// there; the pipe ends when the VM stops. A pipe hwk is refused pipeDenied
+// times in a row is an error on failed.
 func (d *Driver) followPipe(ctx context.Context, pipe, file string) (stop func(), failed <-chan error) {
+	// Why retried: Hyper-V creates the pipe when the VM starts. Why an
+	// error: refused, the console, and with it the build's progress,
+	// would stay dark until the build's time ran out.
 	ctx, cancel := context.WithCancel(ctx)
 	done, fail := make(chan struct{}), make(chan error, 1)
 	go func() {

@@ -46,8 +46,8 @@ func (e *PSError) Error() string {
 	return msg
 }
 
-// IsNotFound reports whether err is PowerShell saying the object asked for
-// does not exist.
+// IsNotFound reports whether err is PowerShell reporting that the object
+// asked for does not exist.
 func IsNotFound(err error) bool {
 	var pe *PSError
 	return errors.As(err, &pe) && (pe.Category == "ObjectNotFound" || strings.HasPrefix(pe.ID, "ObjectNotFound"))
@@ -60,7 +60,7 @@ const (
 	endMarker    = "<<hwk-end>>"
 )
 
-// Wrap is the whole script a request runs: script in a block whose
+// Wrap returns the whole script a request runs: script in a block whose
 // output becomes JSON, and whose first terminating error becomes a
 // structured record. Depth 8 keeps nested objects (a VM's adapters'
 // addresses) without PowerShell 5.1's silent truncation at 2.
@@ -87,7 +87,7 @@ try {
 `
 }
 
-// requestLine is the single line that runs a wrapped script in the
+// requestLine returns the single line that runs a wrapped script in the
 // session: PowerShell reading commands from stdin runs each line as it
 // comes, so a multi-line script travels base64-encoded.
 func requestLine(script string) string {
@@ -104,18 +104,18 @@ const sessionSetup = "[Console]::OutputEncoding = [Text.UTF8Encoding]::new($fals
 
 // readyLine is the session's second line: PowerShell prints readyMarker
 // once it runs what it reads, and the session waits for that, at most
-// StartTimeout, before its first request. A powershell.exe that starts
-// and never answers (Wine's is a stub that reads its stdin and prints
-// nothing: wine programs/powershell/main.c) is then an error that says
-// so, not a wait without end.
+// StartTimeout, before its first request, so that a powershell.exe that
+// starts and never answers (Wine's, a stub that reads its stdin and prints
+// nothing: wine programs/powershell/main.c) is an error, not a hang.
 const (
 	readyMarker = "<<hwk-ready>>"
 	readyLine   = "'" + readyMarker + "'\n"
 )
 
 // StartTimeout is how long a new session waits for PowerShell's first
-// answer. Windows PowerShell 5.1 answers in about a second, and up to
-// several the first time after a boot or with an antivirus scanning it.
+// answer.
+// Windows PowerShell 5.1 answers in about a second, and up to several the
+// first time after a boot or with an antivirus scanning it.
 const StartTimeout = 30 * time.Second
 
 // reply is one framed answer.
@@ -194,16 +194,16 @@ func (rep *reply) decode(out any) error {
 	return nil
 }
 
-// list is a collection a script returns as its whole output. The
-// session collects a script's output by assignment ($hwkOut = & {...}),
-// and PowerShell unrolls output there whatever the script wrapped it in
-// (@() included): no objects arrive as null, one as the object itself,
-// several as an array (about_Pipelines, about_Arrays). A property of an
-// object the script makes keeps its array, so only whole outputs need
-// this.
+// list is a collection a script returns as its whole output, which
+// decodes from null (no objects), one object, or an array of several.
 type list[T any] []T
 
 func (l *list[T]) UnmarshalJSON(b []byte) error {
+	// Why: the session collects a script's output by assignment ($hwkOut =
+	// & {...}), and PowerShell unrolls output there whatever the script
+	// wrapped it in (@() included) (about_Pipelines, about_Arrays). A
+	// property of an object the script makes keeps its array, so only
+	// whole outputs need this.
 	b = bytes.TrimSpace(b)
 	switch {
 	case len(b) == 0 || string(b) == "null":
@@ -229,7 +229,7 @@ func (l *list[T]) UnmarshalJSON(b []byte) error {
 // the figure the driver is held to: one per command run.
 var starts atomic.Int64
 
-// Starts is how many PowerShell processes this hwk process has started.
+// Starts returns how many PowerShell processes this hwk process has started.
 func Starts() int64 { return starts.Load() }
 
 // process is a running PowerShell reading requests on stdin.
@@ -240,14 +240,14 @@ type process interface {
 }
 
 // Session is one long-lived PowerShell: every script of a command run
-// goes to it in turn, so a whole `hwk up` starts PowerShell once. Every
-// host operation of the driver is such a script: the Hyper-V module is
-// the interface Microsoft documents and keeps compatible, and one process
-// avoids PowerShell's start-up cost (about half a second, more with the
-// Hyper-V module loading) per cmdlet. The scripts, the parsing of their
-// JSON and the decisions are portable and tested on Linux; only starting
-// powershell.exe and reading a VM's serial pipe are Windows-only.
+// goes to it in turn, one at a time, so a whole `hwk up` starts
+// PowerShell once.
 type Session struct {
+	// Why one process for every host operation: the Hyper-V module is the
+	// interface Microsoft documents and keeps compatible, and one process
+	// avoids PowerShell's start-up cost (about half a second, more with
+	// the Hyper-V module loading) per cmdlet.
+
 	// start launches the process, its stderr to the given writer; tests
 	// give a fake.
 	start func(stderr io.Writer) (process, error)
@@ -401,13 +401,13 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// quote is s as a PowerShell single-quoted string, in which nothing is
-// expanded. PowerShell ends such a string at ' and at the typographic
-// single quotes too, so each of them is doubled.
-// Quote is s as a PowerShell single-quoted string, for scripts other
+// Quote returns s as a PowerShell single-quoted string, for scripts other
 // drivers send to the host through a Runner.
 func Quote(s string) string { return quote(s) }
 
+// quote returns s as a PowerShell single-quoted string, in which nothing is
+// expanded. PowerShell ends such a string at ' and at the typographic
+// single quotes too, so each of them is doubled.
 func quote(s string) string {
 	var b strings.Builder
 	b.WriteByte('\'')

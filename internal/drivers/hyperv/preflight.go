@@ -32,9 +32,8 @@ type hostFacts struct {
 // Preflight implements drivers.Driver. In order, each with its fix:
 // Hyper-V enabled, Windows restarted since, the hypervisor running, its
 // management service running, the user allowed to manage VMs (elevated or
-// in Hyper-V Administrators, S-1-5-32-578), and no NAT but hwk's (see
-// otherNAT). VirtualBox running is a warning in the result: with Hyper-V on,
-// its VMs run through the Windows Hypervisor Platform, slowly.
+// in Hyper-V Administrators, S-1-5-32-578), and no NAT except hwk's (see
+// otherNAT). VirtualBox running is a warning in the result.
 func (d *Driver) Preflight(ctx context.Context) (string, error) {
 	var f hostFacts
 	if err := d.ps.Run(ctx, preflightScript(), &f); err != nil {

@@ -15,11 +15,10 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/hypervtest"
 )
 
-// TestFakeProgram: the driver's real session starts the fake
-// powershell.exe on PATH, a host with one hwk VM lists as that VM (the
-// reply is the object, not an array), and a script no rule expects comes
-// back as an error record and stays on the fake's record for the test to
-// fail on.
+// TestFakeProgram checks that the driver's real session starts the fake
+// powershell.exe on PATH, that a host with one hwk VM lists as that VM
+// (the reply is the object, not an array), and that a script no rule
+// expects comes back as an error record the fake keeps for the test.
 func TestFakeProgram(t *testing.T) {
 	ps := hypervtest.New(t, "one-vm.txt")
 	s := NewSession(io.Discard)
@@ -43,10 +42,10 @@ func TestFakeProgram(t *testing.T) {
 	}
 }
 
-// TestFakeProgramStderrAndCrash: what PowerShell writes to its stderr
-// reaches the session's log, and a PowerShell that dies in the middle of
-// a reply fails that script only, with the end of its stderr: the next
-// one starts a new process.
+// TestFakeProgramStderrAndCrash checks that what PowerShell writes to its
+// stderr reaches the session's log, and that a PowerShell that dies in the
+// middle of a reply fails that script only, with the end of its stderr:
+// the next one starts a new process.
 func TestFakeProgramStderrAndCrash(t *testing.T) {
 	ps := hypervtest.New(t, "crash.txt")
 	var log syncBuffer
@@ -75,8 +74,8 @@ func TestFakeProgramStderrAndCrash(t *testing.T) {
 	}
 }
 
-// TestFakeProgramSilent: the driver's real session, started on a
-// powershell.exe that never answers (as Wine's stub), gives up after the
+// TestFakeProgramSilent checks that the driver's real session, started on
+// a powershell.exe that never answers (as Wine's stub), gives up after the
 // session's start limit with a reason, and kills the process it started.
 func TestFakeProgramSilent(t *testing.T) {
 	ps := hypervtest.NewSilent(t)
@@ -115,9 +114,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestSessionRefusesWSL: Linux hwk in a WSL distribution, whose PATH
-// reaches Windows' powershell.exe, does not start it (the driver would
-// hand Windows Linux paths): the driver is unavailable, with the reason.
+// TestSessionRefusesWSL checks that Linux hwk in a WSL distribution, whose
+// PATH reaches Windows' powershell.exe, does not start it (the driver
+// would hand Windows Linux paths): the driver is unavailable, with the
+// reason.
 func TestSessionRefusesWSL(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("fakes the Linux hwk inside WSL, which hwk.exe on Windows is not: there the session starts powershell.exe (TestFakeProgram)")

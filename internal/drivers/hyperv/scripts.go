@@ -90,7 +90,7 @@ func addressScript(gateway netip.Addr, bits int, addAddress, makeNAT bool) strin
 
 // deleteNetworkScript removes the cluster's gateway address, and the
 // switch and NAT when no hwk VM is left on the switch. Without
-// elevation what needs it stays, and the reply says so.
+// elevation what needs it stays, and the reply reports it.
 func deleteNetworkScript(gateway netip.Addr) string {
 	var b strings.Builder
 	b.WriteString(`$elevated = (Microsoft.PowerShell.Utility\New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
@@ -168,7 +168,7 @@ type vmSpec struct {
 	Autostart bool
 }
 
-// startAction is what Hyper-V does with the VM when the host starts:
+// startAction returns what Hyper-V does with the VM when the host starts:
 // StartIfRunning brings back what was running (a VM hwk stop stopped
 // stays off); Nothing leaves it to hwk start. New-VM's own default is
 // StartIfRunning.
@@ -179,12 +179,11 @@ func startAction(autostart bool) string {
 	return "Nothing"
 }
 
-// createScript makes a node's VM: a differencing disk over the golden
-// image (grown to DiskBytes when given), a Generation 2 VM on hwk's
-// switch with Dynamic Memory and a static MAC, its seed ISO as a DVD, COM1 on a named pipe, and Secure
-// Boot as the OS wants it: Windows with Microsoft's template (and a vTPM
-// where the host can give one); Linux off, since hwk's Linux image boots
-// an unsigned systemd-boot. It reports whether the vTPM was added.
+// createScript returns the script that makes a node's VM: a differencing
+// disk over the golden image (grown to DiskBytes when given), a Generation
+// 2 VM on hwk's switch with Dynamic Memory and a static MAC, its seed ISO
+// as a DVD, COM1 on a named pipe, and Secure Boot as the OS wants it. The
+// script reports whether a vTPM was added.
 func createScript(s vmSpec) string {
 	var b strings.Builder
 	// The differencing disk New-VHD makes is its parent's size. Resize-VHD
@@ -204,6 +203,9 @@ func createScript(s vmSpec) string {
 Hyper-V\Set-VM -VM $vm -ProcessorCount %[6]d -DynamicMemory -MemoryMinimumBytes %[10]d -MemoryMaximumBytes %[11]d -AutomaticCheckpointsEnabled $false -AutomaticStartAction %[9]s -AutomaticStopAction ShutDown -Notes %[7]s
 Hyper-V\Set-VMNetworkAdapter -VM $vm -StaticMacAddress %[8]s
 `, quote(s.Name), s.StartupBytes, quote(s.Disk), quote(switchName), quote(s.Dir), s.CPUs, quote(s.Partial), quote(s.MAC), startAction(s.Autostart), s.MinimumBytes, s.MemoryBytes)
+	// Secure Boot: Windows with Microsoft's template (and a vTPM where the
+	// host can give one); Linux off, since hwk's Linux image boots an
+	// unsigned systemd-boot.
 	if s.Windows {
 		b.WriteString(`Hyper-V\Set-VMFirmware -VM $vm -EnableSecureBoot On -SecureBootTemplate MicrosoftWindows
 $tpm = $false
@@ -241,7 +243,7 @@ try {
 [pscustomobject]@{ tpm = $tpm }`, quote(s.Disk), quote(s.Parent), strings.ReplaceAll(body, "\n", "\n    "))
 }
 
-// pipeName is the named pipe a VM's COM1 is connected to.
+// pipeName returns the named pipe a VM's COM1 is connected to.
 func pipeName(vm string) string { return `\\.\pipe\hwk-` + vm }
 
 // startScript starts the VM unless it runs.
@@ -315,7 +317,7 @@ for ($i = 0; $i -lt %d; $i++) {
 }`, quote(name), seconds)
 }
 
-// stateScript is the VM's state, or "" when it is gone.
+// stateScript reports the VM's state, or "" when it is gone.
 func stateScript(name string) string {
 	return `$vm = Hyper-V\Get-VM -Name ` + quote(name) + ` -ErrorAction SilentlyContinue
 if ($vm) { [string]$vm.State } else { '' }`
@@ -335,7 +337,7 @@ if ($vm) {
 	return s
 }
 
-// Scripts is every script the driver sends, one of each variant, as the
+// Scripts returns every script the driver sends, one of each variant, as the
 // session sends it (wrapped), by the declarations that make it: for the
 // check of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {

@@ -79,9 +79,9 @@ func (p *fakeProcess) Kill() error {
 	return nil
 }
 
-// TestSessionProtocol: replies are framed and decoded, stray output is
-// kept apart, error records come back structured, and one process serves
-// every script until something breaks it.
+// TestSessionProtocol checks that replies are framed and decoded, stray
+// output is kept apart, error records come back structured, and one
+// process serves every script until something breaks it.
 func TestSessionProtocol(t *testing.T) {
 	var stray bytes.Buffer
 	s := &Session{Log: &stray, start: startFake(func(script string) []string {
@@ -145,8 +145,8 @@ func TestSessionProtocol(t *testing.T) {
 	s.Close()
 }
 
-// TestSessionWithoutPowerShell: off Windows there is no PowerShell, and
-// the driver says so with a fix, as unavailable.
+// TestSessionWithoutPowerShell checks that off Windows, where there is no
+// PowerShell, the driver is unavailable, with the reason and a fix.
 func TestSessionWithoutPowerShell(t *testing.T) {
 	s := &Session{start: func(io.Writer) (process, error) { return nil, errors.New("Hyper-V runs only on Windows") }}
 	d := New(Options{Runner: s})
@@ -168,10 +168,10 @@ func TestSessionWithoutPowerShell(t *testing.T) {
 	}
 }
 
-// TestSessionSilentPowerShell: a powershell.exe that starts and never
-// answers (as Wine's stub) fails the first script within the session's
-// start limit, as PowerShell missing: Preflight says the driver is not
-// usable and why, instead of waiting without end.
+// TestSessionSilentPowerShell checks that a powershell.exe that starts and
+// never answers (as Wine's stub) fails the first script within the
+// session's start limit, as PowerShell missing: Preflight reports the
+// driver unusable and why, instead of waiting without end.
 func TestSessionSilentPowerShell(t *testing.T) {
 	var started int
 	silent := func(io.Writer) (process, error) {
@@ -209,8 +209,9 @@ func TestSessionSilentPowerShell(t *testing.T) {
 	}
 }
 
-// TestInstall: the install VM's transcript, and its VM removed with the
-// disk kept; a VM removed from outside fails and takes the disk along.
+// TestInstall checks the install VM's transcript, and its VM removed with
+// the disk kept; and that a VM removed from outside fails and takes the
+// disk along.
 func TestInstall(t *testing.T) {
 	const removeInstall, stateMark = "if ($vm) {\n    if ($vm.State -ne 'Off')", "if ($vm) { [string]$vm.State } else { '' }"
 	f := (&fakePS{t: t}).quiet(removeInstall).quiet("-SizeBytes").quiet("Msvm_Keyboard")
@@ -244,11 +245,11 @@ func TestInstall(t *testing.T) {
 	}
 }
 
-// TestInstallConsole: the install VM's console is copied to the log once
-// its pipe is there (opens fail with "not found" until Hyper-V makes it);
-// a pipe hwk is refused fails the install at once with what to do, and
-// the VM goes with its disk, instead of a build that waits out its time
-// on a dark console (review 4, D9).
+// TestInstallConsole checks that the install VM's console is copied to
+// the log once its pipe is there (opens fail with "not found" until
+// Hyper-V makes it), and that a pipe hwk is refused fails the install at
+// once with what to do, the VM going with its disk, instead of a build
+// that waits out its time on a dark console (review 4, D9).
 func TestInstallConsole(t *testing.T) {
 	const removeInstall, stateMark = "if ($vm) {\n    if ($vm.State -ne 'Off')", "if ($vm) { [string]$vm.State } else { '' }"
 	old := installPoll

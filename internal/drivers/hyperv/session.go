@@ -12,10 +12,10 @@ import (
 	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
-// errNotWindows is every host but Windows: Hyper-V is Windows'.
+// errNotWindows is every host except Windows: Hyper-V is Windows'.
 var errNotWindows = errors.New("Hyper-V runs only on Windows")
 
-// NewSession is a session of its own, for a caller that needs one apart
+// NewSession returns a session of its own, for a caller that needs one apart
 // from the process-wide session (a test standing for one hwk command);
 // stray output goes to log.
 func NewSession(log io.Writer) *Session {
@@ -88,6 +88,6 @@ func (p *osProcess) Kill() error {
 // hwk command starts PowerShell once however many drivers it makes.
 var shared = &Session{start: startPowerShell}
 
-// SharedSession is the session the process's Hyper-V drivers use, for
+// SharedSession returns the session the process's Hyper-V drivers use, for
 // other drivers that change the host's network beside them (wsl2).
 func SharedSession() *Session { return shared }

@@ -11,5 +11,6 @@
 // Networks, port forwards), machine.go (VMs: Create ... List), node.go
 // (Node, HostEndpoint), files.go (a cluster's files), media.go (disks,
 // bases), install.go (Installer), vboxmanage.go and parse.go (VBoxManage
-// and its output), host_*.go (where VirtualBox is, the hypervisor).
+// and its output), host_other.go and host_windows.go (where VirtualBox is,
+// the hypervisor).
 package virtualbox

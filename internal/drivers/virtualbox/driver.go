@@ -30,7 +30,7 @@ type Options struct {
 	// Hypervisor reports whether the Windows hypervisor runs; the host's
 	// answer when nil.
 	Hypervisor func(context.Context) (bool, error)
-	// Handle reaches a node once VirtualBox says it runs; nil is SSH with
+	// Handle reaches a node once VirtualBox reports it running; nil is SSH with
 	// the cluster's key and the node's pinned host key, through the port
 	// forwarded to its port 22. Tests give handles of their own.
 	Handle func(name string, os config.OS, ip netip.Addr) (*node.Node, error)

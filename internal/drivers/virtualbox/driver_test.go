@@ -23,7 +23,7 @@ const (
 	windowsUUID = "b07e2d94-61c3-4f25-8a1e-93d4c6e5f208"
 )
 
-// testDriver is a driver on a fake VBoxManage answering from transcript,
+// testDriver returns a driver on a fake VBoxManage answering from transcript,
 // with hwk's directories in a temporary home, and the node images in its
 // cache.
 func testDriver(t *testing.T, transcript string, vars ...string) (*Driver, *vboxtest.Fake, state.Dirs, *[]string) {
@@ -74,10 +74,10 @@ func must(t *testing.T, what string, err error) {
 	}
 }
 
-// TestCreateLinuxAndWindows: the cluster's NAT Network is made once, a
-// Linux control plane and a Windows worker are made on differencing disks
-// over their images' bases with the calls and settings each needs, and
-// doing it all again changes nothing.
+// TestCreateLinuxAndWindows checks that the cluster's NAT Network is made
+// once, that a Linux control plane and a Windows worker are made on
+// differencing disks over their images' bases with the calls and settings
+// each needs, and that doing it all again changes nothing.
 func TestCreateLinuxAndWindows(t *testing.T) {
 	d, fake, dirs, warns := testDriver(t, "create.txt")
 	ctx := context.Background()
@@ -122,8 +122,8 @@ func TestCreateLinuxAndWindows(t *testing.T) {
 	}
 }
 
-// TestCreateKeepsBaseSize: a node that asks for more disk than its image
-// holds is still made, on the image's size, with a warning that says so:
+// TestCreateKeepsBaseSize checks that a node that asks for more disk than
+// its image holds is still made, on the image's size, with a warning:
 // VirtualBox cannot grow a differencing disk past its shared base.
 func TestCreateKeepsBaseSize(t *testing.T) {
 	d, _, dirs, warns := testDriver(t, "create.txt")
@@ -137,9 +137,9 @@ func TestCreateKeepsBaseSize(t *testing.T) {
 	}
 }
 
-// TestCreateRefusals: a spec hwk cannot make, a VM of the name that hwk
-// did not make, and a cluster without its network are refused before
-// anything is made.
+// TestCreateRefusals checks that a spec hwk cannot make, a VM of the name
+// that hwk did not make, and a cluster without its network are refused
+// before anything is made.
 func TestCreateRefusals(t *testing.T) {
 	d, fake, dirs, _ := testDriver(t, "refusals.txt")
 	ctx := context.Background()
@@ -168,8 +168,8 @@ func TestCreateRefusals(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestCreateReplacesPartial: a VM an earlier hwk began and did not finish
-// is removed with its media and made again.
+// TestCreateReplacesPartial checks that a VM an earlier hwk began and did
+// not finish is removed with its media and made again.
 func TestCreateReplacesPartial(t *testing.T) {
 	d, fake, dirs, warns := testDriver(t, "partial.txt")
 	must(t, "create", d.Create(context.Background(), cp(dirs)))
@@ -179,9 +179,9 @@ func TestCreateReplacesPartial(t *testing.T) {
 	}
 }
 
-// TestLifecycle: inspect, list, stop (the ACPI button, then waiting for
-// power-off; a guest that ignores it is powered off), start, each twice,
-// for a Linux and a Windows node.
+// TestLifecycle checks inspect, list, stop (the ACPI button, then waiting
+// for power-off; a guest that ignores it is powered off) and start, each
+// twice, for a Linux and a Windows node.
 func TestLifecycle(t *testing.T) {
 	d, fake, dirs, warns := testDriver(t, "lifecycle.txt")
 	StopGrace, pollEvery = 300*time.Millisecond, 50*time.Millisecond
@@ -217,11 +217,11 @@ func TestLifecycle(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDelete: deleting a node removes its VM with only its own media, its
-// port forwards, and the base when no node uses it any more; deleting a
-// node whose VM was removed by hand (its disk and seed left registered)
-// leaves nothing either; deleting each again finds nothing to do; the
-// network goes last, once.
+// TestDelete checks that deleting a node removes its VM with only its own
+// media, its port forwards, and the base when no node uses it any more;
+// that a node whose VM was removed by hand (its disk and seed left
+// registered) leaves nothing either; that deleting again finds nothing to
+// do; and that the network goes last, once.
 func TestDelete(t *testing.T) {
 	d, fake, dirs, _ := testDriver(t, "delete.txt")
 	ctx := context.Background()
@@ -245,7 +245,8 @@ func TestDelete(t *testing.T) {
 	}
 }
 
-// TestPreflight: every reason VirtualBox cannot be used, with its fix.
+// TestPreflight checks every reason VirtualBox cannot be used, with its
+// fix.
 func TestPreflight(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -293,8 +294,8 @@ func TestPreflight(t *testing.T) {
 	})
 }
 
-// TestInstall: the Windows image install VM, pressing the space bar for
-// the media's boot prompt, waiting for the guest to power off, and
+// TestInstall checks the Windows image install VM: pressing the space bar
+// for the media's boot prompt, waiting for the guest to power off, and
 // keeping only the disk.
 func TestInstall(t *testing.T) {
 	work := t.TempDir()
@@ -309,8 +310,9 @@ func TestInstall(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestCreateFailsCleansUp: a create that fails half-way removes the VM it
-// made and the node's files, and says which call failed and why.
+// TestCreateFailsCleansUp checks that a create that fails half-way
+// removes the VM it made and the node's files, and reports which call
+// failed and why.
 func TestCreateFailsCleansUp(t *testing.T) {
 	d, fake, dirs, _ := testDriver(t, "create-fails.txt")
 	err := d.Create(context.Background(), cp(dirs))

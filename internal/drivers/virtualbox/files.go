@@ -8,7 +8,8 @@ import (
 	"github.com/hwk-dev/hwk/internal/state"
 )
 
-// Files of a cluster and its nodes.
+// clusterFiles returns the directory of the driver's files for cluster
+// and its nodes.
 func (d *Driver) clusterFiles(cluster string) string {
 	return state.NewStore(d.dirs).DriverDir(cluster, "virtualbox")
 }
@@ -19,7 +20,7 @@ func (d *Driver) machineDir(r drivers.Ref) string {
 
 func (d *Driver) seedISO(r drivers.Ref) string { return filepath.Join(d.machineDir(r), "cidata.iso") }
 
-// ConsoleLog is the file a node's serial console (COM1) is logged to.
+// ConsoleLog returns the file a node's serial console (COM1) is logged to.
 func (d *Driver) ConsoleLog(r drivers.Ref) string {
 	return filepath.Join(d.machineDir(r), "console.log")
 }

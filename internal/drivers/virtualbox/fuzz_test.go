@@ -41,14 +41,14 @@ func seedReplies(f *testing.F, prefix string, stderr bool) {
 	}
 }
 
-// quoteMR is s quoted as outputMachineReadableString quotes a value: in
+// quoteMR returns s quoted as outputMachineReadableString quotes a value: in
 // double quotes, with only " and \ escaped.
 func quoteMR(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 
-// FuzzMachineReadable: the pairs read from showvminfo's output have keys
-// of one line, are no more than its lines, and, written back as
+// FuzzMachineReadable checks that the pairs read from showvminfo's output
+// have keys of one line, are no more than its lines, and, written back as
 // VBoxManage writes them, read back the same.
 func FuzzMachineReadable(f *testing.F) {
 	seedReplies(f, "vminfo/", false)
@@ -85,10 +85,11 @@ func FuzzMachineReadable(f *testing.F) {
 	})
 }
 
-// TestMachineReadableLongValue: a description of many lines reads in
-// time proportional to its length; read by joining its lines one at a
-// time, 16000 lines took over a minute.
+// TestMachineReadableLongValue checks that a description of many lines
+// reads in time proportional to its length.
 func TestMachineReadableLongValue(t *testing.T) {
+	// Why: read by joining its lines one at a time, 16000 lines took over
+	// a minute.
 	desc := strings.Repeat("a line of a long description\n", 50000)
 	for _, out := range []string{
 		"description=" + quoteMR(desc) + "\nname=\"x\"\n",
@@ -108,9 +109,9 @@ func TestMachineReadableLongValue(t *testing.T) {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F-]{36}$`)
 
-// FuzzVMList: `list vms` entries are one per line at most, with a UUID
-// of UUID's form and a name of one line, and listed again read back the
-// same.
+// FuzzVMList checks that `list vms` entries are one per line at most, with
+// a UUID of UUID's form and a name of one line, and listed again read back
+// the same.
 func FuzzVMList(f *testing.F) {
 	seedReplies(f, "vms/", false)
 	f.Fuzz(func(t *testing.T, out string) {
@@ -131,7 +132,7 @@ func FuzzVMList(f *testing.F) {
 	})
 }
 
-// writeBlocks is bs in the "Field: value" form blocks reads: each field
+// writeBlocks returns bs in the "Field: value" form blocks reads: each field
 // followed by its indented lines, then the headings of the others, a
 // blank line after each record.
 func writeBlocks(bs []block) string {
@@ -158,10 +159,10 @@ func writeBlocks(bs []block) string {
 	return b.String()
 }
 
-// FuzzBlocks: records of `natnetwork list`, `list hdds` and `list
-// hostinfo` hold trimmed fields of one line, are no more than the
-// output's lines, and written back read back the same; a medium's
-// capacity is never negative, and is the MBytes its record says.
+// FuzzBlocks checks that records of `natnetwork list`, `list hdds` and
+// `list hostinfo` hold trimmed fields of one line, are no more than the
+// output's lines, and written back read back the same; and that a medium's
+// capacity is never negative, and is the MBytes its record gives.
 func FuzzBlocks(f *testing.F) {
 	seedReplies(f, "natnetwork/", false)
 	seedReplies(f, "media/", false)
@@ -207,8 +208,8 @@ func FuzzBlocks(f *testing.F) {
 	})
 }
 
-// FuzzVBoxVersion: a version read is the numbers its output prints,
-// and prints back as them.
+// FuzzVBoxVersion checks that a version read is the numbers its output
+// prints, and prints back as them.
 func FuzzVBoxVersion(f *testing.F) {
 	seedReplies(f, "version/", false)
 	f.Add("7.0.16_Ubuntur162802\n")
@@ -238,8 +239,9 @@ func FuzzVBoxVersion(f *testing.F) {
 	})
 }
 
-// FuzzForwardRule: a NAT Network's forwarding rule read is IPv4 to a
-// name without colons, and written as hwk writes one reads back the same.
+// FuzzForwardRule checks that a NAT Network's forwarding rule read is IPv4
+// to a name without colons, and written as hwk writes one reads back the
+// same.
 func FuzzForwardRule(f *testing.F) {
 	f.Add("demo-cp-22:tcp:[127.0.0.1]:41022:[172.31.250.10]:22")
 	f.Add("        demo-cp-6443:tcp:[]:46443:[172.31.250.10]:6443")
@@ -258,9 +260,9 @@ func FuzzForwardRule(f *testing.F) {
 	})
 }
 
-// FuzzDescription: a description read as hwk's names its cluster, node
-// and address, and the description hwk would write of it reads back the
-// same.
+// FuzzDescription checks that a description read as hwk's names its
+// cluster, node and address, and that the description hwk would write of
+// it reads back the same.
 func FuzzDescription(f *testing.F) {
 	all, err := fakeprog.LoadReplies("testdata/replies")
 	if err != nil {
@@ -294,11 +296,11 @@ func FuzzDescription(f *testing.F) {
 
 var codeRE = regexp.MustCompile(`^[A-Z0-9_]+$`)
 
-// FuzzVBoxError: VBoxManage's stderr read as an Error: each message is
-// a non-empty line of it, the code a result code's name, the end of the
-// output kept when no message is no longer than its bound and still
-// UTF-8 when the output is, and no error from a call that printed no
-// error line and succeeded.
+// FuzzVBoxError checks VBoxManage's stderr read as an Error: each message
+// is a non-empty line of it, the code a result code's name, the end of the
+// output kept when there is no message, no longer than its bound and still
+// UTF-8 when the output is; and no error from a call that succeeded
+// without printing an error line.
 func FuzzVBoxError(f *testing.F) {
 	seedReplies(f, "errors/", true)
 	seedReplies(f, "commands/", true)
@@ -350,9 +352,9 @@ func FuzzVBoxError(f *testing.F) {
 	})
 }
 
-// FuzzVDIHeader: a VDI header read has a UUID of UUID's form and a size
-// that is no negative number; a header of each UUID and size hwk's tests
-// write reads back as them.
+// FuzzVDIHeader checks that a VDI header read has a UUID of UUID's form
+// and a size that is no negative number, and that a header of each UUID
+// and size hwk's tests write reads back as them.
 func FuzzVDIHeader(f *testing.F) {
 	// readVDI reads a file: each input is written to one in the worker's
 	// temporary directory, written over at the next. On a busy disk each

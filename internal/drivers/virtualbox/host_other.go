@@ -4,10 +4,10 @@ package virtualbox
 
 import "context"
 
-// installDir is VirtualBox's install directory from the registry, which
-// only Windows has.
+// installDir returns "": VirtualBox's install directory comes from the
+// registry, which only Windows has.
 func installDir() string { return "" }
 
-// hypervisorPresent: only on Windows does another hypervisor take the
-// CPU's virtualization from VirtualBox while the host runs.
+// hypervisorPresent reports false: only on Windows does another hypervisor
+// take the CPU's virtualization from VirtualBox while the host runs.
 func hypervisorPresent(context.Context) (bool, error) { return false, nil }

@@ -10,7 +10,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/hostexec"
 )
 
-// InstallDir is where VirtualBox is installed, "" when it is not: its MSI
+// InstallDir returns where VirtualBox is installed, "" when it is not: its MSI
 // sets VBOX_MSI_INSTALL_PATH and records InstallDir in the registry.
 func InstallDir() string {
 	if d := os.Getenv("VBOX_MSI_INSTALL_PATH"); d != "" {
@@ -19,7 +19,7 @@ func InstallDir() string {
 	return installDir()
 }
 
-// installDir is VirtualBox's install directory as its installer records
+// installDir returns VirtualBox's install directory as its installer records
 // it in the registry.
 func installDir() string {
 	k, err := registry.OpenKey(registry.LOCAL_MACHINE, `SOFTWARE\Oracle\VirtualBox`, registry.QUERY_VALUE)
@@ -34,9 +34,9 @@ func installDir() string {
 	return d
 }
 
-// hypervisorPresent asks Windows whether its hypervisor runs (Hyper-V,
-// WSL2, the Windows Hypervisor Platform): VirtualBox then runs its VMs
-// through it.
+// hypervisorPresent reports whether Windows' hypervisor runs (Hyper-V,
+// WSL2, the Windows Hypervisor Platform), through which VirtualBox then
+// runs its VMs.
 func hypervisorPresent(ctx context.Context) (bool, error) {
 	out, err := hostexec.Output(hostexec.Command(ctx, "powershell.exe", "-NoLogo", "-NoProfile", "-NonInteractive", "-Command", hypervisorScript))
 	if err != nil {

@@ -126,8 +126,8 @@ func (d *Driver) makeInstallVM(ctx context.Context, spec drivers.InstallSpec, di
 }
 
 // removeInstall removes the install VM of spec and the media VirtualBox
-// registered for it. The installed disk stays on disk when keepDisk says
-// so: it is detached first (so that unregistervm --delete leaves it) and
+// registered for it. The installed disk stays on disk when keepDisk is
+// set: it is detached first (so that unregistervm --delete leaves it) and
 // forgotten after; otherwise it is deleted.
 func (d *Driver) removeInstall(ctx context.Context, spec drivers.InstallSpec, keepDisk bool) error {
 	v, err := d.showVM(ctx, spec.Name)

@@ -31,7 +31,7 @@ const group = "/hwk"
 // VM all its memory when it starts.
 func (d *Driver) StartupMemory(_ config.OS, memory int64) int64 { return memory }
 
-// MAC is a node's NIC address: VirtualBox's own prefix 08:00:27 and the
+// MAC returns a node's NIC address: VirtualBox's own prefix 08:00:27 and the
 // last three bytes of the node's IP, unique within a subnet.
 func MAC(ip netip.Addr) string {
 	b := ip.As4()
@@ -234,9 +234,9 @@ func (d *Driver) createVM(ctx context.Context, spec drivers.MachineSpec, base *m
 	return err
 }
 
-// unfit says why the cluster's existing VM m cannot stand for spec; ""
-// when it can: made to the end, for the same node, with its files still in
-// place.
+// unfit returns why the cluster's existing VM m cannot stand for spec, or
+// "" when it can: made to the end, for the same node, with its files still
+// in place.
 func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
 	switch {
 	case m.Partial:
@@ -257,7 +257,8 @@ func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
 	return ""
 }
 
-// validate refuses a spec before anything is made.
+// validate returns an error for a spec VirtualBox cannot make, before
+// anything is made.
 func (d *Driver) validate(spec drivers.MachineSpec) error {
 	if err := drivers.CheckVM(spec, drivers.VMRules{Driver: "virtualbox", Hypervisor: "VirtualBox", Guests: d.GuestOSes(), ImageFormat: "a VDI disk", MinMemory: 512 << 20}); err != nil {
 		return err
@@ -374,7 +375,7 @@ func (d *Driver) Start(ctx context.Context, r drivers.Ref) error {
 	return d.start(ctx, r, v)
 }
 
-// start is Start of the node whose VM showVM found as v.
+// start starts, as Start does, the node whose VM showVM found as v.
 func (d *Driver) start(ctx context.Context, r drivers.Ref, v *vm) error {
 	if !v.ours(r) {
 		return fmt.Errorf("node %s of cluster %s has no VirtualBox VM", r.Name, r.Cluster)
@@ -464,7 +465,7 @@ func (d *Driver) Delete(ctx context.Context, r drivers.Ref) error {
 	return d.delete(ctx, r, v)
 }
 
-// delete is Delete of the node whose VM showVM found as v.
+// delete deletes, as Delete does, the node whose VM showVM found as v.
 func (d *Driver) delete(ctx context.Context, r drivers.Ref, v *vm) error {
 	if v.ours(r) {
 		if !off(v.State) {

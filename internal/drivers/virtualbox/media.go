@@ -15,15 +15,16 @@ import (
 
 // The VDI header (src/VBox/Storage/VDICore.h): a 64-byte text pre-header,
 // then the signature and version, then (version 1.1) the header whose
-// virtual size sits at byte 0x170 and creation UUID at 0x188. The UUID is what VirtualBox registers
-// a disk under, so it names the base: an image rebuilt in place gets a new
-// one, and never meets the registration of the old.
+// virtual size sits at byte 0x170 and creation UUID at 0x188.
 const (
 	vdiSignature     = 0xbeda107f
 	vdiSigOffset     = 0x40
 	vdiVersionOffset = 0x44
 	vdiSizeOffset    = 0x170
-	vdiUUIDOffset    = 0x188
+	// Why the creation UUID: it is what VirtualBox registers a disk
+	// under, so it names the base: an image rebuilt in place gets a new
+	// one, and never meets the registration of the old.
+	vdiUUIDOffset = 0x188
 )
 
 // vdiHeader is what hwk reads of a VDI's header.
@@ -88,10 +89,11 @@ func mediumFrom(b block) medium {
 	return m
 }
 
-// basesDir holds the bases: one name per node image disk, by its UUID.
+// basesDir returns the directory of the bases: one name per node image
+// disk, by its UUID.
 func (d *Driver) basesDir() string { return filepath.Join(d.dirs.Cache, "virtualbox", "bases") }
 
-// ensureBase is the node image at image as the base every node's disk is
+// ensureBase returns the node image at image as the base every node's disk is
 // made on: a link to the image named for its UUID (a copy where links
 // cannot be made), which nodes attach as multi-attach. Rebuilding the
 // image replaces its file, and the disks made on the old one keep theirs.

@@ -12,10 +12,11 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/vboxtest"
 )
 
-// A VDI from diskimage.WriteVDI reads as a node image disk: readVDI gets
-// its size and a random (version 4) UUID, so the UUID's fields are in
-// RTUUID order, and the header fields hwk and vboxtest know sit where
-// vboxtest's stand-in puts them, with the same values.
+// TestReadVDIOfWriteVDI checks that a VDI from diskimage.WriteVDI reads as
+// a node image disk: readVDI gets its size and a random (version 4) UUID,
+// so the UUID's fields are in RTUUID order, and the header fields hwk and
+// vboxtest know sit where vboxtest's stand-in puts them, with the same
+// values.
 func TestReadVDIOfWriteVDI(t *testing.T) {
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "disk.raw")

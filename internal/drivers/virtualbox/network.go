@@ -47,8 +47,8 @@ func parseRule(s string) (forwardRule, bool) {
 	return forwardRule{Name: m[1], Host: uint16(h), Guest: netip.AddrPortFrom(ip, uint16(g))}, true
 }
 
-// forwardName names the forward of a node's guest port; the node's name
-// first, so a node's forwards are found by it.
+// forwardName returns the name of the forward of a node's guest port: the
+// node's name first, so a node's forwards are found by it.
 func forwardName(node string, guest uint16) string { return fmt.Sprintf("%s-%d", node, guest) }
 
 // natNetworks lists the host's NAT Networks.
@@ -75,7 +75,7 @@ func (d *Driver) natNetworks(ctx context.Context) ([]natNet, error) {
 	return nets, nil
 }
 
-// network is the cluster's NAT Network; nil when there is none.
+// network returns the cluster's NAT Network; nil when there is none.
 func (d *Driver) network(ctx context.Context, cluster string) (*natNet, error) {
 	nets, err := d.natNetworks(ctx)
 	if err != nil {
@@ -90,11 +90,11 @@ func (d *Driver) network(ctx context.Context, cluster string) (*natNet, error) {
 }
 
 // CheckSubnet implements drivers.SubnetChecker: the cluster's own NAT
-// Network is no conflict; another NAT Network over the subnet is. (A NAT
-// Network is private to its VMs, so overlapping another would route
-// nothing astray; but a user reading VirtualBox Manager should not have to
-// tell two networks of one range apart.)
+// Network is no conflict; another NAT Network over the subnet is.
 func (d *Driver) CheckSubnet(ctx context.Context, n drivers.Network) error {
+	// Why: a NAT Network is private to its VMs, so overlapping another
+	// would route nothing astray; but a user reading VirtualBox Manager
+	// should not have to tell two networks of one range apart.
 	nets, err := d.natNetworks(ctx)
 	if err != nil {
 		return err
@@ -121,10 +121,11 @@ func subnetFree(nets []natNet, n drivers.Network) (*natNet, error) {
 
 // EnsureNetwork implements drivers.Driver: a NAT Network named for the
 // cluster, without DHCP (the nodes' addresses are static, from their
-// seeds). It needs no `natnetwork start`: VirtualBox starts a NAT
-// Network's service when the first VM on it starts and stops it with the
-// last (VirtualBoxImpl.cpp, i_natNetworkRefInc/i_natNetworkRefDec).
+// seeds), which VirtualBox starts with the first VM on it.
 func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
+	// Why no `natnetwork start`: VirtualBox starts a NAT Network's service
+	// when the first VM on it starts and stops it with the last
+	// (VirtualBoxImpl.cpp, i_natNetworkRefInc/i_natNetworkRefDec).
 	n.Subnet = n.Subnet.Masked()
 	nets, err := d.natNetworks(ctx)
 	if err != nil {
@@ -177,5 +178,5 @@ func (d *Driver) removeForwards(ctx context.Context, r drivers.Ref) error {
 	return nil
 }
 
-// NetworkName is the NAT Network of a cluster.
+// NetworkName returns the name of a cluster's NAT Network.
 func NetworkName(cluster string) string { return "hwk-" + cluster }

@@ -7,20 +7,22 @@ import (
 	"strings"
 )
 
-// machineReadable parses `showvminfo --machinereadable`
-// (VBoxManageInfo.cpp): one key=value per line, the key quoted when the
-// caller asks ("SATA-0-0"), string values quoted with only \" and \\
-// escaped (outputMachineReadableString), so a description holding a
-// newline goes on over the next lines; numbers bare. Lines of other
-// shapes (7.0.0-7.0.14's "Encryption:     disabled", " rec_screen0") are
-// skipped.
+// machineReadable parses `showvminfo --machinereadable` into its
+// key=value pairs, a quoted value over as many lines as it holds; lines of
+// other shapes are skipped.
 func machineReadable(out string) map[string]string {
+	// The format (VBoxManageInfo.cpp): one key=value per line, the key
+	// quoted when the caller asks ("SATA-0-0"), string values quoted with
+	// only \" and \\ escaped (outputMachineReadableString), so a
+	// description holding a newline goes on over the next lines; numbers
+	// bare.
 	kv := map[string]string{}
 	rest := strings.ReplaceAll(out, "\r\n", "\n")
 	for rest != "" {
 		key, val, n, ok := readKV(rest)
 		if !ok {
-			// Not a pair: skip the line, and read on from the next.
+			// Not a pair (7.0.0-7.0.14's "Encryption:     disabled",
+			// " rec_screen0"): skip the line, and read on from the next.
 			_, rest, _ = strings.Cut(rest, "\n")
 			continue
 		}
@@ -32,11 +34,11 @@ func machineReadable(out string) map[string]string {
 
 // readKV reads the key=value pair at the start of s, and how many bytes
 // of s it took with its line end: a quoted value goes on to its closing
-// quote, over as many lines as it holds, which must end that line. The
-// value is read in one pass: joining its lines one at a time and reading
-// the join again at each takes time in the square of its length, minutes
-// for a description of a few thousand lines.
+// quote, over as many lines as it holds, which must end that line.
 func readKV(s string) (key, val string, n int, ok bool) {
+	// Why one pass over the value: joining its lines one at a time and
+	// reading the join again at each takes time in the square of its
+	// length, minutes for a description of a few thousand lines.
 	line, _, _ := strings.Cut(s, "\n")
 	if strings.HasPrefix(line, `"`) {
 		k, m, closed := unquote(line)
@@ -106,11 +108,7 @@ func listVMs(out string) []vmEntry {
 	return vms
 }
 
-// blocks parses the "Field:   value" reports of `natnetwork list`, `list
-// hostonlyifs`, `list hdds` and `showmediuminfo`: records separated by
-// blank lines. Lines that are not fields (headers, "N networks found",
-// indented rules) go with the record under the field before them, in
-// Extra.
+// block is one record of a "Field:   value" report.
 type block struct {
 	Fields map[string]string
 	// Extra are the indented lines of a field that lists several
@@ -118,6 +116,11 @@ type block struct {
 	Extra map[string][]string
 }
 
+// blocks parses the "Field:   value" reports of `natnetwork list`, `list
+// hostonlyifs`, `list hdds` and `showmediuminfo`: records separated by
+// blank lines. Lines that are not fields (headers, "N networks found",
+// indented rules) go with the record under the field before them, in
+// Extra.
 func blocks(out string) []block {
 	var res []block
 	var cur *block

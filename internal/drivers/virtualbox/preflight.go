@@ -84,7 +84,7 @@ func hostInfo(out string) map[string]string {
 // True or False.
 const hypervisorScript = `(CimCmdlets\Get-CimInstance -ClassName Win32_ComputerSystem).HypervisorPresent`
 
-// Scripts are the PowerShell scripts the driver runs (on the Windows host),
+// Scripts returns the PowerShell scripts the driver runs (on the Windows host),
 // for internal/testing/pscatalog's checks.
 func Scripts() map[string]string {
 	return map[string]string{"hypervisorScript": hypervisorScript}

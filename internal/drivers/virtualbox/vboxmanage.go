@@ -21,11 +21,11 @@ import (
 )
 
 // Runner runs VBoxManage with args and returns what it wrote to stdout. A
-// failure is an *Error. Every operation of the driver is a VBoxManage
-// call, as minikube and Vagrant drive VirtualBox too: VBoxManage is the
-// interface VirtualBox documents and keeps compatible, and its
-// --machinereadable output is meant for this.
+// failure is an *Error. Every operation of the driver is a VBoxManage call.
 type Runner interface {
+	// Why VBoxManage, as minikube and Vagrant drive VirtualBox too: it is
+	// the interface VirtualBox documents and keeps compatible, and its
+	// --machinereadable output is meant for this.
 	Run(ctx context.Context, args ...string) (string, error)
 }
 
@@ -138,8 +138,8 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("VBoxManage %s: %s", summary(e.Args), msg)
 }
 
-// busy reports the failures of a machine or medium in use a moment ago,
-// which go away when retried.
+// busy reports whether e is the failure of a machine or medium in use a
+// moment ago, which goes away when retried.
 func (e *Error) busy() bool {
 	for _, m := range e.Messages {
 		if strings.Contains(m, "The object is not ready") || strings.Contains(m, "is already locked for a session (or being unlocked)") {
@@ -149,8 +149,8 @@ func (e *Error) busy() bool {
 	return false
 }
 
-// IsNotFound reports whether err is VBoxManage saying the machine, medium
-// or network asked for does not exist.
+// IsNotFound reports whether err is VBoxManage reporting that the machine,
+// medium or network asked for does not exist.
 func IsNotFound(err error) bool {
 	var ve *Error
 	if !errors.As(err, &ve) {
@@ -159,7 +159,7 @@ func IsNotFound(err error) bool {
 	return ve.Code == "VBOX_E_OBJECT_NOT_FOUND" || ve.Code == "NS_ERROR_FILE_NOT_FOUND" || ve.Code == "VBOX_E_FILE_ERROR" && strings.Contains(strings.Join(ve.Messages, " "), "VERR_FILE_NOT_FOUND")
 }
 
-// summary is the subcommand of args and the first argument that is not
+// summary returns the subcommand of args and the first argument that is not
 // an option, for messages: "showvminfo demo-cp", "createvm demo-cp".
 func summary(args []string) string {
 	if len(args) == 0 {
@@ -195,7 +195,7 @@ func parseError(args []string, stderr string, runErr error) *Error {
 		switch {
 		case detailsRE.MatchString(rest):
 			e.Code = detailsRE.FindStringSubmatch(rest)[1]
-		// An error line of only a rule, or of nothing, says nothing: kept,
+		// An error line of only a rule, or of nothing, tells nothing: kept,
 		// it would make an empty message.
 		case strings.HasPrefix(rest, "Context: "), strings.Trim(rest, "-") == "":
 		default:
@@ -217,7 +217,7 @@ func parseError(args []string, stderr string, runErr error) *Error {
 	return e
 }
 
-// exeName is VBoxManage's file name on this OS.
+// exeName returns VBoxManage's file name on this OS.
 func exeName() string {
 	if runtime.GOOS == "windows" {
 		return "VBoxManage.exe"
@@ -225,7 +225,7 @@ func exeName() string {
 	return "VBoxManage"
 }
 
-// defaultDirs are where VirtualBox's installers put VBoxManage when it is
+// defaultDirs returns where VirtualBox's installers put VBoxManage when it is
 // not on PATH.
 func defaultDirs() []string {
 	switch runtime.GOOS {

@@ -22,9 +22,10 @@ func replies(t *testing.T) fakeprog.Replies {
 	return r
 }
 
-// TestMachineReadable: showvminfo's output as VBoxManageInfo.cpp writes
-// it, quirks and all, gives the values hwk reads; a description of the
-// user's own, over two lines with quotes, reads back whole.
+// TestMachineReadable checks that showvminfo's output as
+// VBoxManageInfo.cpp writes it, quirks and all, gives the values hwk
+// reads, and that a description of the user's own, over two lines with
+// quotes, reads back whole.
 func TestMachineReadable(t *testing.T) {
 	r := replies(t)
 	kv := machineReadable(strings.ReplaceAll(r["vminfo/demo-cp-running"].Stdout, "{cp-ssh}", "41022"))
@@ -55,7 +56,8 @@ func TestMachineReadable(t *testing.T) {
 	}
 }
 
-// TestMetadataRoundTrip: the description hwk writes reads back as written.
+// TestMetadataRoundTrip checks that the description hwk writes reads back
+// as written.
 func TestMetadataRoundTrip(t *testing.T) {
 	m := metadata{Cluster: "c", Name: "c-cp", Role: "control-plane", OS: "linux", IP: loopback, Base: "b", Ports: map[uint16]uint16{6443: 2, 22: 1}, Partial: true}
 	got := parseDescription(m.String())
@@ -67,7 +69,8 @@ func TestMetadataRoundTrip(t *testing.T) {
 	}
 }
 
-// TestLists: list vms, natnetwork list and list hdds in their formats.
+// TestLists checks the parsing of list vms, natnetwork list and list hdds
+// in their formats.
 func TestLists(t *testing.T) {
 	r := replies(t)
 	vms := listVMs(r["vms/cluster"].Stdout)
@@ -94,8 +97,8 @@ type fixed string
 
 func (f fixed) Run(context.Context, ...string) (string, error) { return string(f), nil }
 
-// TestParseVersion: Oracle's, a distribution's and a prerelease's
-// version, after the Linux wrapper's warning.
+// TestParseVersion checks parseVersion on Oracle's, a distribution's and a
+// prerelease's version, after the Linux wrapper's warning.
 func TestParseVersion(t *testing.T) {
 	r := replies(t)
 	for in, want := range map[string]string{
@@ -114,9 +117,10 @@ func TestParseVersion(t *testing.T) {
 	}
 }
 
-// TestParseError: errorprint.cpp's lines, on Linux and Windows, become an
-// Error with the message and result code; the Details and Context lines
-// and progress do not make a failure of a call that exited 0.
+// TestParseError checks that errorprint.cpp's lines, on Linux and Windows,
+// become an Error with the message and result code, and that the Details
+// and Context lines and progress do not make a failure of a call that
+// exited 0.
 func TestParseError(t *testing.T) {
 	r := replies(t)
 	stderr := strings.ReplaceAll(r["errors/vm-not-found"].Stderr, "{name}", "demo-cp")
@@ -136,8 +140,8 @@ func TestParseError(t *testing.T) {
 	}
 }
 
-// TestFind: VirtualBox's install variables first, then PATH; a directory
-// without VBoxManage is passed over.
+// TestFind checks that Find looks in VirtualBox's install variables first,
+// then on PATH, and passes over a directory without VBoxManage.
 func TestFind(t *testing.T) {
 	dir, empty, onPath := t.TempDir(), t.TempDir(), t.TempDir()
 	for _, d := range []string{dir, onPath} {
@@ -161,10 +165,10 @@ func TestFind(t *testing.T) {
 	}
 }
 
-// TestFakeProgram: through the real spawning path, an argument with
-// spaces and quotes reaches VBoxManage as one, an error VBoxManage prints
-// while exiting 0 is a failure, a busy machine is asked again, and a call
-// the transcript does not expect fails and is recorded.
+// TestFakeProgram checks that, through the real spawning path, an argument
+// with spaces and quotes reaches VBoxManage as one, an error VBoxManage
+// prints while exiting 0 is a failure, a busy machine is asked again, and a
+// call the transcript does not expect fails and is recorded.
 func TestFakeProgram(t *testing.T) {
 	d, fake, _, _ := testDriver(t, "program.txt")
 	retryWait = time.Millisecond

@@ -35,7 +35,7 @@ func (c chroot) Run(ctx context.Context, cmd node.Cmd) error {
 	return err
 }
 
-// rootfsTar is the cached Linux node image's root file system tar, what
+// rootfsTar returns the cached Linux node image's root file system tar, what
 // the driver imports.
 func rootfsTar(t *testing.T) string {
 	t.Helper()
@@ -61,18 +61,19 @@ func run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// TestNodeBootsFromRootfs brings a node up from the node image's rootfs
-// tar through the driver's own steps, with everything but wsl.exe: the
-// tar unpacked as --import unpacks it, the driver's setup run in it
-// through a chroot as wsl.exe would run it before the first boot, then
-// the result booted with systemd as init in a container (WSL boots the
-// distribution's systemd the same way once wsl.conf asks). It checks what
-// the driver promises of a WSL node: systemd reaches running, containerd
-// is active and the kubelet is started (it waits for kubeadm, as on every
-// node before init), the node's stable address is on its interface with
-// the node network routed from it, WSL's network is left alone
-// (systemd-networkd masked), and no SSH server runs.
+// TestNodeBootsFromRootfs checks that a node brought up from the node
+// image's rootfs tar through the driver's own steps, with everything
+// except wsl.exe, keeps the driver's promises: systemd running, containerd
+// active, the kubelet started, the stable address on its interface with
+// the node network routed, WSL's network left alone, and no SSH server.
 func TestNodeBootsFromRootfs(t *testing.T) {
+	// The steps: the tar unpacked as --import unpacks it, the driver's
+	// setup run in it through a chroot as wsl.exe would run it before the
+	// first boot, then the result booted with systemd as init in a
+	// container (WSL boots the distribution's systemd the same way once
+	// wsl.conf asks). The kubelet waits for kubeadm, as on every node
+	// before init; WSL's network is left alone with systemd-networkd
+	// masked.
 	if os.Getenv("HWK_WSL2_BOOT_TEST") != "1" {
 		t.Skip("boots the Linux node image's rootfs as a WSL node would boot; set HWK_WSL2_BOOT_TEST=1 (make test-wsl2)")
 	}

@@ -17,13 +17,8 @@ import (
 // Kernel runs a node image's second stage (pkg/nodeimage.Kernel) in a
 // throwaway WSL 2 distribution, on a Windows host with no Docker engine:
 // the stage-1 root is imported from standard input, the script runs in it
-// as root, and the distribution is exported to standard output and
-// unregistered. wsl.exe --help: "--import <Distro> <InstallLocation>
-// <FileName> ... The filename can be - for standard input", and for
-// --export "The filename can be - for standard output".
-//
-// A WSL distribution shares the VM's network, so the script runs in a
-// network namespace of its own (unshare --net), offline as in Docker.
+// as root and offline, and the distribution is exported to standard output
+// and unregistered.
 type Kernel struct {
 	Runner Runner
 	// Dir holds the distributions' disks while they exist (hwk's cache).
@@ -34,15 +29,16 @@ type Kernel struct {
 func (Kernel) Name() string { return "WSL 2" }
 
 // Files implements pkg/nodeimage's kernelFiles: what WSL's init reads at
-// the distribution's first start, so that it leaves the root alone (no
-// host timezone, GPU library path, generated hosts or resolv.conf, no
-// Windows PATH or interop, no drives mounted, no systemd) and Windows
-// gets no Start menu shortcut or Terminal profile for it. Keys and
-// defaults: learn.microsoft.com/windows/wsl/wsl-config (wsl.conf) and
-// microsoft/WSL src/shared/inc/WslDistributionConfig.h; the shortcut and
-// profile: /etc/wsl-distribution.conf (learn.microsoft.com/windows/wsl/
-// build-custom-distro). pkg/nodeimage drops both files from the export.
+// the distribution's first start, so that it leaves the root alone and
+// Windows gets no Start menu shortcut or Terminal profile for it.
+// pkg/nodeimage drops both files from the export.
 func (Kernel) Files() map[string]string {
+	// wsl.conf: no host timezone, GPU library path, generated hosts or
+	// resolv.conf, no Windows PATH or interop, no drives mounted, no
+	// systemd. Keys and defaults: learn.microsoft.com/windows/wsl/wsl-config
+	// (wsl.conf) and microsoft/WSL src/shared/inc/WslDistributionConfig.h;
+	// the shortcut and profile: /etc/wsl-distribution.conf
+	// (learn.microsoft.com/windows/wsl/build-custom-distro).
 	return map[string]string{
 		"etc/wsl.conf": `[boot]
 systemd=false
@@ -71,11 +67,12 @@ enabled=false
 	}
 }
 
-// Check says whether this host's WSL can configure a root, before a
-// build commits to it: wsl.exe answers --version with WSL 2.0 or newer
-// (the inbox wsl.exe, which predates it, also reports its errors with no
-// code, which the build's clean-up reads).
+// Check returns an error unless this host's WSL can configure a root
+// (wsl.exe answers --version with WSL 2.0 or newer), before a build
+// commits to it.
 func (k Kernel) Check(ctx context.Context) error {
+	// Why 2.0: the inbox wsl.exe, which predates it, also reports its
+	// errors with no code, which the build's clean-up reads.
 	var f hostFacts
 	if err := versions(ctx, k.Runner, &f); err != nil {
 		return err
@@ -114,6 +111,9 @@ func (k Kernel) Configure(ctx context.Context, kind string, root io.Reader, log,
 		return err
 	}
 
+	// wsl.exe --help: "--import <Distro> <InstallLocation> <FileName> ...
+	// The filename can be - for standard input", and for --export "The
+	// filename can be - for standard output".
 	if err := k.run(ctx, root, io.Discard, "--import", name, dir, "-", "--version", "2"); err != nil {
 		// WSL is the kernel only because Docker did not answer: the user
 		// can fix either.
@@ -172,7 +172,7 @@ func (k Kernel) run(ctx context.Context, stdin io.Reader, stdout io.Writer, args
 	return nil
 }
 
-// afterBinary is what follows the last NUL byte of b: a failed --export -
+// afterBinary returns what follows the last NUL byte of b: a failed --export -
 // writes its message to stdout after the part of the tar it wrote, and
 // the tar's NULs would make the whole read as UTF-16. A message in UTF-16
 // (NULs between ASCII letters) is kept whole when b holds nothing else.

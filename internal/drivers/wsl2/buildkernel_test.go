@@ -8,7 +8,8 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/wsltest"
 )
 
-// TestKernelCheck: a build takes WSL as its kernel only from WSL 2.0 on.
+// TestKernelCheck checks that a build takes WSL as its kernel only from
+// WSL 2.0 on.
 func TestKernelCheck(t *testing.T) {
 	fake := wsltest.New(t, "buildkernel-check.txt", nil)
 	k := Kernel{Runner: CLI{}, Dir: t.TempDir()}

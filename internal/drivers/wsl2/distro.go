@@ -23,7 +23,7 @@ const (
 	markerFile = "hwk-distribution.json"
 )
 
-// DistroName is the WSL distribution of node name.
+// DistroName returns the name of node's WSL distribution.
 func DistroName(node string) string { return namePrefix + node }
 
 // marker is what hwk writes beside a distribution it imports: whose node
@@ -61,7 +61,8 @@ func (d distros) mark(r drivers.Ref) *marker {
 	return &m
 }
 
-// state is the distribution of r: registered at all, and running.
+// state reports whether r's distribution is registered at all, and
+// whether it runs.
 func (d distros) state(ctx context.Context, r drivers.Ref) (registered, running bool, err error) {
 	all, err := distributions(ctx, d.r, false)
 	if err != nil {
@@ -79,9 +80,9 @@ func (d distros) state(ctx context.Context, r drivers.Ref) (registered, running 
 
 // ensure imports r's distribution from the root file system tar (plain or
 // gzipped: WSL 2 unpacks it with bsdtar, which reads gzip; a WSL
-// maintainer in microsoft/WSL#8503), unless hwk already made it for r: importing
-// again what is there changes nothing. A distribution of the name that hwk
-// did not make for r is refused. m is the rest of the marker.
+// maintainer in microsoft/WSL#8503), unless hwk already made it for r:
+// importing again what is there changes nothing. A distribution of the
+// name that hwk did not make for r is refused. m is the rest of the marker.
 func (d distros) ensure(ctx context.Context, r drivers.Ref, tar string, m marker) error {
 	name := DistroName(r.Name)
 	registered, _, err := d.state(ctx, r)
@@ -155,12 +156,12 @@ func (d distros) remove(ctx context.Context, r drivers.Ref) error {
 	return nil
 }
 
-// clustersDir holds every cluster's directory.
+// clustersDir returns the directory that holds every cluster's.
 func (d *Driver) clustersDir() string {
 	return state.NewStore(d.dirs).ClustersDir()
 }
 
-// nodeDir is where a node's distribution lives: its disk and hwk's marker.
+// nodeDir returns where a node's distribution lives: its disk and hwk's marker.
 func (d *Driver) nodeDir(r drivers.Ref) string {
 	return filepath.Join(state.NewStore(d.dirs).DriverDir(r.Cluster, "wsl2"), r.Name)
 }

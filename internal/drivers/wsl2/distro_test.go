@@ -12,7 +12,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/wsltest"
 )
 
-// TestDistros: importing a node's distribution is done once, a
+// TestDistros checks that importing a node's distribution is done once, a
 // distribution of the name that hwk did not make is refused, stopping is
 // idempotent, and a distribution unregistered by hand is stopped and
 // deleted without error, leaving no files.

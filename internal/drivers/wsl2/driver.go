@@ -31,19 +31,11 @@ type Options struct {
 	Handle func(name string) *node.Node
 }
 
-// Driver runs a cluster's Linux control plane as a WSL2 distribution.
-//
-// A node is a distribution named hwk-NODE, imported from the node image's
-// root file system tar into the node's directory, beside hwk's marker
-// (distro.go); hwk touches no distribution without both. Create checks
-// from inside the fresh distribution what only it can see (WSL's kernel,
-// ports held in WSL's one network: facts_node.go, kernel.go), places the
-// node's files (setup.go: wsl.conf with systemd as init, the node's
-// stable address), and terminates it so that the next start boots
-// systemd. Start attaches a keepalive session, since WSL stops a
-// distribution without one. Commands run through `wsl.exe -d NAME -u root
-// -e` (transport.go); wsl.exe's own output is read in either encoding and
-// any language (wslexe.go).
+// Driver runs a cluster's Linux control plane as a WSL2 distribution: a
+// node is a distribution named hwk-NODE, imported from the node image's
+// root file system tar into the node's directory beside hwk's marker
+// (distro.go), and hwk touches no distribution without both. Commands run
+// through wsl.exe (transport.go, wslexe.go).
 type Driver struct {
 	dirs    state.Dirs
 	profile string

@@ -22,7 +22,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// freePort is a TCP port nothing on this host listens on now.
+// freePort returns a TCP port nothing on this host listens on now.
 func freePort(t *testing.T) uint16 {
 	l, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +32,7 @@ func freePort(t *testing.T) uint16 {
 	return uint16(l.Addr().(*net.TCPAddr).Port)
 }
 
-// testDriver is a driver over the fake wsl.exe answering from
+// testDriver returns a driver over the fake wsl.exe answering from
 // transcript, with a profile whose .wslconfig holds wslconfig, and the
 // spec of cluster demo's control plane.
 func testDriver(t *testing.T, transcript, wslconfig string) (*Driver, *wsltest.Fake, drivers.MachineSpec, *[]string) {
@@ -41,9 +41,9 @@ func testDriver(t *testing.T, transcript, wslconfig string) (*Driver, *wsltest.F
 	return d, fake, spec, warnings
 }
 
-// testDriverPS is testDriver with the fake powershell.exe answering the
-// host's scripts from internal/drivers/hyperv/testdata/transcripts/RULES (a
-// fakeprog transcript).
+// testDriverPS returns testDriver's driver with the fake powershell.exe
+// answering the host's scripts from
+// internal/drivers/hyperv/testdata/transcripts/RULES (a fakeprog transcript).
 func testDriverPS(t *testing.T, transcript, wslconfig, rules string) (*Driver, *wsltest.Fake, drivers.MachineSpec, *[]string, *hypervtest.FakePowerShell) {
 	t.Helper()
 	ps := hypervtest.New(t, rules)
@@ -84,7 +84,7 @@ func untar(t *testing.T, data []byte) map[string]string {
 	}
 }
 
-// TestDriverLife: a control plane through the fake wsl.exe from
+// TestDriverLife checks a control plane through the fake wsl.exe from
 // preflight to delete (transcripts/driver.txt): every call the driver
 // makes is one the transcript expects, what it writes into the
 // distribution is the node's setup, and the states between are right.
@@ -200,9 +200,9 @@ func TestDriverLife(t *testing.T) {
 	}
 }
 
-// TestDriverRefusesFromInside: Create refuses what only the distribution
-// can see (a port held in WSL's one network, a cgroup v1 kernel), with
-// the reason and the fix, and leaves no distribution behind.
+// TestDriverRefusesFromInside checks that Create refuses what only the
+// distribution can see (a port held in WSL's one network, a cgroup v1
+// kernel), with the reason and the fix, and leaves no distribution behind.
 func TestDriverRefusesFromInside(t *testing.T) {
 	d, fake, spec, _ := testDriver(t, "refuse-inside.txt", "")
 	ctx := context.Background()
@@ -221,9 +221,9 @@ func TestDriverRefusesFromInside(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDriverRefusesSecondNode: another cluster's WSL node refuses this
-// one before anything is imported, and a worker or a Windows node is
-// refused at once.
+// TestDriverRefusesSecondNode checks that another cluster's WSL node
+// refuses this one before anything is imported, and that a worker or a
+// Windows node is refused at once.
 func TestDriverRefusesSecondNode(t *testing.T) {
 	d, fake, spec, _ := testDriver(t, "refuse-host.txt", "")
 	ctx := context.Background()
@@ -254,9 +254,9 @@ func TestDriverRefusesSecondNode(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDriverRefusesMirrored: mirrored networking is refused for up with
-// the reason (WSL#11494) and the fix, while preflight, all that removing
-// a cluster needs, still passes.
+// TestDriverRefusesMirrored checks that mirrored networking is refused for
+// up with the reason (WSL#11494) and the fix, while preflight, all that
+// removing a cluster needs, still passes.
 func TestDriverRefusesMirrored(t *testing.T) {
 	d, fake, _, _ := testDriver(t, "refuse-host.txt", "[wsl2]\r\nnetworkingMode=mirrored\r\n")
 	if detail, err := d.Preflight(context.Background()); err != nil || detail != "WSL 2.5.7.0 on Windows build 26100, mirrored networking (experimental)" {
@@ -270,8 +270,9 @@ func TestDriverRefusesMirrored(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDriverSetupFails: a root file system that is not a node image is
-// refused by setup, naming the fix; the distribution stays for Delete.
+// TestDriverSetupFails checks that a root file system that is not a node
+// image is refused by setup, naming the fix, and that the distribution
+// stays for Delete.
 func TestDriverSetupFails(t *testing.T) {
 	d, fake, spec, _ := testDriver(t, "setup-fails.txt", "")
 	ctx := context.Background()
@@ -291,9 +292,9 @@ func TestDriverSetupFails(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDriverDistroRemovedByHand: a node whose distribution was
-// unregistered outside hwk is missing; start says what happened and what
-// to do; stop and delete succeed and leave nothing.
+// TestDriverDistroRemovedByHand checks that a node whose distribution was
+// unregistered outside hwk is missing, that start reports what happened
+// and what to do, and that stop and delete succeed and leave nothing.
 func TestDriverDistroRemovedByHand(t *testing.T) {
 	d, fake, spec, _ := testDriver(t, "byhand.txt", "")
 	ctx := context.Background()
@@ -325,9 +326,9 @@ func TestDriverDistroRemovedByHand(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDriverStartNotElevated: the route needs an elevated PowerShell;
-// without one Start says why and what to do, and Delete keeps the route
-// and rule with a warning naming how to remove them.
+// TestDriverStartNotElevated checks that without the elevated PowerShell
+// the route needs, Start reports why and what to do, and Delete keeps the
+// route and rule with a warning naming how to remove them.
 func TestDriverStartNotElevated(t *testing.T) {
 	d, fake, spec, warnings, _ := testDriverPS(t, "not-elevated.txt", "", "wsl2-not-elevated.txt")
 	ctx := context.Background()
@@ -348,9 +349,9 @@ func TestDriverStartNotElevated(t *testing.T) {
 	fake.Check(t)
 }
 
-// TestDriverPreflight: each host-level refusal through the fake wsl.exe
-// and the profile's .wslconfig, with its fix (the networking ones are
-// up's, CheckUp), then a host that passes.
+// TestDriverPreflight checks each host-level refusal through the fake
+// wsl.exe and the profile's .wslconfig, with its fix (the networking ones
+// are up's, CheckUp), then a host that passes.
 func TestDriverPreflight(t *testing.T) {
 	d, fake, _, _ := testDriver(t, "preflight.txt", "")
 	ctx := context.Background()

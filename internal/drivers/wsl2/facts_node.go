@@ -21,7 +21,7 @@ import (
 // a directory's names, one per line) and its bytes, and reads that back
 // as a file system for checkKernel and listening.
 
-// factPaths are the files the checks read (RELEASE standing for the
+// factPaths returns the files the checks read (RELEASE standing for the
 // kernel's release) and the directories whose names they list.
 func factPaths() (files, dirs []string) {
 	files = []string{"proc/sys/kernel/osrelease", "proc/filesystems", "proc/modules",
@@ -36,7 +36,7 @@ func factPaths() (files, dirs []string) {
 	return files, []string{"sys/module"}
 }
 
-// factsScript is the POSIX shell script that sends factPaths. A gzipped
+// factsScript returns the POSIX shell script that sends factPaths. A gzipped
 // file is sent decompressed (zcat), as text, and compressed again here.
 func factsScript() string {
 	files, dirs := factPaths()
@@ -122,9 +122,9 @@ func parseFacts(data []byte) (fstest.MapFS, error) {
 	return fsys, nil
 }
 
-// listening reads /proc/net/tcp and tcp6 of root: the TCP ports something
-// listens on (state 0A) in that network namespace, which in WSL is the
-// one all distributions share.
+// listening returns the TCP ports something listens on (state 0A) in
+// root's network namespace, which in WSL is the one all distributions
+// share, from its /proc/net/tcp and tcp6.
 func listening(root fs.FS) map[uint16]bool {
 	ports := map[uint16]bool{}
 	for _, f := range []string{"proc/net/tcp", "proc/net/tcp6"} {

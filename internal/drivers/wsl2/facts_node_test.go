@@ -50,10 +50,10 @@ func (r recording) Stat(name string) (fs.FileInfo, error) {
 	return fs.Stat(r.FS, name)
 }
 
-// TestNodeFactsOnThisHost: the facts script, run by sh on this machine,
-// sends what the kernel check reads, so the check finds over it exactly
-// what it finds over the real "/"; every path the check reads is one the
-// script sends; and a port this test listens on is seen as taken.
+// TestNodeFactsOnThisHost checks that the facts script, run by sh on this
+// machine, sends what the kernel check reads, so the check finds over it
+// exactly what it finds over the real "/"; that every path the check reads
+// is one the script sends; and that a port this test listens on is taken.
 func TestNodeFactsOnThisHost(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("the facts script is a Linux shell script over a Linux kernel's /proc and /sys, which a Windows host has not (it runs inside the WSL distribution)")
@@ -104,8 +104,8 @@ func TestNodeFactsOnThisHost(t *testing.T) {
 	}
 }
 
-// TestParseFactsRefusesDamage: output cut short or not in the script's
-// form is an error, not a smaller file system.
+// TestParseFactsRefusesDamage checks that output cut short or not in the
+// script's form is an error, not a smaller file system.
 func TestParseFactsRefusesDamage(t *testing.T) {
 	good := "F /proc/sys/kernel/osrelease 7\n6.6.87\n\nD /sys/module 14\nvxlan\noverlay\n\n"
 	fsys, err := parseFacts([]byte(good))

@@ -26,7 +26,7 @@ import (
 // facts the facts script sends. Their seeds are the real-format replies
 // of testdata/replies; under `go test` they run on the seeds alone.
 
-// raw is what the program writes of s: UTF-16LE or UTF-8.
+// raw returns what the program writes of s: UTF-16LE or UTF-8.
 func raw(r fakeprog.Reply, s string) []byte {
 	if r.UTF16 {
 		return utf16le(s)
@@ -34,11 +34,11 @@ func raw(r fakeprog.Reply, s string) []byte {
 	return []byte(s)
 }
 
-// FuzzDecode: wsl.exe's output decoded is UTF-8 text with no CR before a
-// line end, at most three bytes for each it was; text that is UTF-8 reads
-// as itself, less its CRs before line ends and a byte order mark; and
-// text with a character of ASCII or Latin-1 (a line end will do) reads
-// the same in UTF-16LE, with or without a byte order mark, as in UTF-8.
+// FuzzDecode checks that wsl.exe's output decoded is UTF-8 text with no CR
+// before a line end, at most three bytes for each it was; that UTF-8 text
+// reads as itself, less its CRs before line ends and a byte order mark;
+// and that text with a character of ASCII or Latin-1 (a line end will do)
+// reads the same in UTF-16LE, with or without a BOM, as in UTF-8.
 func FuzzDecode(f *testing.F) {
 	for _, r := range fakeprog.Seeds(f, "testdata/replies", "wsl/") {
 		f.Add(raw(r, r.Stdout))
@@ -86,9 +86,9 @@ func FuzzDecode(f *testing.F) {
 
 var wholeCodeRE = regexp.MustCompile(`^Wsl(?:/[A-Za-z0-9_]+)+$`)
 
-// FuzzWSLError: a failed wsl.exe's output read as an Error: the message
-// is its lines but the code's, on one line; the code is the context's
-// last part; a line that ends in a code gives the error its code.
+// FuzzWSLError checks a failed wsl.exe's output read as an Error: the
+// message is its lines except the code's, on one line; the code is the
+// context's last part; a line that ends in a code gives the error its code.
 func FuzzWSLError(f *testing.F) {
 	for _, r := range fakeprog.Seeds(f, "testdata/replies", "wsl/") {
 		if r.Exit != 0 {
@@ -125,10 +125,11 @@ func FuzzWSLError(f *testing.F) {
 	})
 }
 
-// FuzzWSLConfig: .wslconfig's settings have lower-case keys and values
-// of one line without a comment in them, whatever comes before does not
-// hide a setting after it, and the memory limit is never negative and is
-// the size it says, or no limit when that is beyond counting.
+// FuzzWSLConfig checks that .wslconfig's settings have lower-case keys and
+// values of one line without a comment in them, that whatever comes before
+// does not hide a setting after it, and that the memory limit is never
+// negative and is the size it gives, or no limit when that is beyond
+// counting.
 func FuzzWSLConfig(f *testing.F) {
 	f.Add("# Settings apply across all Linux distros running on WSL 2\r\n[wsl2]\r\nmemory=8GB \r\nNetworkingMode = Mirrored ; for hwk\r\nkernelCommandLine = cgroup_no_v1=all\r\n\r\n[experimental]\r\nautoMemoryReclaim=gradual\r\n")
 	f.Add("[wsl2]\nmemory=4096MB\n")
@@ -169,18 +170,19 @@ func FuzzWSLConfig(f *testing.F) {
 	})
 }
 
-// TestWSLConfigLongLine: a line longer than a bufio.Scanner's 64 KiB does
-// not hide the settings after it. (Kept out of FuzzWSLConfig's seeds: the
-// fuzzer spends its time shrinking an input that long.)
+// TestWSLConfigLongLine checks that a line longer than a bufio.Scanner's
+// 64 KiB does not hide the settings after it.
 func TestWSLConfigLongLine(t *testing.T) {
+	// Why not one of FuzzWSLConfig's seeds: the fuzzer spends its time
+	// shrinking an input that long.
 	c := parseWSLConfig("[wsl2]\nkernelCommandLine = \"" + strings.Repeat("sysctl.vm.swappiness=10 ", 3000) + "\"\nmemory=2GB\n")
 	if c.memoryLimit() != 2<<30 || len(c["wsl2.kernelcommandline"]) != 3000*24 {
 		t.Errorf("memory=%q, a kernel command line of %d bytes", c["wsl2.memory"], len(c["wsl2.kernelcommandline"]))
 	}
 }
 
-// FuzzWindowsBuild: the build read from --version is the number its last
-// line ends with, and 0 when that is no number an int holds.
+// FuzzWindowsBuild checks that the build read from --version is the number
+// its last line ends with, and 0 when that is no number an int holds.
 func FuzzWindowsBuild(f *testing.F) {
 	for _, r := range fakeprog.Seeds(f, "testdata/replies", "wsl/version") {
 		f.Add(decode(raw(r, r.Stdout)))
@@ -202,7 +204,7 @@ func FuzzWindowsBuild(f *testing.F) {
 	})
 }
 
-// sendFacts is fsys as the facts script sends it: each file decompressed
+// sendFacts returns fsys as the facts script sends it: each file decompressed
 // if its name ends in .gz, each directory with no names (its entries are
 // directories of their own in fsys).
 func sendFacts(t *testing.T, fsys fstest.MapFS) []byte {
@@ -219,7 +221,7 @@ func sendFacts(t *testing.T, fsys fstest.MapFS) []byte {
 	return b.Bytes()
 }
 
-// gunzip is data decompressed when name ends in .gz.
+// gunzip returns data decompressed when name ends in .gz.
 func gunzip(t *testing.T, name string, data []byte) []byte {
 	if !strings.HasSuffix(name, ".gz") {
 		return data
@@ -235,7 +237,7 @@ func gunzip(t *testing.T, name string, data []byte) []byte {
 	return out
 }
 
-// FuzzFacts: the facts script's output read as a file system, or
+// FuzzFacts checks the facts script's output read as a file system, or
 // refused: its names are valid paths, its files' bytes no more than the
 // output's, and sent again it reads back the same.
 func FuzzFacts(f *testing.F) {

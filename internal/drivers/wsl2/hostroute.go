@@ -34,12 +34,11 @@ const vmAddressScript = `dev=$(ip -4 route show default | awk '{ for (i = 1; i <
 ip -4 -o addr show dev "$dev" scope global | awk '$4 !~ /\/32$/ { split($4, a, "/"); print a[1]; exit }'
 `
 
-// routeScript routes address to vm on the interface that reaches vm
-// (WSL's switch), turns on forwarding there and on the interface that
-// holds gateway (hwk's switch), and lets the node network into WSL's VM
-// through the Hyper-V firewall where Windows has one. It changes nothing
-// when no interface holds gateway (no Hyper-V node network: a cluster
-// without Windows workers) or PowerShell is not elevated, and says so.
+// routeScript routes address to vm on the interface reaching vm (WSL's
+// switch), turns on forwarding there and on the one holding gateway
+// (hwk's switch), and lets the node network into WSL's VM through the
+// Hyper-V firewall where Windows has one; without that interface (no
+// Windows workers) or elevation, it changes nothing and reports it.
 func routeScript(cluster string, address, vm, gateway netip.Addr, subnet netip.Prefix) string {
 	return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
 $hwk = NetTCPIP\Get-NetIPAddress -IPAddress %s -AddressFamily IPv4 -ErrorAction SilentlyContinue | Microsoft.PowerShell.Utility\Select-Object -First 1
@@ -62,7 +61,7 @@ if (Microsoft.PowerShell.Core\Get-Command -Module NetSecurity -Name New-NetFirew
 }
 
 // unrouteScript removes what routeScript made for the node at address of
-// cluster, and says what it had to keep for want of elevation.
+// cluster, and reports what it had to keep for want of elevation.
 func unrouteScript(cluster string, address netip.Addr) string {
 	return fmt.Sprintf(`$ErrorActionPreference = 'Stop'
 $elevated = (Microsoft.PowerShell.Utility\New-Object Security.Principal.WindowsPrincipal([Security.Principal.WindowsIdentity]::GetCurrent())).IsInRole([Security.Principal.WindowsBuiltInRole]::Administrator)
@@ -79,7 +78,7 @@ if (Microsoft.PowerShell.Core\Get-Command -Module NetSecurity -Name Get-NetFirew
 
 func firewallRule(cluster string) string { return "hwk-wsl-" + cluster }
 
-// Scripts is every PowerShell script this package makes, for the check
+// Scripts returns every PowerShell script this package makes, for the check
 // of every script hwk sends to Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	a, vm, gw := netip.MustParseAddr("172.31.250.10"), netip.MustParseAddr("172.24.96.5"), netip.MustParseAddr("172.31.250.1")
@@ -89,7 +88,7 @@ func Scripts() map[string]string {
 	}
 }
 
-// vmAddress is the address WSL gave the node's VM at this start; WSL
+// vmAddress returns the address WSL gave the node's VM at this start; WSL
 // configures it from outside while the distribution boots, so an empty
 // answer is asked again.
 func (d *Driver) vmAddress(ctx context.Context, n *node.Node) (netip.Addr, error) {

@@ -17,10 +17,11 @@ import (
 type need int
 
 const (
-	// required: kubelet, kube-proxy, Calico or kubeadm's own preflight
-	// fails without it.
+	// required means kubelet, kube-proxy, Calico or kubeadm's own
+	// preflight fails without it.
 	required need = iota
-	// recommended: something works worse, or only some workloads fail.
+	// recommended means something works worse, or only some workloads
+	// fail.
 	recommended
 )
 
@@ -40,12 +41,13 @@ type feature struct {
 }
 
 // features are what a kubeadm node with kube-proxy (iptables mode) and
-// Calico (VXLAN, iptables dataplane) uses: the matches and targets their
-// rules emit (kube-proxy's pkg/proxy/iptables/proxier.go; felix's
-// iptables/match_builder.go, actions.go, rules/static.go), the modules
-// Calico's docs list for v3.31, and kubeadm's required ones
-// (k8s.io/system-validators, xt_comment and xt_REDIRECT).
+// Calico (VXLAN, iptables dataplane) uses.
 var features = []feature{
+	// Sources: the matches and targets their rules emit (kube-proxy's
+	// pkg/proxy/iptables/proxier.go; felix's iptables/match_builder.go,
+	// actions.go, rules/static.go), the modules Calico's docs list for
+	// v3.31, and kubeadm's required ones (k8s.io/system-validators,
+	// xt_comment and xt_REDIRECT).
 	{name: "overlay file system (containerd's snapshotter)", config: "OVERLAY_FS", module: "overlay", fs: "overlay"},
 	{name: "veth pairs (Calico's pod interfaces)", config: "VETH", module: "veth"},
 	{name: "VXLAN (Calico's overlay)", config: "VXLAN", module: "vxlan"},
@@ -80,12 +82,12 @@ var features = []feature{
 type presence string
 
 const (
-	// active: in the running kernel (built in, or a loaded module).
+	// active means in the running kernel (built in, or a loaded module).
 	active presence = "active"
-	// available: a module the kernel can load.
+	// available means a module the kernel can load.
 	available presence = "available"
 	missing   presence = "missing"
-	// unknown: nothing readable says either way.
+	// unknown means nothing readable tells either way.
 	unknown presence = "unknown"
 )
 
@@ -100,8 +102,8 @@ type finding struct {
 type kernelReport struct {
 	release  string
 	findings []finding
-	// cgroup2 says /sys/fs/cgroup is cgroup v2; controllers are those
-	// its root offers.
+	// cgroup2 reports whether /sys/fs/cgroup is cgroup v2; controllers
+	// are those its root offers.
 	cgroup2     bool
 	controllers []string
 	// configFile is where the kernel's config was read from, "" when
@@ -119,16 +121,17 @@ type kernelSources struct {
 	configFile  string
 }
 
-// checkKernel reads root, the file system of the Linux system the node
-// runs in (its "/", as an fs.FS), for the kernel features a node needs.
-// It reads only what any user may read and loads nothing, in this order
-// for each feature: the live state (/proc/filesystems, /proc/modules,
-// /sys/module, sysctls the feature adds), then the module metadata under
-// /lib/modules/RELEASE (modules.builtin, modules.dep), then the kernel's
-// config (/proc/config.gz, /boot/config-RELEASE and the places kubeadm
-// looks). A /sys/module directory proves a feature but its absence proves
-// nothing: built-ins without parameters have none.
+// checkKernel reports which kernel features a node needs are in root, the
+// file system of the Linux system the node runs in (its "/", as an fs.FS),
+// reading only what any user may read and loading nothing.
 func checkKernel(root fs.FS) (*kernelReport, error) {
+	// For each feature, in this order: the live state (/proc/filesystems,
+	// /proc/modules, /sys/module, sysctls the feature adds), then the
+	// module metadata under /lib/modules/RELEASE (modules.builtin,
+	// modules.dep), then the kernel's config (/proc/config.gz,
+	// /boot/config-RELEASE and the places kubeadm looks). A /sys/module
+	// directory proves a feature but its absence proves nothing: built-ins
+	// without parameters have none.
 	rel, err := fs.ReadFile(root, "proc/sys/kernel/osrelease")
 	if err != nil {
 		return nil, fmt.Errorf("read the kernel's release: %w", err)
@@ -195,7 +198,7 @@ func gatherSources(root fs.FS, release string) kernelSources {
 	return s
 }
 
-// moduleName is a module's name from a path or name as the kernel's
+// moduleName returns a module's name from a path or name as the kernel's
 // files write it: kernel/net/netfilter/xt_comment.ko.zst is xt_comment,
 // and dashes are underscores.
 func moduleName(p string) string {
@@ -286,15 +289,15 @@ func (s kernelSources) find(root fs.FS, f feature) finding {
 	case v == "y":
 		return set(active, "CONFIG_"+f.config+"=y in "+s.configFile)
 	case v == "m":
-		// The config says a module, but no module file was found.
+		// The config names a module, but no module file was found.
 		return set(unknown, "CONFIG_"+f.config+"=m in "+s.configFile+", but the module is not in /lib/modules")
 	default:
 		return set(missing, "CONFIG_"+f.config+" is not set in "+s.configFile)
 	}
 }
 
-// cgroups reads how /sys/fs/cgroup is mounted and, on cgroup v2, the
-// controllers its root offers.
+// cgroups reports whether /sys/fs/cgroup is mounted as cgroup v2 and, if
+// so, the controllers its root offers.
 func cgroups(root fs.FS) (bool, []string) {
 	data, err := fs.ReadFile(root, "proc/self/mountinfo")
 	if err != nil {
@@ -328,7 +331,7 @@ var kubeletControllers = []string{"cpu", "cpuset", "memory", "pids"}
 // errKernel is a kernel that cannot run a node.
 var errKernel = errors.New("the WSL kernel cannot run a Kubernetes node")
 
-// verdict is the check's result: an error naming each required feature
+// verdict returns the check's result: an error naming each required feature
 // missing, with the fixes; warnings for what is missing but only
 // recommended, or could not be told.
 func (r *kernelReport) verdict() (warnings []string, err error) {

@@ -12,7 +12,7 @@ import (
 
 // TestKernelOnThisHost runs the check against this machine's real /proc
 // and /sys, the files it reads inside a WSL distribution, and holds its
-// findings to what those files say when read another way.
+// findings to what those files show when read another way.
 func TestKernelOnThisHost(t *testing.T) {
 	r, err := checkKernel(os.DirFS("/"))
 	if err != nil {
@@ -35,7 +35,7 @@ func TestKernelOnThisHost(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/net/netfilter/nf_conntrack_max"); err == nil && byModule["nf_conntrack"].presence != active {
 		t.Errorf("nf_conntrack_max exists, the check says %+v", byModule["nf_conntrack"])
 	}
-	// The kernel's own config, read here with nothing but a gunzip and
+	// The kernel's own config, read here with nothing except a gunzip and
 	// a string search: every =y option the check must call active.
 	if gz, err := os.ReadFile("/proc/config.gz"); err == nil {
 		zr, err := gzip.NewReader(bytes.NewReader(gz))
@@ -69,7 +69,7 @@ func TestKernelOnThisHost(t *testing.T) {
 	t.Logf("kernel %s, config %s, cgroup v2 %v %v; verdict: %v", r.release, r.configFile, r.cgroup2, r.controllers, err)
 }
 
-// wslKernel is a WSL 6.18 kernel's files as the check sees them: no
+// wslKernel returns a WSL 6.18 kernel's files as the check sees them: no
 // /proc/config.gz, the modules VHD at /lib/modules/RELEASE with its
 // metadata, ip_tables and br_netfilter loaded at boot, cgroup v2 only.
 func wslKernel() fstest.MapFS {
@@ -103,8 +103,8 @@ func wslKernel() fstest.MapFS {
 	}
 }
 
-// TestKernelWSL: Microsoft's kernel, which has no readable config, passes
-// on its module metadata alone.
+// TestKernelWSL checks that Microsoft's kernel, which has no readable
+// config, passes on its module metadata alone.
 func TestKernelWSL(t *testing.T) {
 	r, err := checkKernel(wslKernel())
 	if err != nil {
@@ -126,10 +126,10 @@ func TestKernelWSL(t *testing.T) {
 	}
 }
 
-// TestKernelRefusals: a custom kernel without VXLAN, with only the
-// nftables backend of iptables, an unknown xt_recent, and cgroup v1 or a
-// cgroup v2 without the memory controller: each required gap is named
-// with its option and the fix, the rest are warnings.
+// TestKernelRefusals checks, on a custom kernel without VXLAN, with only
+// the nftables backend of iptables, an unknown xt_recent, and cgroup v1 or
+// a cgroup v2 without the memory controller, that each required gap is
+// named with its option and the fix, and that the rest are warnings.
 func TestKernelRefusals(t *testing.T) {
 	fsys := wslKernel()
 	rel := "6.6.36.3-custom"

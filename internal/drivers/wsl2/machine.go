@@ -61,8 +61,8 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	return nil
 }
 
-// make imports and sets up the node's distribution; imported says a
-// Create cut short already imported it.
+// make imports and sets up the node's distribution; imported reports that
+// a Create cut short already imported it.
 func (d *Driver) make(ctx context.Context, spec drivers.MachineSpec, subnet netip.Prefix, imported bool) error {
 	ds := d.distros()
 	if !imported {
@@ -106,7 +106,7 @@ func (d *Driver) make(ctx context.Context, spec drivers.MachineSpec, subnet neti
 		verr = portsFree(root, append(slices.Clone(spec.Ports), kubeletPort))
 	}
 	if verr != nil {
-		// Nothing but the distribution was made: leave nothing.
+		// Nothing except the distribution was made: leave nothing.
 		if err := ds.remove(context.WithoutCancel(ctx), spec.Ref); err != nil {
 			d.warn(err.Error())
 		}
@@ -121,7 +121,8 @@ func (d *Driver) make(ctx context.Context, spec drivers.MachineSpec, subnet neti
 	return ds.setReady(spec.Ref)
 }
 
-// portsFree refuses ports that something in WSL's network listens on.
+// portsFree returns an error naming the ports of ports that something in
+// WSL's network listens on.
 func portsFree(root fs.FS, ports []uint16) error {
 	taken := listening(root)
 	var busy []uint16
@@ -134,7 +135,7 @@ func portsFree(root fs.FS, ports []uint16) error {
 }
 
 // Start implements drivers.Driver: it attaches the keepalive session,
-// which boots the distribution (systemd first, as wsl.conf says) if it is
+// which boots the distribution (systemd first, as wsl.conf sets) if it is
 // not running, waits for WSL to list it as running, and has the host
 // route the node's address to WSL's VM at its new address.
 func (d *Driver) Start(ctx context.Context, r drivers.Ref) error {

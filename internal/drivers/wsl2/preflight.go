@@ -66,19 +66,19 @@ func (d *Driver) facts(ctx context.Context) (hostFacts, error) {
 // case, as WSL reads them (case-insensitively; WslCoreConfig.cpp).
 type wslConfig map[string]string
 
-// parseWSLConfig reads .wslconfig's INI: [section] lines, key = value
-// lines, # and ; comments. Lines are split here, not by a bufio.Scanner:
-// one stops silently at a line over its 64 KiB limit (a long
-// kernelCommandLine), and the settings after it would go unread.
-//
-// It follows WSL's own reading (a comment may start anywhere in a value,
-// quotes are only trimmed, a line without "=" is skipped) rather than an
-// INI library's: gopkg.in/ini.v1 would by default refuse a line without
-// "=", join lines ending in a backslash and unescape quoted values, each
-// a different answer than WSL gives for the same file.
+// parseWSLConfig reads .wslconfig's INI as WSL does: [section] lines,
+// key = value lines, # and ; comments (which may start anywhere in a
+// value), quotes only trimmed, a line without "=" skipped.
 func parseWSLConfig(text string) wslConfig {
+	// Why WSL's own reading rather than an INI library's: gopkg.in/ini.v1
+	// would by default refuse a line without "=", join lines ending in a
+	// backslash and unescape quoted values, each a different answer than
+	// WSL gives for the same file.
 	c := wslConfig{}
 	section := ""
+	// Why not a bufio.Scanner: one stops silently at a line over its 64
+	// KiB limit (a long kernelCommandLine), and the settings after it
+	// would go unread.
 	for _, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		switch {
@@ -99,8 +99,8 @@ func parseWSLConfig(text string) wslConfig {
 	return c
 }
 
-// networkingMode is the mode WSL runs its VM's network in: NAT unless
-// .wslconfig says otherwise (an unknown value is NAT too).
+// networkingMode returns the mode WSL runs its VM's network in: NAT unless
+// .wslconfig sets another (an unknown value is NAT too).
 func (c wslConfig) networkingMode() string {
 	switch m := strings.ToLower(c["wsl2.networkingmode"]); m {
 	case "mirrored", "none", "bridged", "virtioproxy", "consomme":
@@ -111,7 +111,7 @@ func (c wslConfig) networkingMode() string {
 
 var sizeRE = regexp.MustCompile(`(?i)^\s*(\d+)\s*(b|kb|mb|gb|tb)?\s*$`)
 
-// memoryLimit is .wslconfig's memory limit of the WSL VM in bytes, 0
+// memoryLimit returns .wslconfig's memory limit of the WSL VM in bytes, 0
 // when it sets none (then half of Windows' memory). A limit of more
 // bytes than an int64 holds limits nothing: it is the largest int64, not
 // the number a shift would wrap it to (17179869186GB to 2 GiB).
@@ -153,8 +153,8 @@ func unavailable(reason, fix string) error {
 	return &drivers.UnavailableError{Driver: config.DriverWSL2, Reason: reason, Fix: fix}
 }
 
-// judgeWSL is Preflight's verdict: whether hwk can drive this WSL at
-// all (which removing nodes needs too). One line describing what it
+// judgeWSL returns Preflight's verdict, whether hwk can drive this WSL at
+// all (which removing nodes needs too): one line describing what it
 // found, or an *UnavailableError with the fix.
 func judgeWSL(f hostFacts) (string, error) {
 	if err := judgeVersion(f); err != nil {
@@ -184,7 +184,7 @@ func judgeVersion(f hostFacts) error {
 	return nil
 }
 
-// judgeHost is CheckUp's verdict, judgeWSL's and then what making and
+// judgeHost returns CheckUp's verdict, judgeWSL's and then what making and
 // running a node needs of WSL's networking.
 func judgeHost(f hostFacts) (string, error) {
 	detail, err := judgeWSL(f)
@@ -202,7 +202,7 @@ func judgeHost(f hostFacts) (string, error) {
 	return detail, nil
 }
 
-// judgeNode is the verdict on making a node of cluster that needs memory
+// judgeNode returns the verdict on making a node of cluster that needs memory
 // bytes and whose ports the host must reach: busy are those something
 // else already holds (on the host, or in WSL's one network).
 func judgeNode(f hostFacts, cluster string, memory int64, busy []uint16) error {
@@ -222,8 +222,9 @@ func judgeNode(f hostFacts, cluster string, memory int64, busy []uint16) error {
 	return nil
 }
 
-// portsTaken refuses busy, the ports a node needs that something else
-// holds, on the host or in WSL's network; nil when there are none.
+// portsTaken returns an error naming busy, the ports a node needs that
+// something else holds, on the host or in WSL's network; nil when there
+// are none.
 func portsTaken(busy []uint16) error {
 	if len(busy) == 0 {
 		return nil

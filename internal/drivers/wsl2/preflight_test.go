@@ -13,8 +13,9 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/wsltest"
 )
 
-// TestParseWSLConfig: .wslconfig as learn.microsoft.com/windows/wsl/wsl-config
-// writes it: sections, keys in any case, sizes with units, comments.
+// TestParseWSLConfig checks parseWSLConfig on .wslconfig as
+// learn.microsoft.com/windows/wsl/wsl-config writes it: sections, keys in
+// any case, sizes with units, comments.
 func TestParseWSLConfig(t *testing.T) {
 	c := parseWSLConfig("# Settings apply across all Linux distros running on WSL 2\r\n[wsl2]\r\nmemory=8GB \r\nNetworkingMode = Mirrored ; for hwk\r\nkernelCommandLine = cgroup_no_v1=all\r\n\r\n[experimental]\r\nautoMemoryReclaim=gradual\r\n")
 	if c.networkingMode() != "mirrored" || c.memoryLimit() != 8<<30 || c["wsl2.kernelcommandline"] != "cgroup_no_v1=all" || c["experimental.automemoryreclaim"] != "gradual" {
@@ -30,8 +31,8 @@ func TestParseWSLConfig(t *testing.T) {
 	}
 }
 
-// TestJudge: every reason the WSL2 driver cannot be used on this host, or
-// for this node, each with its fix, and the detail when it can.
+// TestJudge checks every reason the WSL2 driver cannot be used on this
+// host, or for this node, each with its fix, and the detail when it can.
 func TestJudge(t *testing.T) {
 	good := hostFacts{version: "2.5.7.0", major: 2, windowsBuild: 26100, config: wslConfig{}}
 	for _, c := range []struct {
@@ -71,10 +72,10 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// TestGatherFacts: through the fake wsl.exe and a profile and cluster
-// directory of the test's: versions, .wslconfig, and the other cluster's
-// node (found by its marker; a hwk- distribution without one is not a
-// node); and a control plane port this test holds is seen as taken.
+// TestGatherFacts checks the facts gathered through the fake wsl.exe and a
+// profile and cluster directory of the test's: versions, .wslconfig, the
+// other cluster's node (found by its marker; a hwk- distribution without
+// one is not a node), and a control plane port this test holds as taken.
 func TestGatherFacts(t *testing.T) {
 	fake := wsltest.New(t, "facts.txt", nil)
 	profile, clusters := t.TempDir(), t.TempDir()

@@ -41,7 +41,7 @@ WantedBy=multi-user.target
 RequiredBy=kubelet.service
 `
 
-// wslConf is the distribution's /etc/wsl.conf (learn.microsoft.com/
+// wslConf returns the distribution's /etc/wsl.conf (learn.microsoft.com/
 // windows/wsl/wsl-config): systemd as init, root as the user, WSL keeping
 // the hostname and resolv.conf, and nothing of Windows inside the node
 // (no drive mounts, no Windows programs or PATH), which a node has no
@@ -75,7 +75,7 @@ appendWindowsPath = false
 // wsl.exe, not SSH.
 var setupUnits = []string{"systemd-networkd.service", "systemd-networkd.socket", "systemd-networkd-wait-online.service", "ssh.service", "ssh.socket"}
 
-// setupFiles are the files the driver places in a new distribution.
+// setupFiles returns the files the driver places in a new distribution.
 func setupFiles(spec drivers.MachineSpec, subnet netip.Prefix) []drivers.File {
 	env := fmt.Sprintf("# Written by hwk: the node's address and the network routed to it.\nADDRESS=%s\nSUBNET=%s\n", spec.IP, subnet.Masked())
 	files := []drivers.File{

@@ -21,7 +21,7 @@ type transport struct {
 
 var _ node.Transport = transport{}
 
-// wslFailed reports an exit status that is wsl.exe's own failure, -1
+// wslFailed reports whether exit is wsl.exe's own failure, -1
 // (0xFFFFFFFF as Windows reports it to Go), rather than the command's.
 func wslFailed(exit int) bool { return exit == -1 || exit == 0xFFFFFFFF }
 

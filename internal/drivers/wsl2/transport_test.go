@@ -13,9 +13,9 @@ import (
 	"github.com/hwk-dev/hwk/pkg/node"
 )
 
-// TestTransport: a node handle over the fake wsl.exe runs argv through -e
-// with the caller's input, hands back the command's output and status,
-// and tells wsl.exe's own failure from the command's.
+// TestTransport checks that a node handle over the fake wsl.exe runs argv
+// through -e with the caller's input, hands back the command's output and
+// status, and tells wsl.exe's own failure from the command's.
 func TestTransport(t *testing.T) {
 	fake := wsltest.New(t, "exec.txt", nil)
 	ctx := context.Background()
@@ -48,9 +48,9 @@ func (f fixed) Run(_ context.Context, _ io.Reader, stdout, _ io.Writer, _ ...str
 
 func (fixed) Spawn(...string) error { return errors.New("fixed does not spawn") }
 
-// TestTransportWSLFails: wsl.exe failing for its own reasons (the
-// distribution is gone) is its error, read from what it wrote, not the
-// command's exit status.
+// TestTransportWSLFails checks that wsl.exe failing for its own reasons
+// (the distribution is gone) is its error, read from what it wrote, not
+// the command's exit status.
 func TestTransportWSLFails(t *testing.T) {
 	msg := utf16le("There is no distribution with the supplied name.\r\nError code: Wsl/Service/WSL_E_DISTRO_NOT_FOUND\r\n")
 	h := node.New("hwk-gone", config.Linux, transport{r: fixed{out: msg, exit: 0xFFFFFFFF}, distro: "hwk-gone"})

@@ -43,8 +43,8 @@ var (
 	errInWSL = errors.New("the WSL2 driver is driven by hwk.exe on Windows, and this is the Linux hwk in a WSL distribution")
 )
 
-// wslPath is wsl.exe: System32's on Windows (a PATH entry of the same
-// name must not stand in for it), else the first on PATH (tests).
+// wslPath returns wsl.exe's path: System32's on Windows (a PATH entry of
+// the same name must not stand in for it), else the first on PATH (tests).
 func wslPath() (string, error) {
 	if runtime.GOOS != "windows" && winhost.InWSL() {
 		return "", errInWSL

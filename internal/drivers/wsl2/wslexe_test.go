@@ -19,9 +19,9 @@ func utf16le(s string) []byte {
 	return b
 }
 
-// TestDecode: wsl.exe's UTF-16LE (no BOM, as it writes it; with one, as
-// some fixtures have it), its UTF-8 under WSL_UTF8=1, and the inbox
-// wsl.exe's CRCRLF all read as the same text.
+// TestDecode checks that wsl.exe's UTF-16LE (no BOM, as it writes it; with
+// one, as some fixtures have it), its UTF-8 under WSL_UTF8=1, and the
+// inbox wsl.exe's CRCRLF all read as the same text.
 func TestDecode(t *testing.T) {
 	want := "Ubuntu\nhwk-demo-cp\n"
 	for name, in := range map[string][]byte{
@@ -39,11 +39,11 @@ func TestDecode(t *testing.T) {
 	}
 }
 
-// TestManageThroughFake: the real spawning path to a fake wsl.exe on PATH
-// answering in wsl.exe's formats: WSL's version and Windows' build from
-// --version in English and German, an inbox wsl.exe that has none, names from --list --quiet, errors in
-// German and French read to their codes, and a Linux command's output and
-// exit status passed through as they are.
+// TestManageThroughFake checks the real spawning path to a fake wsl.exe on
+// PATH answering in wsl.exe's formats: WSL's version and Windows' build
+// from --version in English and German, an inbox wsl.exe that has none,
+// names from --list --quiet, errors in German and French read to their
+// codes, and a Linux command's output and exit status passed through.
 func TestManageThroughFake(t *testing.T) {
 	dir, tar := t.TempDir(), filepath.Join(t.TempDir(), "rootfs.tar")
 	fake := wsltest.New(t, "manage.txt", map[string]string{"DIR": dir, "TAR": tar})
@@ -91,8 +91,9 @@ func TestManageThroughFake(t *testing.T) {
 	fake.Check(t)
 }
 
-// A failed export's message follows the part of the tar it wrote; a
-// message alone, UTF-16 or not, is kept whole.
+// TestAfterBinary checks that a failed export's message, which follows
+// the part of the tar it wrote, is found, and that a message alone,
+// UTF-16 or not, is kept whole.
 func TestAfterBinary(t *testing.T) {
 	msg := "Error code: Wsl/Service/E_FAIL\r\n"
 	tarPart := append([]byte("etc/hostname\x00\x00\x000000644\x00"), make([]byte, 40)...)

@@ -23,9 +23,10 @@ const consoleLines = 30
 // template of its variable store, which must be a writable copy per VM.
 type firmware struct{ code, vars string }
 
-// firmwares are where distributions put OVMF, then QEMU's own build, which
-// upstream installers (Windows, Homebrew) ship in share/ beside qemu;
-// code and vars must come from the same build and size.
+// firmwares returns the UEFI builds to look for, in order: where
+// distributions put OVMF, then QEMU's own build, which upstream installers
+// (Windows, Homebrew) ship in share/ beside qemu. Each pairs code and vars
+// of the same build and size.
 func firmwares(qemu string) []firmware {
 	fws := []firmware{
 		{"/usr/share/OVMF/OVMF_CODE.fd", "/usr/share/OVMF/OVMF_VARS.fd"},       // Debian, Ubuntu: ovmf
@@ -53,14 +54,11 @@ func isFile(path string) bool {
 	return err == nil && fi.Mode().IsRegular()
 }
 
-// BootCheck boots disk under QEMU and waits for want (say, "Reached target
-// multi-user.target") on the guest's serial console, which it copies to
-// console. It emulates the CPU (TCG) so it works where KVM does not, as in
-// most CI containers, and runs the disk in snapshot mode so it is left
-// unchanged. It returns nil once want appears; an error quoting the
-// console's last lines if timeout passes or QEMU exits first. QEMU is
-// killed before BootCheck returns. Each of extra (raw images, such as a
-// cidata seed disk) is attached read-only after the boot disk.
+// BootCheck boots disk under QEMU, leaving it unchanged, with each of extra
+// (raw images, such as a cidata seed disk) read-only after it. It returns
+// nil once want (say, "Reached target multi-user.target") appears on the
+// serial console, which it copies to console, else an error quoting its
+// last lines once timeout passes or QEMU exits; QEMU is killed by then.
 func BootCheck(ctx context.Context, disk string, timeout time.Duration, want string, console io.Writer, extra ...string) error {
 	if want == "" {
 		return errors.New("boot check: nothing to wait for")
@@ -89,6 +87,8 @@ func BootCheck(ctx context.Context, disk string, timeout time.Duration, want str
 	defer os.Remove(vars)
 
 	args := []string{
+		// Why TCG: emulating the CPU works where KVM does not, as in most
+		// CI containers.
 		"-accel", "tcg",
 		"-machine", "q35",
 		"-smp", "2",
@@ -254,7 +254,7 @@ func (s *consoleScanner) check(line []byte) {
 	}
 }
 
-// tail is the console's last lines, for an error message.
+// tail returns the console's last lines, for an error message.
 func (s *consoleScanner) tail() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,20 +2,11 @@
 // drivers boot (qcow2 for libvirt, VHDX for Hyper-V, VDI for VirtualBox),
 // reads their headers back, and boot-tests a disk under QEMU.
 //
-// WriteRawDisk writes the raw GPT disk in Go (github.com/diskfs/go-diskfs)
-// from a tar stream of the rootfs, never unpacked on the host: an EFI
-// system partition with systemd-boot, the kernel and the initramfs, then
-// an ext4 root named by PARTUUID. It needs no tool and no root, on any OS.
-// What of a tar it cannot put in the ext4 (hard links become copies;
-// device nodes outside /dev, most extended attributes and a path given
-// twice are errors) is listed at writeRoot.
-//
-// WriteQCOW2, WriteVDI and WriteVHDX turn that raw disk into qcow2, VDI or
-// VHDX in Go, reading only its data. The node image build
-// (pkg/nodeimage) makes its disks with these four.
-//
-// The package compiles everywhere. Info and BootCheck run qemu-img and
-// QEMU, and need them at run time.
+// WriteRawDisk writes a bootable raw GPT disk from a tar stream of the
+// rootfs, in Go (github.com/diskfs/go-diskfs), with no tool and no root, on
+// any OS; WriteQCOW2, WriteVDI and WriteVHDX turn it into qcow2, VDI or
+// VHDX, reading only its data. The node image build makes its disks with
+// these four. Info and BootCheck need qemu-img and QEMU at run time.
 package diskimage
 
 import (
@@ -50,7 +41,7 @@ func Info(ctx context.Context, path string) (format string, virtualSize int64, e
 	return info.Format, info.VirtualSize, nil
 }
 
-// QemuImg returns where qemu-img is installed, or an error that says how
+// QemuImg returns where qemu-img is installed, or an error that tells how
 // to install it.
 func QemuImg() (string, error) {
 	return hostexec.LookPath("qemu-img", "Debian/Ubuntu: apt-get install qemu-utils; Windows: install QEMU for Windows and put its folder on PATH")

@@ -245,19 +245,20 @@ func TestBootCheckTimeout(t *testing.T) {
 	}
 }
 
-// TestBootDebianRootfs makes every format from a real node rootfs, as the
-// node image build does (a tar stream of the rootfs into WriteRawDisk,
-// then WriteQCOW2, WriteVHDX and WriteVDI), and boots the qcow2 to
-// systemd's multi-user target. HWK_TEST_ROOTFS names the rootfs: a
-// directory, such as one made with
-//
-//	debootstrap --variant=minbase --include=systemd,systemd-sysv,udev,dbus,kmod,linux-image-cloud-amd64,systemd-boot-efi,e2fsprogs,iproute2 bookworm ROOTFS http://deb.debian.org/debian
-//
-// that the test can read whole (root, for a debootstrapped one), or a tar
-// of one. Without it the test skips: no CI stage has such a root (the
-// node image's rootfs.tar.gz and hack/debianlock's debootstrapped oracle
-// root both lack /boot's kernel).
+// TestBootDebianRootfs checks that every format made from a real node
+// rootfs as the node image build makes them (WriteRawDisk, then WriteQCOW2,
+// WriteVHDX and WriteVDI) is sound, and that the qcow2 boots to systemd's
+// multi-user target. HWK_TEST_ROOTFS names the rootfs; without it the test
+// skips.
 func TestBootDebianRootfs(t *testing.T) {
+	// HWK_TEST_ROOTFS is a directory the test can read whole (root, for a
+	// debootstrapped one), such as one made with
+	//
+	//	debootstrap --variant=minbase --include=systemd,systemd-sysv,udev,dbus,kmod,linux-image-cloud-amd64,systemd-boot-efi,e2fsprogs,iproute2 bookworm ROOTFS http://deb.debian.org/debian
+	//
+	// or a tar of one. Why the test skips without it: no CI stage has such
+	// a root (the node image's rootfs.tar.gz and hack/debianlock's
+	// debootstrapped oracle root both lack /boot's kernel).
 	rootfs := os.Getenv("HWK_TEST_ROOTFS")
 	if rootfs == "" {
 		t.Skip("needs a Debian root with a kernel in /boot: set HWK_TEST_ROOTFS to one (a directory or a tar)")

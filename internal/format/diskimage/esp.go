@@ -208,10 +208,11 @@ func fixDotDot(disk backend.Storage, offsets []int64) error {
 	return nil
 }
 
-// readFile reads a whole file back from the root file system. The ESP's
-// files are read whole because go-diskfs's FAT writer rewrites both FATs
-// on each Write (2 MiB each for a 256 MiB ESP): one Write per file.
+// readFile returns a whole file of the root file system, for one Write to
+// the ESP.
 func (idx *rootIndex) readFile(p string) ([]byte, error) {
+	// Why whole: go-diskfs's FAT writer rewrites both FATs on each Write
+	// (2 MiB each for a 256 MiB ESP), so each ESP file takes one Write.
 	f, err := idx.fs.OpenFile(p, os.O_RDONLY)
 	if err != nil {
 		return nil, fmt.Errorf("read /%s back from the root file system: %w", p, err)

@@ -60,13 +60,13 @@ var capabilityFallback = map[string]bool{
 // what is under them: left out, the node gets them back.
 var bootACLs = []string{"var/log/journal"}
 
-// xattrFallback is the extended attribute policy. go-diskfs cannot write
-// extended attributes, so each one the tar has is either replaced (the
-// setuid bit for a capability in capabilityFallback), or left out because
-// the node sets it again at boot (bootACLs), or an error: a file silently
-// missing its capability or ACL would fail at run time, far from here.
-// why says what became of the attribute; ok is false for an error.
+// xattrFallback returns what becomes of p's extended attribute name: the
+// setuid bit for a capability in capabilityFallback, or left out because
+// the node sets it again at boot (bootACLs); ok is false for any other,
+// an error. why describes what became of the attribute.
 func xattrFallback(p, name string, typ byte) (setuid bool, why string, ok bool) {
+	// Why: go-diskfs cannot write extended attributes, and a file silently
+	// missing its capability or ACL would fail at run time, far from here.
 	switch name {
 	case "security.capability":
 		if capabilityFallback[p] && typ == tar.TypeReg {
@@ -86,21 +86,23 @@ func xattrFallback(p, name string, typ byte) (setuid bool, why string, ok bool) 
 var xattrPrefixes = []string{"SCHILY.xattr.", "LIBARCHIVE.xattr."}
 
 // writeRoot makes an ext4 file system (label hwk-root, 4 KiB blocks, a
-// journal) of size bytes at start in disk and fills it from the tar
-// stream r. It returns the index of what it wrote, for the ESP.
-//
-// go-diskfs's ext4 writer has no hard links, device nodes or extended
-// attributes, and no lchown, so:
-//   - a hard link becomes a copy of its target (same bytes and attributes);
-//   - device nodes and FIFOs under dev/ are left out (the kernel mounts
-//     devtmpfs there); elsewhere they are an error;
-//   - extended attributes are an error, but those xattrFallback replaces
-//     or leaves out;
-//   - a symlink is owned by its directory's owner, whatever the tar says;
-//   - a path the tar has twice is an error (go-diskfs's Remove is broken);
-//   - a file's holes are allocated blocks of zeros in the file system
-//     (the disk file stays sparse: see sparseFile).
+// journal) of size bytes at start in disk, fills it from the tar stream r,
+// and returns the index of what it wrote, for the ESP. A hard link becomes
+// a copy; device nodes outside dev/, extended attributes xattrFallback
+// does not take, and a path given twice are errors (see below).
 func writeRoot(ctx context.Context, disk backend.Storage, start, size int64, r io.Reader, res *RawDisk) (*rootIndex, error) {
+	// Why: go-diskfs's ext4 writer has no hard links, device nodes or
+	// extended attributes, and no lchown, so:
+	//   - a hard link becomes a copy of its target (same bytes and attributes);
+	//   - device nodes and FIFOs under dev/ are left out (the kernel mounts
+	//     devtmpfs there); elsewhere they are an error;
+	//   - extended attributes are an error, except those xattrFallback
+	//     replaces or leaves out;
+	//   - a symlink is owned by its directory's owner, whatever the tar
+	//     records;
+	//   - a path the tar has twice is an error (go-diskfs's Remove is broken);
+	//   - a file's holes are allocated blocks of zeros in the file system
+	//     (the disk file stays sparse: see sparseFile).
 	efs, err := ext4.Create(disk, size, start, 512, &ext4.Params{
 		VolumeName: rootLabel,
 		// 4 KiB blocks at every size, as mkfs.ext4 for a disk: go-diskfs

@@ -18,10 +18,6 @@ type extent struct {
 // size is size) that holds a non-zero byte, with the block's index and
 // its bytes; the last block is padded with zeros. Only the blocks that
 // meet exts are read: the rest is taken to be zeros. fn must not keep b.
-//
-// A block is checked for zeros even inside an extent: a file system
-// reports as data whatever was ever written, and a disk writer zeroes a
-// lot (inode tables, the journal) that needs no room in the image.
 func scanBlocks(ctx context.Context, f *os.File, size int64, bs int, exts []extent, fn func(idx int64, b []byte) error) error {
 	buf := make([]byte, bs)
 	zero := make([]byte, bs)
@@ -38,6 +34,9 @@ func scanBlocks(ctx context.Context, f *os.File, size int64, bs int, exts []exte
 				return fmt.Errorf("read %s at %d: %w", f.Name(), idx*int64(bs), err)
 			}
 			clear(buf[n:])
+			// Why check inside an extent: a file system reports as data
+			// whatever was ever written, and a disk writer zeroes a lot
+			// (inode tables, the journal) that needs no room in the image.
 			if bytes.Equal(buf, zero) {
 				continue
 			}
@@ -50,5 +49,5 @@ func scanBlocks(ctx context.Context, f *os.File, size int64, bs int, exts []exte
 	return nil
 }
 
-// wholeFile is the extent list that makes scanBlocks read everything.
+// wholeFile returns the extent list that makes scanBlocks read everything.
 func wholeFile(size int64) []extent { return []extent{{0, size}} }

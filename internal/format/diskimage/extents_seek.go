@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dataExtents lists where f (size bytes long) may hold data, from the
+// dataExtents returns where f (size bytes long) may hold data, from the
 // file system's own record of its holes (lseek SEEK_DATA and SEEK_HOLE),
 // so that a mostly empty 20 GiB disk is read for its data only. Where the
 // file system cannot tell, the whole file is one extent.

@@ -16,7 +16,8 @@ import (
 // VDI of any other size would not read back as the raw file it came from.
 const sectorSize = 512
 
-// checkRawSize is what both writers ask of a raw disk's size.
+// checkRawSize returns an error unless size is one the image writers
+// take: not empty, and a whole number of sectors.
 func checkRawSize(size int64) error {
 	if size <= 0 {
 		return errors.New("the raw disk is empty")
@@ -42,7 +43,8 @@ type imageWriter interface {
 }
 
 // writeImage reads raw's non-zero blocks of bs bytes and has the writer
-// made by newWriter, given raw's size, write them to out.
+// made by newWriter, given raw's size, write them to out, under a
+// temporary name beside it renamed at the end.
 func writeImage(ctx context.Context, raw, out string, bs int, newWriter func(size int64) (imageWriter, error)) error {
 	in, err := os.Open(raw)
 	if err != nil {
@@ -71,7 +73,7 @@ func writeImage(ctx context.Context, raw, out string, bs int, newWriter func(siz
 	// A disk is as readable as the other build outputs (a hypervisor's
 	// user may need to read it).
 	return state.WriteOutput(out, 0o644, func(f *os.File) error {
-		// Everything but the head goes out in order, so through one
+		// Everything except the head goes out in order, so through one
 		// buffer.
 		w := bufio.NewWriterSize(f, 1<<20)
 		if _, err := w.Write(make([]byte, iw.reserved())); err != nil {

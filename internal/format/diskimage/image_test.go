@@ -135,7 +135,7 @@ func runTool(t testing.TB, name string, args ...string) (string, int) {
 	}
 }
 
-// checkImage asserts what qemu-img says of image, written from raw:
+// checkImage checks with qemu-img that image, written from raw, is sound:
 // check finds no corruption and no leak, compare finds it identical to
 // raw, info gives the format and raw's size, and map shows as data
 // exactly the units of raw that are not zeros.
@@ -145,7 +145,8 @@ func checkImage(t testing.TB, ft imageFormat, raw, image string) {
 	checkImageAllocation(t, ft, raw, image)
 }
 
-// checkImageContents is checkImage without the allocation's checks.
+// checkImageContents checks image as checkImage does, without the
+// allocation's checks.
 func checkImageContents(t testing.TB, ft imageFormat, raw, image string) {
 	t.Helper()
 	if out, code := qemuImg(t, "check", "-f", ft.name, image); code != 0 {
@@ -172,7 +173,7 @@ func checkImageContents(t testing.TB, ft imageFormat, raw, image string) {
 	if info.Format != ft.name || info.VirtualSize != rfi.Size() {
 		t.Errorf("qemu-img info: format %q, virtual size %d; want %q, %d", info.Format, info.VirtualSize, ft.name, rfi.Size())
 	}
-	// Probed, not told: the header alone says what the file is.
+	// Probed, not told: the header alone tells what the file is.
 	if format, _, err := Info(context.Background(), image); err != nil || format != ft.name {
 		t.Errorf("qemu-img info without -f: %q, %v; want %q", format, err, ft.name)
 	}
@@ -239,7 +240,7 @@ func onlyEntries(t testing.TB, dir string, names ...string) {
 	}
 }
 
-// fixedRuns is a 64 MiB disk's data: runs at odd offsets, one not on a
+// fixedRuns returns a 64 MiB disk's data: runs at odd offsets, one not on a
 // cluster, one across a block's end, one at the disk's very end, and 2
 // MiB of written zeros, which must not be allocated.
 func fixedRuns() []dataRun {
@@ -347,9 +348,10 @@ func runOffsets(runs []dataRun) []string {
 	return s
 }
 
-// A raw disk of a whole number of sectors but not of clusters or blocks
-// is written with its exact size; one of no whole number of sectors, or
-// empty, is refused, since QEMU would round its size up.
+// TestWriteImageOddSize checks that a raw disk of a whole number of
+// sectors but not of clusters or blocks is written with its exact size,
+// and that one of no whole number of sectors, or empty, is refused, since
+// QEMU would round its size up.
 func TestWriteImageOddSize(t *testing.T) {
 	requireOracles(t, "qemu-img")
 	dir := t.TempDir()
@@ -384,8 +386,9 @@ func TestWriteImageOddSize(t *testing.T) {
 	}
 }
 
-// A write that fails, whether it never starts or stops halfway, leaves
-// nothing behind, and an existing image alone.
+// TestWriteImageFailureLeavesNothing checks that a write that fails,
+// whether it never starts or stops halfway, leaves nothing behind, and an
+// existing image alone.
 func TestWriteImageFailureLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "disk.raw")
@@ -420,8 +423,9 @@ func TestWriteImageFailureLeavesNothing(t *testing.T) {
 	}
 }
 
-// The extents SEEK_DATA finds cover every non-zero block: scanning them
-// gives what reading the whole file gives, the only way on Windows.
+// TestDataExtents checks that the extents SEEK_DATA finds cover every
+// non-zero block: scanning them gives what reading the whole file gives,
+// the only way on Windows.
 func TestDataExtents(t *testing.T) {
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "disk.raw")
@@ -464,8 +468,8 @@ func TestDataExtents(t *testing.T) {
 	}
 }
 
-// A 20 GiB disk with 50 MiB of data is written in seconds: only the data
-// is read.
+// TestWriteImageLarge checks that a 20 GiB disk with 50 MiB of data is
+// written in seconds: only the data is read.
 func TestWriteImageLarge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 20 GiB sparse files")
@@ -516,9 +520,10 @@ func TestWriteImageLarge(t *testing.T) {
 	}
 }
 
-// The VDI header holds what VirtualBox reads: the pre-header text and
-// signature, version 1.1, a dynamic image of 1 MiB blocks, random
-// version 4 UUIDs, and free blocks marked 0xffffffff.
+// TestWriteVDIHeader checks that the VDI header holds what VirtualBox
+// reads: the pre-header text and signature, version 1.1, a dynamic image
+// of 1 MiB blocks, random version 4 UUIDs, and free blocks marked
+// 0xffffffff.
 func TestWriteVDIHeader(t *testing.T) {
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "disk.raw")
@@ -594,7 +599,8 @@ func TestWriteVDIHeader(t *testing.T) {
 	}
 }
 
-// rtUUID reads a VirtualBox RTUUID: its first three fields little-endian.
+// rtUUID returns the VirtualBox RTUUID in b: its first three fields
+// little-endian.
 func rtUUID(b []byte) uuid.UUID {
 	var u uuid.UUID
 	copy(u[:], b[:16])

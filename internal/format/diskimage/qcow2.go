@@ -35,15 +35,12 @@ const (
 // same virtual size, in one pass over raw's data: clusters of zeros, and
 // raw's holes, are left unallocated, so the image takes about as much
 // room as the data. raw's size must be a whole number of 512-byte sectors.
-//
-// The clusters are laid out header, data, then the metadata: the data's
-// count is known only once raw has been read, and qcow2 puts no metadata
-// at a fixed place but the header. Every cluster is used once, so every
-// refcount is 1.
-//
-// On error out is not left behind: the image is written under a temporary
-// name beside it and renamed at the end.
+// On error out is not left behind.
 func WriteQCOW2(ctx context.Context, raw, out string) error {
+	// The clusters are laid out header, data, then the metadata: the
+	// data's count is known only once raw has been read, and qcow2 puts no
+	// metadata at a fixed place except the header. Every cluster is used
+	// once, so every refcount is 1.
 	if err := writeImage(ctx, raw, out, qcow2ClusterSize, newQCOW2Writer); err != nil {
 		return fmt.Errorf("write qcow2 %s: %w", out, err)
 	}
@@ -71,7 +68,7 @@ func newQCOW2Writer(size int64) (imageWriter, error) {
 	return &qcow2Writer{size: size}, nil
 }
 
-// reserved is host cluster 0, the header's.
+// reserved returns the size of host cluster 0, the header's.
 func (q *qcow2Writer) reserved() int64 { return qcow2ClusterSize }
 
 func (q *qcow2Writer) block(w io.Writer, idx int64, b []byte) error {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// skipWriter writes through to f, but for data clusters, which it skips,
+// skipWriter writes through to f, except data clusters, which it skips,
 // leaving holes: the image's metadata can then be checked for more data
 // than a test could write.
 type skipWriter struct {
@@ -25,10 +25,10 @@ func (s *skipWriter) Write(p []byte) (int, error) {
 	return s.f.Write(p)
 }
 
-// The metadata of an image larger than the other tests' holds several
-// L1 table clusters (8 TiB: 16384 L1 entries), many L2 tables, and
-// several refcount blocks (70000 data clusters, 4.3 GiB, where one block
-// counts 32768 clusters); qemu-img check finds it whole.
+// TestQCOW2LargeMetadata checks that the metadata of an image larger than
+// the other tests', with several L1 table clusters (8 TiB: 16384 L1
+// entries), many L2 tables and several refcount blocks (70000 data
+// clusters, 4.3 GiB, where one block counts 32768), is whole to qemu-img.
 func TestQCOW2LargeMetadata(t *testing.T) {
 	requireOracles(t, "qemu-img")
 	const size = 8 << 40
@@ -89,8 +89,8 @@ func TestQCOW2LargeMetadata(t *testing.T) {
 	}
 }
 
-// A disk too large for the format's header or for QEMU is refused before
-// anything is allocated for it.
+// TestImageTooLarge checks that a disk too large for the format's header
+// or for QEMU is refused before anything is allocated for it.
 func TestImageTooLarge(t *testing.T) {
 	if _, err := newQCOW2Writer(3 << 50); err == nil {
 		t.Error("qcow2 of 3 PiB: no error")

@@ -17,7 +17,8 @@ import (
 // room for a few kernel and initramfs pairs.
 const DefaultESPMiB = 256
 
-// minESPMiB: FAT32 needs 65525 clusters, 33 MiB at 512-byte clusters.
+// minESPMiB is the smallest ESP: FAT32 needs 65525 clusters, 33 MiB at
+// 512-byte clusters.
 const minESPMiB = 34
 
 // minRootMiB is the smallest root partition WriteRawDisk makes.
@@ -69,7 +70,7 @@ type RawDisk struct {
 	HardLinkCopies int
 	// SkippedDevices counts device nodes and FIFOs under /dev left out.
 	SkippedDevices int
-	// DroppedXattrs says, per file, which extended attribute was not
+	// DroppedXattrs lists, per file, which extended attribute was not
 	// written and what was done instead (see xattrFallback).
 	DroppedXattrs []string
 }
@@ -122,30 +123,20 @@ func (l layout) table(rootPartUUID string) *gpt.Table {
 	}
 }
 
-// WriteRawDisk writes out, a bootable GPT/UEFI raw disk (sparse), from
-// rootfs, a tar stream of a node's root file system. Partition 1 is an EFI
-// system partition (FAT32, label HWK-ESP) with systemd-boot as
-// \EFI\BOOT\BOOTX64.EFI, a loader entry and the rootfs's kernel and
-// initramfs; partition 2, which runs to the disk's last MiB, is the ext4
-// root (GPT type x86-64 root, label hwk-root, with a journal) holding the
-// tar's files, with a PARTUUID chosen here (see layout). It runs as any
-// user on any OS: owners and modes come from the tar headers, nothing is
-// mounted, no tool runs.
-//
-// The tar is read once, front to back, and never unpacked on the host, so
-// rootfs can be a pipe (docker export, a gzip reader). The kernel,
-// initramfs and systemd-boot are picked only at the tar's end, since a
-// symlink anywhere in it may change the pick, and are then read back from
-// the root file system, which holds every candidate already. That needs
-// no second pass over the input, which a pipe cannot give, and no spool:
-// buffering the candidates while streaming would mean every kernel and
-// initramfs in /boot (tens of MiB each) in memory or a scratch directory.
-// See writeRoot for what of a tar an ext4 written with go-diskfs can and
-// cannot hold.
-//
-// On error out is not left behind: the disk is written under a temporary
-// name beside it and renamed at the end.
+// WriteRawDisk writes out, a sparse, bootable GPT/UEFI raw disk: an ESP
+// with systemd-boot and rootfs's kernel, then an ext4 root holding rootfs,
+// a tar stream of a node's root file system read once (a pipe will do). It
+// needs no tool and no root on any OS; see writeRoot for what of a tar it
+// cannot hold. On error out is not left behind.
 func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDiskOptions) (*RawDisk, error) {
+	// The disk: partition 1 is an EFI system partition (FAT32, label
+	// HWK-ESP) with systemd-boot as \EFI\BOOT\BOOTX64.EFI, a loader entry
+	// and the rootfs's kernel and initramfs; partition 2, which runs to the
+	// disk's last MiB, is the ext4 root (GPT type x86-64 root, label
+	// hwk-root, with a journal) holding the tar's files, with a PARTUUID
+	// chosen here (see layout). Owners and modes come from the tar
+	// headers: nothing is mounted, no tool runs, and the tar is never
+	// unpacked on the host.
 	l, err := newLayout(opts.Size, opts.ESPMiB)
 	if err != nil {
 		return nil, fmt.Errorf("write disk %s: %w", out, err)
@@ -154,7 +145,8 @@ func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDis
 
 	var res *RawDisk
 	// A disk is as readable as the other build outputs (a hypervisor's
-	// user may need to read it).
+	// user may need to read it). state.WriteOutput writes under a
+	// temporary name beside out and renames it at the end.
 	err = state.WriteOutput(out, 0o644, func(f *os.File) error {
 		disk, err := newSparseFile(f, l.diskMiB*mibBytes)
 		if err != nil {
@@ -171,6 +163,13 @@ func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDis
 		if opts.NoBoot {
 			return nil
 		}
+		// Why the kernel, initramfs and systemd-boot are picked only at
+		// the tar's end and read back from the root file system: a symlink
+		// anywhere in the tar may change the pick, and the root already
+		// holds every candidate. That needs no second pass over the input,
+		// which a pipe cannot give, and no spool: buffering the candidates
+		// while streaming would mean every kernel and initramfs in /boot
+		// (tens of MiB each) in memory or a scratch directory.
 		if err := writeESP(disk, l.espStart*mibBytes, l.espMiB*mibBytes, idx, bootEntry{partUUID: rootPartUUID, extra: opts.CmdlineExtra}, res); err != nil {
 			return fmt.Errorf("EFI system partition: %w", err)
 		}
@@ -182,7 +181,7 @@ func WriteRawDisk(ctx context.Context, rootfs io.Reader, out string, opts RawDis
 	return res, nil
 }
 
-// bootEntry is what the loader entry's command line says.
+// bootEntry is what the loader entry's command line holds.
 type bootEntry struct {
 	partUUID, extra string
 }

@@ -4,8 +4,9 @@ package diskimage
 
 import "io/fs"
 
-// diskUsage is a file's size where the space it takes is not known here.
+// diskUsage returns fi's size: the space a file takes is not known here.
 func diskUsage(fi fs.FileInfo) int64 { return fi.Size() }
 
-// statOf is not known here: tarTree keeps what tar.FileInfoHeader gives.
+// statOf returns false: the stat is not known here, so tarTree keeps what
+// tar.FileInfoHeader gives.
 func statOf(fs.FileInfo) (fileStat, bool) { return fileStat{}, false }

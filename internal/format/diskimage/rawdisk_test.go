@@ -89,7 +89,7 @@ func makeTar(t testing.TB, entries []tarEntry) []byte {
 	return buf.Bytes()
 }
 
-// bootEntries are a made-up kernel pair per version and systemd-boot:
+// bootEntries returns a made-up kernel pair per version and systemd-boot:
 // enough for the writer, which never runs what it copies.
 func bootEntries(versions ...string) []tarEntry {
 	es := []tarEntry{dirEntry("./boot/", 0o755)}
@@ -101,7 +101,7 @@ func bootEntries(versions ...string) []tarEntry {
 	return append(es, fileEntry("./usr/lib/systemd/boot/efi/systemd-bootx64.efi", 0o644, randBytes(100<<10)))
 }
 
-// sparseish is a file mostly of zeros with data at both ends and in the
+// sparseish returns a file mostly of zeros with data at both ends and in the
 // middle: its holes must read back as zeros, and the disk file stays
 // sparse.
 func sparseish(size int) []byte {
@@ -382,9 +382,9 @@ func TestVersionLess(t *testing.T) {
 	}
 }
 
-// TestWriteRawDiskNewestKernel: without /vmlinuz the newest kernel by
-// version is taken, not the last by name. The ESP is small enough here to
-// copy out for fsck.fat, which reads no offset.
+// TestWriteRawDiskNewestKernel checks that without /vmlinuz the newest
+// kernel by version is taken, not the last by name. The ESP is small
+// enough here to copy out for fsck.fat, which reads no offset.
 func TestWriteRawDiskNewestKernel(t *testing.T) {
 	requireOracles(t, "mtype", "e2fsck", "fsck.fat")
 	entries := append([]tarEntry{dirEntry("./", 0o755)}, bootEntries(newKernel, oldKernel)...)
@@ -440,8 +440,8 @@ func TestWriteRawDiskNewestKernel(t *testing.T) {
 	}
 }
 
-// TestWriteRawDiskErrors: each error says what to do, and no disk (nor
-// its temporary) is left behind.
+// TestWriteRawDiskErrors checks that each error tells what to do, and that
+// no disk (nor its temporary) is left behind.
 func TestWriteRawDiskErrors(t *testing.T) {
 	root := []tarEntry{dirEntry("./", 0o755)}
 	withBoot := func(es ...tarEntry) []tarEntry {
@@ -508,7 +508,8 @@ func TestWriteRawDiskCanceled(t *testing.T) {
 	}
 }
 
-// TestSparseFile: zeros over a hole are dropped, zeros over data written.
+// TestSparseFile checks that zeros over a hole are dropped and zeros over
+// data written.
 func TestSparseFile(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
 	if err != nil {
@@ -745,8 +746,8 @@ func compareWithTar(t testing.TB, path string, start, size int64, tr *tar.Reader
 	return n
 }
 
-// TestResolve: symlinks resolve inside the rootfs, absolute ones from its
-// root, through symlinked directories, and a loop ends.
+// TestResolve checks that symlinks resolve inside the rootfs, absolute
+// ones from its root, through symlinked directories, and that a loop ends.
 func TestResolve(t *testing.T) {
 	idx := &rootIndex{nodes: map[string]*node{
 		".":                     {kind: kindDir},
@@ -784,9 +785,9 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-// TestWriteRawDiskNoBoot: a root with no kernel, initramfs or boot loader
-// (a stage-1 root) makes a disk for a hypervisor that boots a kernel of
-// its own: the root file system is whole, the ESP holds nothing.
+// TestWriteRawDiskNoBoot checks that a root with no kernel, initramfs or
+// boot loader (a stage-1 root) makes a disk for a hypervisor that boots a
+// kernel of its own: the root file system is whole, the ESP holds nothing.
 func TestWriteRawDiskNoBoot(t *testing.T) {
 	requireOracles(t, "e2fsck")
 	root := makeTar(t, []tarEntry{dirEntry("./", 0o755), dirEntry("./etc/", 0o755), fileEntry("./etc/motd", 0o644, []byte("hi\n"))})

@@ -7,7 +7,7 @@ import (
 	"syscall"
 )
 
-// diskUsage is the space a file takes on the host, holes left out.
+// diskUsage returns the space a file takes on the host, holes left out.
 func diskUsage(fi fs.FileInfo) int64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return st.Blocks * 512
@@ -15,7 +15,7 @@ func diskUsage(fi fs.FileInfo) int64 {
 	return fi.Size()
 }
 
-// statOf is fi's owner, inode and link count.
+// statOf returns fi's owner, inode and link count.
 func statOf(fi fs.FileInfo) (fileStat, bool) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {

@@ -15,17 +15,18 @@ const sparseChunk = 4096
 
 var zeroChunk [sparseChunk]byte
 
-// sparseFile is the disk file go-diskfs writes through. go-diskfs zeroes
-// what a new file system must read as zeros (every inode table, the
-// journal: some 450 MiB on a 20 GiB disk) and the blocks of a file's holes
-// with plain writes, which would fill the file that mkfs.ext4 left
-// sparse. The file starts as one hole, so a write of zeros to a part never
-// written before changes nothing and is dropped; zeros over data already
-// written are written. The bitmap keeps that exact for any write order.
+// sparseFile is the disk file go-diskfs writes through, kept sparse: the
+// file starts as one hole, so a write of zeros to a part never written
+// before changes nothing and is dropped; zeros over data already written
+// are written, whatever the write order.
 type sparseFile struct {
 	f    *os.File
 	size int64
 	// dirty has a bit set for each chunk that may hold a non-zero byte.
+	// Why: go-diskfs zeroes what a new file system must read as zeros
+	// (every inode table, the journal: some 450 MiB on a 20 GiB disk) and
+	// the blocks of a file's holes with plain writes, which would fill the
+	// file that mkfs.ext4 left sparse.
 	dirty []uint64
 }
 
@@ -103,9 +104,9 @@ func (s *sparseFile) Stat() (fs.FileInfo, error) { return s.f.Stat() }
 func (s *sparseFile) Close() error               { return s.f.Close() }
 func (s *sparseFile) Path() string               { return s.f.Name() }
 
-// Sys hides the *os.File: go-diskfs would fsync through it after each
-// step, and would try block-device ioctls on it. The caller closes the
-// file once.
+// Sys returns no *os.File (backend.ErrNotSuitable), so that go-diskfs
+// neither fsyncs through it after each step nor tries block-device ioctls
+// on it. The caller closes the file once.
 func (s *sparseFile) Sys() (*os.File, error) { return nil, backend.ErrNotSuitable }
 
 func (s *sparseFile) Writable() (backend.WritableFile, error) { return s, nil }

@@ -33,15 +33,13 @@ const (
 
 // WriteVDI writes out, a dynamic VirtualBox VDI image of the raw disk at
 // raw, of the same virtual size, with random creation and modification
-// UUIDs, in one pass over raw's data. Only the 1 MiB blocks holding a
-// non-zero byte take room in the file. raw's size must be a whole number
-// of 512-byte sectors; it need not be a whole number of blocks: the
-// header's disk size is then less than its blocks cover, which VirtualBox
-// and QEMU accept, and qemu-img convert writes the same.
-//
-// On error out is not left behind: the image is written under a temporary
-// name beside it and renamed at the end.
+// UUIDs, in one pass over raw's data; only the 1 MiB blocks holding a
+// non-zero byte take room. raw's size must be a whole number of 512-byte
+// sectors, not necessarily of blocks. On error out is not left behind.
 func WriteVDI(ctx context.Context, raw, out string) error {
+	// Why any whole number of sectors: the header's disk size is then less
+	// than its blocks cover, which VirtualBox and QEMU accept, and qemu-img
+	// convert writes the same.
 	if err := writeImage(ctx, raw, out, vdiBlockSize, newVDIWriter); err != nil {
 		return fmt.Errorf("write vdi %s: %w", out, err)
 	}
@@ -72,7 +70,7 @@ func newVDIWriter(size int64) (imageWriter, error) {
 	return &vdiWriter{size: size, blocks: blocks, dataOff: dataOff, bmap: bmap}, nil
 }
 
-// reserved is the header and the block map.
+// reserved returns the size of the header and the block map.
 func (v *vdiWriter) reserved() int64 { return v.dataOff }
 
 func (v *vdiWriter) block(w io.Writer, idx int64, b []byte) error {

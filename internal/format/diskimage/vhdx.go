@@ -56,13 +56,10 @@ var (
 )
 
 // WriteVHDX writes out, a dynamic VHDX image of the raw disk at raw (what
-// Hyper-V boots), of the same virtual size, in one pass over raw's data.
-// Only the 1 MiB blocks holding a non-zero byte take room in the file;
-// the others are marked as reading zeros. raw's size must be a whole
-// number of 512-byte sectors.
-//
-// On error out is not left behind: the image is written under a temporary
-// name beside it and renamed at the end.
+// Hyper-V boots), of the same virtual size, in one pass over raw's data;
+// only the 1 MiB blocks holding a non-zero byte take room, the others are
+// marked as reading zeros. raw's size must be a whole number of 512-byte
+// sectors. On error out is not left behind.
 func WriteVHDX(ctx context.Context, raw, out string) error {
 	if err := writeImage(ctx, raw, out, vhdxBlockSize, newVHDXWriter); err != nil {
 		return fmt.Errorf("write vhdx %s: %w", out, err)
@@ -98,10 +95,11 @@ func newVHDXWriter(size int64) (imageWriter, error) {
 
 func roundUp(n, to int64) int64 { return (n + to - 1) / to * to }
 
-// vhdxBATIndex is payload block i's entry in the BAT.
+// vhdxBATIndex returns the index of payload block i's entry in the BAT.
 func vhdxBATIndex(i int64) int64 { return i + i/vhdxChunkRatio }
 
-// reserved is the header section, log, metadata region and BAT.
+// reserved returns the size of the header section, log, metadata region
+// and BAT.
 func (v *vhdxWriter) reserved() int64 { return v.dataOff }
 
 func (v *vhdxWriter) block(w io.Writer, idx int64, b []byte) error {
@@ -127,7 +125,7 @@ func (v *vhdxWriter) head(f *os.File) error {
 		le.PutUint16(hs[8+2*i:], c)
 	}
 
-	// Two headers (2.2.2), the same but for their sequence numbers: the
+	// Two headers (2.2.2), the same except for their sequence numbers: the
 	// one with the larger is current, and either alone opens the file.
 	fileWrite, dataWrite := uuid.New(), uuid.New()
 	for i, at := range []int{64 << 10, 128 << 10} {
@@ -204,7 +202,7 @@ func (v *vhdxWriter) head(f *os.File) error {
 	return nil
 }
 
-// guidBytes is u in the byte order putRTUUID writes, which is also how
+// guidBytes returns u in the byte order putRTUUID writes, which is also how
 // [MS-VHDX] stores a GUID.
 func guidBytes(u uuid.UUID) []byte {
 	b := make([]byte, 16)

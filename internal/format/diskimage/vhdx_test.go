@@ -15,12 +15,11 @@ import (
 	"github.com/google/uuid"
 )
 
-// TestWriteVHDXLayout reads WriteVHDX's output back field by field, as
+// TestWriteVHDXLayout checks WriteVHDX's output field by field, as
 // [MS-VHDX] lays it out, for what QEMU does not check but Hyper-V reads:
 // both headers' and region tables' CRC-32C, the log fields, the regions'
 // required flags, the metadata items' flags and values, and the BAT's
-// states, including the sector bitmap entry after each 4096 payload
-// entries.
+// states, with the sector bitmap entry after each 4096 payload entries.
 func TestWriteVHDXLayout(t *testing.T) {
 	dir := t.TempDir()
 	raw := filepath.Join(dir, "disk.raw")
@@ -181,7 +180,7 @@ func TestWriteVHDXLayout(t *testing.T) {
 	}
 	// What QEMU reads around the chunk's end and at the disk's end is
 	// the raw disk's bytes. (qemu-img compare of the whole disk would
-	// read 4 GiB through QEMU's VHDX driver, which says nothing of
+	// read 4 GiB through QEMU's VHDX driver, which reports nothing of
 	// what is allocated: minutes.)
 	requireOracles(t, "qemu-img")
 	part := filepath.Join(dir, "part.raw")
@@ -211,8 +210,8 @@ func TestWriteVHDXLayout(t *testing.T) {
 	}
 }
 
-// vhdxPresentBlocks counts the payload blocks image's BAT says are in the
-// file, finding the BAT through the region table.
+// vhdxPresentBlocks counts the payload blocks image's BAT marks present in
+// the file, finding the BAT through the region table.
 func vhdxPresentBlocks(t testing.TB, image string) int64 {
 	t.Helper()
 	f, err := os.Open(image)

@@ -21,7 +21,9 @@ import (
 // "== NAME" (a file: the lines up to the next entry are its content),
 // "=s NAME TARGET" or "=h NAME TARGET" (a symbolic or hard link). An "@" in
 // a file's name stands for the SHA-256 of its content.
-const listingMagic = "hwk-archive-listing\n" // Why: checksums and digests then hold, so mutations reach the JSON instead of stopping at the first header.
+// Checksums and digests then hold, so mutations reach the JSON instead of
+// stopping at the first header.
+const listingMagic = "hwk-archive-listing\n"
 
 // fuzzArchive returns the tar the fuzz input data stands for.
 func fuzzArchive(data []byte) []byte { return imagearchivetest.FromListing(listingMagic, data) }

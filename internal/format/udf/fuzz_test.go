@@ -16,7 +16,9 @@ import (
 // sectorsMagic starts a fuzz input that is a sector listing rather than an
 // image: the image's size in sectors, then each sector that is not all
 // zeros as its number, its length and its bytes, trailing zeros cut.
-const sectorsMagic = "hwk-udf-sectors\n" // Why: a UDF volume starts at sector 256, so an image is at least half a megabyte, almost all zeros that mutations would be wasted on.
+// A UDF volume starts at sector 256, so an image is at least half a
+// megabyte, almost all zeros that mutations would be wasted on.
+const sectorsMagic = "hwk-udf-sectors\n"
 
 // sectorImage is an image read from a sector listing: sectors not listed
 // read as zeros.

@@ -84,7 +84,7 @@ func (b *builder) binaries(ctx context.Context) error {
 	return nil
 }
 
-// componentDir is where c's binaries are kept, by its cache key.
+// componentDir returns where c's binaries are kept, by its cache key.
 func (b *builder) componentDir(c *component) string {
 	return filepath.Join(b.opts.CacheDir, "build", fmt.Sprintf("%s-%s-%s", c.Name, b.version(c), b.keys["component/"+c.Name][:12]))
 }
@@ -104,10 +104,10 @@ func (b *builder) needed(c *component) []string {
 	return out
 }
 
-// sourceOf is where c's binaries come from: the build's source, but for
-// a source build on a host that cannot build a Linux component with cgo
-// (runc: libcontainer/nsenter is C), which takes the component's release
-// (checked against its published SHA-256) instead.
+// sourceOf returns where c's binaries come from: the build's source,
+// except that a source build on a host that cannot build a Linux
+// component with cgo (runc: libcontainer/nsenter is C) takes the
+// component's release (checked against its published SHA-256) instead.
 func (b *builder) sourceOf(c *component) nodeimage.Source {
 	if b.opts.Source == nodeimage.FromSource && c.Source.CGO && b.goos != "windows" && !b.runsLinuxAMD64() && len(c.Release) > 0 {
 		return nodeimage.Release
@@ -150,7 +150,7 @@ func (b *builder) moduleFiles(c *component) (mod, sum string, err error) {
 	return "", "", fmt.Errorf("no wrapper module %s for --source source; versions with one: %s (or use --source release)", name, strings.Join(b.wrapperVersions(c), ", "))
 }
 
-// modules are the recipe trees holding wrapper modules, searched in
+// modules returns the recipe trees holding wrapper modules, searched in
 // order: the Windows recipe's own, then the Linux recipe's, which both
 // images share.
 func (b *builder) modules() []fs.FS {
@@ -252,7 +252,7 @@ func (b *builder) writeModule(c *component, mod, sum string) (string, error) {
 	return src, os.WriteFile(filepath.Join(src, "go.sum"), []byte(sum), 0o644)
 }
 
-// componentModule is the module c is built in and the packages built: a
+// componentModule returns the module c is built in and the packages built: a
 // wrapper module from the recipe, or for a one-file program (Main) a
 // module of its own holding it.
 func (b *builder) componentModule(c *component) (mod, sum string, packages []string, err error) {
@@ -264,7 +264,7 @@ func (b *builder) componentModule(c *component) (mod, sum string, packages []str
 }
 
 // run runs cmd with its output in the build log; a failure is a
-// *hostexec.Error with stderr's last lines, which say why.
+// *hostexec.Error with stderr's last lines, which tell why.
 func (b *builder) run(cmd *exec.Cmd) error {
 	cmd.Stdout, cmd.Stderr = b.opts.Log, b.opts.Log
 	return hostexec.Run(cmd)
@@ -388,7 +388,7 @@ func writeFile(dst string, r io.Reader, mode os.FileMode) error {
 	return os.Rename(tmp, dst)
 }
 
-// fileSHA256 hashes a file for the manifest.
+// fileSHA256 returns a file's SHA-256 and size, for the manifest.
 func fileSHA256(p string) (string, int64, error) {
 	f, err := os.Open(p)
 	if err != nil {

@@ -22,7 +22,7 @@ type builder struct {
 	keys   map[string]string
 	bins   map[string]string // "component/binary" → path
 	images []builtImage
-	// hostRunsNode, when set, says whether this host runs the node's
+	// hostRunsNode, when set, reports whether this host runs the node's
 	// binaries instead of runtime's GOOS and GOARCH (tests).
 	hostRunsNode *bool
 	// recipeModules, when set, holds the wrapper modules instead of the
@@ -31,7 +31,7 @@ type builder struct {
 	stages        []nodeimage.Stage
 }
 
-// targetOS is the GOOS of the build's binaries.
+// targetOS returns the GOOS of the build's binaries.
 func (b *builder) targetOS() string {
 	if b.goos == "" {
 		return "linux"
@@ -39,7 +39,7 @@ func (b *builder) targetOS() string {
 	return b.goos
 }
 
-// newBuilder is the build opts describe, its cache keys computed.
+// newBuilder returns the build opts describe, its cache keys computed.
 func newBuilder(ctx context.Context, opts nodeimage.Options) (*builder, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -75,7 +75,7 @@ type Planned struct {
 	Dir string
 }
 
-// Plan is what Build would make for opts, and what of it is cached
+// Plan returns what Build would make for opts, and what of it is cached
 // already, without making anything: each component with where it comes
 // from and its cache directory, then the node image.
 func Plan(ctx context.Context, opts nodeimage.Options) ([]Planned, error) {

@@ -39,10 +39,11 @@ import (
 //     becomes a throwaway system that runs the script (dpkg --configure
 //     -a, then the recipe's steps). Its file system, exported, is the root.
 
-// rootFormat is part of the keys of every configured root (the node's,
-// the images' userland, and so the images built on it): bump it whenever the code that makes a root
-// from the packages (cleanExport, stage 2's protocol) changes what it
-// writes, so that roots cached by older code are not reused.
+// rootFormat is part of the keys of every configured root (the node's, the
+// images' userland, and so the images built on it): bump it whenever the
+// code that makes a root from the packages (cleanExport, stage 2's
+// protocol) changes what it writes, so that roots cached by older code are
+// not reused.
 const rootFormat = 2
 
 // stage2Dir is where the stage-2 script and its inputs sit in the root
@@ -103,7 +104,7 @@ func (b *builder) configure(ctx context.Context, k nodeimage.Kernel, kind, stage
 	return nil
 }
 
-// kernel is where stage 2 runs: a VM of Options.VM, else Options.Kernel,
+// kernel returns where stage 2 runs: a VM of Options.VM, else Options.Kernel,
 // else the Docker engine.
 func (b *builder) kernel() nodeimage.Kernel {
 	if b.opts.VM != nil {
@@ -326,27 +327,29 @@ func under(name, dir string) bool { return name == dir || strings.HasPrefix(name
 // made them (Docker: /etc/mtab to /proc/mounts) or not (a VM).
 var runtimeLinks = map[string]string{"etc/mtab": "../proc/self/mounts"}
 
-// cleanExport copies a kernel's export of a root to w, leaving out the
-// stage-2 directory, what the kernel leaves of its own (kernelOnly; WSL's
-// X11 socket directory and the empty module directory of its kernel) and
-// what it provides at run time (/dev, /proc and /sys keep only their
-// directories; WSL's mount points under /mnt and /usr/lib/wsl), and
-// giving the files a runtime writes for itself (Docker's bind mounts,
-// WSL's generated hosts and resolv.conf) a node's contents, adding them
-// where the kernel had none (a VM), so that every kernel's root is the
-// same. A tar reader stops at the archive's end marker, so anything a
-// tool prints after the tar is not read as part of it.
+// cleanExport copies a kernel's export of a root to w so that every
+// kernel's root is the same: without the stage-2 directory, what the
+// kernel leaves of its own and what it provides at run time, and with a
+// node's contents in the files a runtime writes for itself (added where
+// the kernel had none, as in a VM). What follows the tar is not read.
 func cleanExport(r io.Reader, w io.Writer) error {
 	seen := map[string]bool{}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	tw := tar.NewWriter(bw)
+	// A tar reader stops at the archive's end marker, so anything a tool
+	// prints after the tar is not read as part of it.
 	n, err := copyEntries(tar.NewReader(bufio.NewReaderSize(r, 1<<20)), tw, func(name string) (bool, []byte) {
 		top, rest, _ := strings.Cut(name, "/")
 		switch {
 		case top == stage2Dir:
 			return false, nil
+		// What the kernel provides at run time: /dev, /proc and /sys keep
+		// only their directories, and WSL's mount points under /mnt go.
 		case (top == "dev" || top == "proc" || top == "sys" || top == "mnt") && rest != "":
 			return false, nil
+		// What the kernel leaves of its own: kernelOnly, WSL's mount
+		// points under /usr/lib/wsl, its X11 socket directory, and the
+		// empty module directory of its kernel.
 		case kernelOnly[name] || under(name, "usr/lib/wsl") || under(name, "tmp/.X11-unix"):
 			return false, nil
 		case isWSLModules(name):
@@ -354,6 +357,8 @@ func cleanExport(r io.Reader, w io.Writer) error {
 		case runtimeLinks[name] != "":
 			return false, nil
 		}
+		// The files a runtime writes for itself (Docker's bind mounts,
+		// WSL's generated hosts and resolv.conf) get a node's contents.
 		if _, ok := runtimeFiles[name]; ok {
 			seen[name] = true
 		}
@@ -383,9 +388,9 @@ func cleanExport(r io.Reader, w io.Writer) error {
 	return bw.Flush()
 }
 
-// copyTar copies a tar's entries to w as edit says: it is given an
-// entry's cleaned name (no leading "./" or "/") and says whether to keep
-// it and, when not nil, the contents it gets instead (a regular file,
+// copyTar copies a tar's entries to w as edit decides: it is given an
+// entry's cleaned name (no leading "./" or "/") and returns whether to
+// keep it and, when not nil, the contents it gets instead (a regular file,
 // 0644). It returns how many entries the input held.
 func copyTar(r io.Reader, w io.Writer, edit func(name string) (keep bool, contents []byte)) (int, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
@@ -400,7 +405,7 @@ func copyTar(r io.Reader, w io.Writer, edit func(name string) (keep bool, conten
 	return n, bw.Flush()
 }
 
-// copyEntries is copyTar's loop, into a tar that goes on after it.
+// copyEntries runs copyTar's loop, into a tar that goes on after it.
 func copyEntries(tr *tar.Reader, tw *tar.Writer, edit func(name string) (keep bool, contents []byte)) (int, error) {
 	n := 0
 	for ; ; n++ {

@@ -107,7 +107,8 @@ func readTestLinks(t *testing.T, data []byte) map[string]string {
 	}
 }
 
-// A container's export holds Docker's own files; the root must not.
+// TestCleanExport checks that the root keeps none of Docker's own files,
+// which a container's export holds.
 func TestCleanExport(t *testing.T) {
 	in := writeTestTar(t, []tarEntry{
 		{name: ".dockerenv", typ: tar.TypeReg},
@@ -242,9 +243,10 @@ func TestJSONStreamError(t *testing.T) {
 	}
 }
 
-// DockerKernel against the real engine, with a busybox root: the
-// script runs offline as root, its failure names the exit code and the
-// output, the export is cleaned, and nothing is left in the engine.
+// TestDockerKernel checks DockerKernel against the real engine, with a
+// busybox root: the script runs offline as root, its failure names the
+// exit code and the output, the export is cleaned, and nothing is left in
+// the engine.
 func TestDockerKernel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a Docker engine")
@@ -365,7 +367,7 @@ func isStatic(p string) bool {
 	return err == nil && !bytes.Contains(data, []byte("/lib64/ld-linux"))
 }
 
-// staticBusybox is a static Linux busybox: the first on PATH, here. A
+// staticBusybox returns a static Linux busybox: the first on PATH, here. A
 // Windows host has no Linux programs, so there it is /bin/busybox of the
 // engine's machine, read through the engine (enginefile).
 func staticBusybox(t *testing.T, c *client.Client) ([]byte, error) {
@@ -388,8 +390,9 @@ func staticBusybox(t *testing.T, c *client.Client) ([]byte, error) {
 	return data, err
 }
 
-// The node's stage-2 tar: each path once (the engine refuses a tar that
-// names one twice), hwk's files templated, every binary and image there.
+// TestNodeStage2Tar checks the node's stage-2 tar: each path once (the
+// engine refuses a tar that names one twice), hwk's files templated, every
+// binary and image there.
 func TestNodeStage2Tar(t *testing.T) {
 	b := testBuilder(t, nodeimage.FromSource)
 	dir := t.TempDir()
@@ -479,9 +482,10 @@ func TestNodeStage2Tar(t *testing.T) {
 	}
 }
 
-// fromImages takes a file the way the image has it: upstream's calico-ipam
-// is a symbolic link to ./calico, and a hard link in an upper layer may
-// name a file of a lower one (mutate.Extract gives the upper first).
+// TestNodeFromImagesLinks checks that fromImages takes a file the way the
+// image has it: upstream's calico-ipam is a symbolic link to ./calico, and
+// a hard link in an upper layer may name a file of a lower one
+// (mutate.Extract gives the upper first).
 func TestNodeFromImagesLinks(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -538,8 +542,8 @@ func TestNodeFromImagesLinks(t *testing.T) {
 	}
 }
 
-// fromImages refuses an image that lacks a listed file, and a hard link
-// to a file the recipe does not take.
+// TestNodeFromImagesErrors checks that fromImages refuses an image that
+// lacks a listed file, and a hard link to a file the recipe does not take.
 func TestNodeFromImagesErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -593,11 +597,11 @@ func writeTestImage(t *testing.T, file, ref string, layers ...[]tarEntry) {
 	}
 }
 
-// The WSL 2 kernel through the fake wsl.exe (internal/drivers/wsl2's transcripts):
-// the stage-2 tar goes in on the import's stdin, the script's output to
-// the log, the export comes back on stdout (then wsl.exe's message, which
-// is not part of the root), WSL's own files are cleaned out, and the
-// distribution is unregistered, also when stage 2 fails.
+// TestWSLKernel checks stage 2 in WSL 2 through the fake wsl.exe
+// (internal/drivers/wsl2's transcripts): the stage-2 tar goes in on the
+// import's stdin, the script's output to the log, the export (then
+// wsl.exe's message, not part of the root) comes back on stdout cleaned of
+// WSL's own files, and the distribution is unregistered, also on failure.
 func TestWSLKernel(t *testing.T) {
 	dir := t.TempDir()
 	export := filepath.Join(dir, "export.tar")
@@ -734,8 +738,9 @@ func TestWSLKernel(t *testing.T) {
 	}
 }
 
-// A kernel that ends well without exporting anything, or fails after
-// writing part of a tar, leaves no root.
+// TestConfigureLeavesNothingOnFailure checks that a kernel that ends well
+// without exporting anything, or fails after writing part of a tar, leaves
+// no root.
 func TestConfigureLeavesNothingOnFailure(t *testing.T) {
 	dir := t.TempDir()
 	stage1 := filepath.Join(dir, "stage1.tar")
@@ -779,8 +784,9 @@ func (f kernelFunc) Configure(_ context.Context, _ string, root io.Reader, _, ou
 	return f(root, out)
 }
 
-// A stage-2 input that cannot be written (a binary gone from the cache)
-// is the error, not the broken stream the kernel saw.
+// TestConfigureReportsTheInputsError checks that a stage-2 input that
+// cannot be written (a binary gone from the cache) is the error, not the
+// broken stream the kernel saw.
 func TestConfigureReportsTheInputsError(t *testing.T) {
 	dir := t.TempDir()
 	stage1 := filepath.Join(dir, "stage1.tar")
@@ -803,8 +809,9 @@ func TestConfigureReportsTheInputsError(t *testing.T) {
 	}
 }
 
-// The packages' progress is one transfer: the sum over packages, each
-// counted once however often it reports.
+// TestPackagesProgress checks that the packages' progress is one
+// transfer: the sum over packages, each counted once however often it
+// reports.
 func TestPackagesProgress(t *testing.T) {
 	var got [][2]int64
 	update := packagesProgress("node's Debian packages", 300, func(name string, done, total int64) {

@@ -30,12 +30,13 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// The tests in this file build the real node image from source (about half
-// an hour cold on two cores, seconds when cached) and boot it. They run
-// when HWK_NODE_IMAGE_TEST=1 (make node-image-test, which CI runs), as
-// root with a Docker engine, QEMU and the Go module proxy.
+// buildImage builds the real node image from source for the tests in this
+// file, which boot it; it skips unless HWK_NODE_IMAGE_TEST=1 (make
+// node-image-test, which CI runs), as root with a Docker engine, QEMU and
+// the Go module proxy.
 func buildImage(t *testing.T) *nodeimage.Manifest {
 	t.Helper()
+	// About half an hour cold on two cores, seconds when cached.
 	if os.Getenv("HWK_NODE_IMAGE_TEST") != "1" {
 		t.Skip("builds and boots the real node image; set HWK_NODE_IMAGE_TEST=1 (make node-image-test)")
 	}
@@ -76,8 +77,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestSecondBuildIsCached builds twice: the second build must find every
-// format in the cache and run no stage.
+// TestSecondBuildIsCached checks that a second build finds every format in
+// the cache and runs no stage.
 func TestSecondBuildIsCached(t *testing.T) {
 	first := buildImage(t)
 	start := time.Now()
@@ -285,8 +286,8 @@ func ensureNetwork(ctx context.Context, t *testing.T, d *docker.Driver, cluster 
 	t.Fatal("no free /24 in 172.30.100.0-249.0 for the test network")
 }
 
-// TestRootIsTheLock: the built root holds exactly the packages of the
-// committed Debian lock, each at its locked version and configured
+// TestRootIsTheLock checks that the built root holds exactly the packages
+// of the committed Debian lock, each at its locked version and configured
 // ("install ok installed"), so any two builds from one lock have the same
 // package set.
 func TestRootIsTheLock(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// hashJSON is the SHA-256 of v's JSON form: keys of things made from
+// hashJSON returns the SHA-256 of v's JSON form: keys of things made from
 // several inputs.
 func hashJSON(v any) string {
 	data, err := json.Marshal(v)
@@ -118,12 +118,12 @@ func (b *builder) componentKeys() ([]string, error) {
 	return comps, nil
 }
 
-// name is the image's directory name in the cache.
+// name returns the image's directory name in the cache.
 func (b *builder) name() string {
 	return fmt.Sprintf("linux-%s-%s-%s", b.opts.KubernetesVersion, b.opts.Source, b.keys["node"][:12])
 }
 
-// version is the component's version for this build: Kubernetes' comes
+// version returns the component's version for this build: Kubernetes' comes
 // from the options, every other one is pinned in the recipe.
 func (b *builder) version(c *component) string {
 	if c.Name == "kubernetes" {

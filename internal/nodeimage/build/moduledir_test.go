@@ -18,13 +18,14 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestModuleDirFetchesMissingModule is a build whose component binaries
-// came from another cache (a copy, as an ordinary user's first build may
-// get them): neither the wrapper module nor the module an image's files
-// come from is on this machine. moduleDir must write the wrapper again
-// and fetch the module, checked against the wrapper's go.sum. The module
-// is served by a file:// GOPROXY made here, so the test needs no network.
+// TestModuleDirFetchesMissingModule checks that when neither the wrapper
+// module nor the module an image's files come from is on this machine,
+// moduleDir writes the wrapper again and fetches the module, checked
+// against the wrapper's go.sum.
 func TestModuleDirFetchesMissingModule(t *testing.T) {
+	// As in a build whose component binaries came from another cache (a
+	// copy, as an ordinary user's first build may get them). The module is
+	// served by a file:// GOPROXY made here, so the test needs no network.
 	const mod, ver = "example.com/tiny", "v1.0.0"
 	files := map[string]string{
 		"go.mod":  "module " + mod + "\n\ngo 1.22\n",

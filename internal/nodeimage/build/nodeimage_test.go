@@ -52,7 +52,7 @@ func testBuilder(t *testing.T, source nodeimage.Source) *builder {
 	return b
 }
 
-// linuxHostBuilder is testBuilder's build as a linux/amd64 host makes it,
+// linuxHostBuilder returns testBuilder's build as a linux/amd64 host makes it,
 // on whatever host runs the test: one that builds every component from
 // source (runc's cgo too) and runs the node's kubeadm.
 func linuxHostBuilder(t *testing.T, source nodeimage.Source) *builder {
@@ -152,7 +152,7 @@ func TestUnknownKubernetesWrapper(t *testing.T) {
 	}
 }
 
-// fakeKubeadm is a script that prints an image list the way kubeadm does:
+// fakeKubeadm returns a script that prints an image list the way kubeadm does:
 // a shell script, or on Windows a batch file (CreateProcess runs a .cmd
 // through cmd.exe), which echoes image references as they are.
 func fakeKubeadm(t *testing.T, images ...string) string {
@@ -431,8 +431,8 @@ func TestPackImage(t *testing.T) {
 	}
 }
 
-// TestPackStoresABinaryOnce: calico-ipam is the calico binary under a
-// second name; the layer holds it once and links the other path.
+// TestPackStoresABinaryOnce checks that the layer holds calico-ipam, the
+// calico binary under a second name, once, and links the other path.
 func TestPackStoresABinaryOnce(t *testing.T) {
 	b := testBuilder(t, nodeimage.FromSource)
 	spec := fakeCalico(t, b, "quay.io/calico/cni", "calico", "install")
@@ -490,9 +490,9 @@ func tarEntries(t *testing.T, r io.Reader, describe func(*tar.Header, []byte) st
 	}
 }
 
-// TestPackKeepsMergedUsr: on the Debian base, /bin is a symlink to
-// usr/bin; a file packed for bin/ lands in usr/bin, and the layer never
-// declares bin a directory (which would hide /bin/sh).
+// TestPackKeepsMergedUsr checks that, /bin being a symlink to usr/bin on
+// the Debian base, a file packed for bin/ lands in usr/bin, and the layer
+// never declares bin a directory (which would hide /bin/sh).
 func TestPackKeepsMergedUsr(t *testing.T) {
 	b := testBuilder(t, nodeimage.FromSource)
 	node := fakeCalico(t, b, "quay.io/calico/node", "calico-node")
@@ -510,8 +510,9 @@ func TestPackKeepsMergedUsr(t *testing.T) {
 	}
 }
 
-// TestWindowsManifestIsPrivate: a Windows image's manifest holds its
-// Administrator password, so it is written 0600; a Linux one stays 0644.
+// TestWindowsManifestIsPrivate checks that a Windows image's manifest,
+// which holds its Administrator password, is written 0600, and that a
+// Linux one stays 0644.
 func TestWindowsManifestIsPrivate(t *testing.T) {
 	for _, c := range []struct {
 		m    *nodeimage.Manifest
@@ -603,9 +604,9 @@ func TestPauseFromSource(t *testing.T) {
 	}
 }
 
-// A source build on a host that cannot build Linux cgo (Windows, macOS)
-// takes runc, and only runc, from its release; on linux/amd64 everything
-// is built.
+// TestSourceOfCGO checks that a source build on a host that cannot build
+// Linux cgo (Windows, macOS) takes runc, and only runc, from its release,
+// and that on linux/amd64 everything is built.
 func TestSourceOfCGO(t *testing.T) {
 	b := linuxHostBuilder(t, nodeimage.FromSource)
 	for i := range b.recipe.Components {
@@ -637,9 +638,10 @@ func TestSourceOfCGO(t *testing.T) {
 	}
 }
 
-// No file hwk embeds to run in Linux holds a carriage return (a Windows
-// checkout without .gitattributes' eol=lf would give every one of them
-// CRLF, and dash fails on the first line).
+// TestLinuxRecipesHaveNoCR checks that no file hwk embeds to run in Linux
+// holds a carriage return (a Windows checkout without .gitattributes'
+// eol=lf would give every one of them CRLF, and dash fails on the first
+// line).
 func TestLinuxRecipesHaveNoCR(t *testing.T) {
 	for name, fsys := range map[string]fs.FS{"node-images/linux": linux.Recipe, "images": images.Recipe} {
 		err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {

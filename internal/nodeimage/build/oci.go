@@ -106,12 +106,11 @@ func (b *builder) buildImages(ctx context.Context) error {
 	return nil
 }
 
-// imageRefs resolves each recipe image to its reference: Kubernetes'
-// images under the tags kubeadm gives them (the image's kubeadmTag, a
-// template of its component's pinned version), the others as pinned.
-// Where this host can run the build's kubeadm (linux/amd64), `kubeadm
-// config images list` must name exactly those, before anything is built;
-// elsewhere stage2.sh makes the same check with the node's kubeadm.
+// imageRefs returns each recipe image's reference: Kubernetes' images
+// under the tags kubeadm gives them (the image's kubeadmTag, a template of
+// its component's pinned version), the others as pinned. Where this host
+// runs the build's kubeadm (linux/amd64), it fails unless `kubeadm config
+// images list` names exactly those; elsewhere stage2.sh makes that check.
 func (b *builder) imageRefs(ctx context.Context) ([]string, error) {
 	refs := make([]string, len(b.recipe.Images))
 	for i, spec := range b.recipe.Images {
@@ -192,7 +191,7 @@ func (b *builder) checkKubeadmImages(listed, refs []string) error {
 	return nil
 }
 
-// kubeadmConfig is the configuration kubeadm lists the images for: the
+// kubeadmConfig returns the configuration kubeadm lists the images for: the
 // build's Kubernetes version, and a node name, since kubeadm validates a
 // whole InitConfiguration and its default, the host name, may be no DNS
 // name (a Windows computer's under WSL, say MY_PC).
@@ -207,7 +206,7 @@ kind: ClusterConfiguration
 kubernetesVersion: ` + b.opts.KubernetesVersion + "\n"
 }
 
-// kubeadmImages is what stage2.sh expects `kubeadm config images list`
+// kubeadmImages returns what stage2.sh expects `kubeadm config images list`
 // to print: the refs of the images whose tag kubeadm decides, sorted.
 func (b *builder) kubeadmImages() string {
 	byKubeadm := map[string]bool{}
@@ -280,11 +279,11 @@ func (b *builder) packImage(ctx context.Context, spec *imageSpec, ref, file stri
 	return writeArchive(file, tag, img)
 }
 
-// mergedUsr moves a path under one of Debian's merged-/usr symlinks
-// (/bin -> usr/bin, ...) to where the link points. A layer that wrote
-// bin/x would declare bin a directory and hide the base's /bin symlink,
-// and with it /bin/sh.
+// mergedUsr returns p, a path under one of Debian's merged-/usr symlinks
+// (/bin -> usr/bin, ...), moved to where the link points.
 func mergedUsr(p string) string {
+	// Why: a layer that wrote bin/x would declare bin a directory and hide
+	// the base's /bin symlink, and with it /bin/sh.
 	for _, d := range []string{"bin", "sbin", "lib", "lib32", "lib64", "libx32"} {
 		if strings.HasPrefix(p, d+"/") {
 			return "usr/" + p
@@ -293,7 +292,7 @@ func mergedUsr(p string) string {
 	return p
 }
 
-// layerFiles is the image's own layer as an uncompressed tar.
+// layerFiles returns the image's own layer as an uncompressed tar.
 func (b *builder) layerFiles(ctx context.Context, spec *imageSpec) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)

@@ -204,7 +204,7 @@ type vars struct {
 	URL     string
 }
 
-// Bare is the version without its leading "v" (containerd's file names).
+// Bare returns the version without its leading "v" (containerd's file names).
 func (v vars) Bare() string { return strings.TrimPrefix(v.Version, "v") }
 
 // Major and Minor split a Kubernetes version for its version ldflags.

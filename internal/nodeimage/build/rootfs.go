@@ -22,7 +22,7 @@ import (
 	"github.com/hwk-dev/hwk/node-images/linux"
 )
 
-// userland is the base layer of images that need a small Debian: the
+// userland returns the base layer of images that need a small Debian: the
 // userland lock's root, configured by images/userland.sh, cached by both.
 func (b *builder) userland(ctx context.Context) (string, error) {
 	script, err := fs.ReadFile(images.Recipe, "userland.sh")
@@ -60,7 +60,7 @@ func (b *builder) makeRootfs(ctx context.Context, file string) error {
 	return b.configuredRoot(ctx, "node", lock, s, file)
 }
 
-// nodeStage2 is the node's stage 2: stage2.sh, with configure.sh, hwk's
+// nodeStage2 returns the node's stage 2: stage2.sh, with configure.sh, hwk's
 // files and the binaries under /hwk/root, the images under /hwk/preload,
 // and what kubeadm must list (kubeadmConfig and kubeadmImages).
 func (b *builder) nodeStage2() (stage2, error) {
@@ -289,7 +289,7 @@ func (b *builder) layFiles(tw *tar.Writer, dirs *tarDirs, prefix string) error {
 	})
 }
 
-// pauseImage is the sandbox image reference, as kubeadm names it.
+// pauseImage returns the sandbox image reference, as kubeadm names it.
 func (b *builder) pauseImage() string {
 	for _, im := range b.images {
 		if strings.HasPrefix(im.Ref, "registry.k8s.io/pause:") {

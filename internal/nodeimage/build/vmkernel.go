@@ -41,11 +41,7 @@ const (
 )
 
 // vmKernel runs stage 2 in a VM of a hypervisor driver (a
-// drivers.KernelBooter), for a host with neither Docker nor WSL 2: the
-// root, with vminit.sh, is written in Go to a raw disk with no boot
-// loader, the node lock's Debian cloud kernel boots it directly, and
-// vminit.sh writes the configured root, as a tar, to a second disk the
-// driver hands back.
+// drivers.KernelBooter), for a host with neither Docker nor WSL 2.
 type vmKernel struct {
 	vm drivers.KernelBooter
 	// kernel gives the kernel file to boot.
@@ -64,6 +60,10 @@ func (vmKernel) Files() map[string]string { return map[string]string{vmInitName:
 
 // Configure implements Kernel.
 func (k vmKernel) Configure(ctx context.Context, kind string, root io.Reader, log, out io.Writer) error {
+	// The root, with vminit.sh, is written in Go to a raw disk with no
+	// boot loader, the node lock's Debian cloud kernel boots it directly,
+	// and vminit.sh writes the configured root, as a tar, to a second disk
+	// the driver hands back.
 	kernel, err := k.kernel(ctx)
 	if err != nil {
 		return fmt.Errorf("the VM's kernel: %w", err)
@@ -160,7 +160,7 @@ func readVMResult(disk drivers.OutputDisk, log, out io.Writer) error {
 	return nil
 }
 
-// fileTail is the last n lines of a file, or "" when it cannot be read.
+// fileTail returns the last n lines of a file, or "" when it cannot be read.
 func fileTail(p string, n int) string {
 	b, err := os.ReadFile(p)
 	if err != nil || len(b) == 0 {
@@ -171,7 +171,7 @@ func fileTail(p string, n int) string {
 	return strings.Join(t.Lines(n), "\n")
 }
 
-// vmLinuz is the kernel the configure VM boots: the node lock's Debian
+// vmLinuz returns the kernel the configure VM boots: the node lock's Debian
 // cloud kernel (the userland's lock has none), taken out of its package
 // once and cached by the package's SHA-256.
 func (b *builder) vmLinuz(ctx context.Context) (string, error) {

@@ -23,15 +23,11 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestVMKernel configures the images' Debian userland (the userland lock,
-// images/userland.sh) in a libvirt VM (TCG where there is no KVM) from a
-// disk written in Go, and checks that the root it reads back is the root
-// the Docker engine makes from the same packages: the same files, modes,
-// owners, xattrs, link targets and contents, but for files that record
-// when they were made (madeWhen) and hard links, which the VM's root has
-// as copies. A failing script comes back as an error with its output,
-// and no VM or volume is left either way. Runs with HWK_NODE_IMAGE_TEST=1
-// (make node-image-test) where libvirt answers.
+// TestVMKernel checks that the images' Debian userland, configured in a
+// libvirt VM (TCG where there is no KVM) from a disk written in Go, reads
+// back as the root the Docker engine makes from the same packages, that a
+// failing script comes back as an error with its output, and that no VM or
+// volume is left; with HWK_NODE_IMAGE_TEST=1, where libvirt answers.
 func TestVMKernel(t *testing.T) {
 	if os.Getenv("HWK_NODE_IMAGE_TEST") != "1" {
 		t.Skip("boots a VM; set HWK_NODE_IMAGE_TEST=1 (make node-image-test)")
@@ -83,6 +79,9 @@ func TestVMKernel(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Logf("build log:\n%s", lastLines(log.String(), 6))
+	// The same files, modes, owners, xattrs, link targets and contents,
+	// except for files that record when they were made (madeWhen) and hard
+	// links, which the VM's root has as copies.
 	if diff := diffRoots(t, want, got); len(diff) > 0 {
 		t.Errorf("the VM's root differs from Docker's:\n  %s", strings.Join(diff, "\n  "))
 	}
@@ -112,7 +111,7 @@ func TestVMKernel(t *testing.T) {
 	}
 }
 
-// lastLines is the last n lines of s.
+// lastLines returns the last n lines of s.
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
@@ -127,10 +126,10 @@ type rootEntry struct {
 	xattrs     string
 }
 
-// madeWhen are files whose contents say when or on which file system
-// they were made: logs, debconf's caches, the shadow files' change dates,
-// and ldconfig's auxiliary cache (inode numbers and times of the
-// libraries). Only their contents may differ.
+// madeWhen reports whether name is a file whose contents record when or on
+// which file system it was made: logs, debconf's caches, the shadow files'
+// change dates, and ldconfig's auxiliary cache (inode numbers and times of
+// the libraries). Only their contents may differ.
 func madeWhen(name string) bool {
 	return strings.HasPrefix(name, "var/log/") || strings.HasPrefix(name, "var/cache/debconf/") ||
 		name == "etc/shadow" || name == "etc/shadow-" || name == "etc/gshadow" || name == "var/cache/ldconfig/aux-cache"

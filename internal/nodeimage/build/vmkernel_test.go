@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// vmDisk is an output disk as vminit.sh leaves it: the result line, the
+// vmDisk returns an output disk as vminit.sh leaves it: the result line, the
 // log at 4 KiB, the tar at 64 MiB.
 func vmDisk(line, log string, tarData []byte) memDisk {
 	d := make([]byte, vmTarOffset+len(tarData)+1<<20)

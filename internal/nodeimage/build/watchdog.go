@@ -32,7 +32,7 @@ func newWatchdog(b nodeimage.InstallBudgets, console, vm, driver string, cancel 
 	return w
 }
 
-// phaseOf is the install phase a progress line belongs to.
+// phaseOf returns the install phase a progress line belongs to.
 func phaseOf(line string) string {
 	switch {
 	case strings.HasPrefix(line, "phase 2: sysprep"), strings.HasPrefix(line, "done:"):
@@ -45,7 +45,8 @@ func phaseOf(line string) string {
 	return "phase 1"
 }
 
-// startsUpdate: the line starts an update, whose budget is its own.
+// startsUpdate reports whether the line starts an update, whose budget is
+// its own.
 func startsUpdate(line string) bool { return strings.HasPrefix(line, "phase 1: installing update ") }
 
 func (w *watchdog) budget(phase string) time.Duration {

@@ -206,7 +206,7 @@ func (wb *windowsBuilder) windowsName() string {
 	return fmt.Sprintf("windows-%s-%s-%s-%s", wb.w.Version, wb.w.KubernetesVersion, wb.w.Source, wb.keys["node"][:12])
 }
 
-// build is the Windows build the image installs.
+// build returns the Windows build the image installs.
 func (wb *windowsBuilder) build() int {
 	return map[string]int{"2022": 20348, "2025": 26100}[wb.w.Version]
 }

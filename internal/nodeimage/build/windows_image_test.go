@@ -21,16 +21,17 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// TestWindowsImageBuild runs `node-image build windows`'s whole build
-// with every part real except Windows itself: the Windows binaries are
-// built from source through the Go module proxy (GOOS=windows, checked
-// to be amd64 PE executables), the ISO is read through UDF, the build
-// disk is written, a real libvirt VM boots from the ISO under this host's
-// acceleration and powers off the way a finished install does (a UEFI
-// shell script stands in for Windows Setup), and qemu-img makes every
-// format. The Windows container images, which no registry here serves,
-// come from archives. HWK_NODE_IMAGE_TEST=1 (make node-image-test).
+// TestWindowsImageBuild checks `node-image build windows`'s whole build
+// with every part real except Windows itself, for which a UEFI shell
+// script in a real libvirt VM stands in; with HWK_NODE_IMAGE_TEST=1 (make
+// node-image-test).
 func TestWindowsImageBuild(t *testing.T) {
+	// Real: the Windows binaries are built from source through the Go
+	// module proxy (GOOS=windows, checked to be amd64 PE executables), the
+	// ISO is read through UDF, the build disk is written, the VM boots
+	// from the ISO under this host's acceleration and powers off the way a
+	// finished install does, and qemu-img makes every format. The Windows
+	// container images, which no registry here serves, come from archives.
 	if os.Getenv("HWK_NODE_IMAGE_TEST") != "1" {
 		t.Skip("builds the Windows binaries from source and boots a VM; set HWK_NODE_IMAGE_TEST=1 (make node-image-test)")
 	}

@@ -57,7 +57,7 @@ func (r redirect) RoundTrip(req *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(req)
 }
 
-// windowsImage is a random image whose config says it is for platform p.
+// windowsImageFor returns a random image whose config names platform p.
 func windowsImageFor(t *testing.T, p v1.Platform) v1.Image {
 	t.Helper()
 	img, err := random.Image(300, 1)
@@ -259,8 +259,8 @@ var goodConsole = []string{
 	"hwk-provision: done: sysprep generalized the disk; powering off",
 }
 
-// TestBuildWindowsPipeline runs the whole Windows build with everything
-// but the VM real: the ISO is read through UDF, binaries are downloaded
+// TestBuildWindowsPipeline checks the whole Windows build with everything
+// except the VM real: the ISO is read through UDF, binaries are downloaded
 // and checked, images pulled from a registry, the build disk written and
 // the disk converted by qemu-img. The VM is a stand-in that reports what
 // a guest would.
@@ -370,10 +370,10 @@ func TestBuildWindowsPipeline(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsOwnFormat: where there is no qemu-img to convert the
-// installed disk (a Windows laptop building with VirtualBox), the image is
-// made in the install driver's own format only, the installed disk kept
-// as it is.
+// TestBuildWindowsOwnFormat checks that where there is no qemu-img to
+// convert the installed disk (a Windows laptop building with VirtualBox),
+// the image is made in the install driver's own format only, the installed
+// disk kept as it is.
 func TestBuildWindowsOwnFormat(t *testing.T) {
 	qemuImg, err := exec.LookPath("qemu-img")
 	if err != nil {
@@ -403,9 +403,9 @@ func TestBuildWindowsOwnFormat(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsFailures: a guest that fails provisioning, or powers
-// off before it ends, fails the build with its reason, and leaves no
-// image behind.
+// TestBuildWindowsFailures checks that a guest that fails provisioning, or
+// powers off before it ends, fails the build with its reason, and leaves
+// no image behind.
 func TestBuildWindowsFailures(t *testing.T) {
 	fx := newWindowsFixture(t)
 	for name, c := range map[string]struct {
@@ -464,10 +464,10 @@ func TestBuildWindowsRefusesBadOptions(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsFromArchives: with --image-archive the images come from
-// the archives (no registry is asked), one platform each: the node's
-// build, or any for HostProcess images. An archive whose image no 2022
-// node runs is refused, naming what it holds.
+// TestBuildWindowsFromArchives checks that with --image-archive the images
+// come from the archives (no registry is asked), one platform each: the
+// node's build, or any for HostProcess images; and that an archive whose
+// image no 2022 node runs is refused, naming what it holds.
 func TestBuildWindowsFromArchives(t *testing.T) {
 	fx := newWindowsFixture(t)
 	dir := t.TempDir()
@@ -528,11 +528,11 @@ func TestBuildWindowsFromArchives(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsOnWindowsModel is the build with its guest side run:
-// the build disk goes to a model of Windows Server 2022 (internal/testing/pssim)
-// whose CD files are read-only, and provision.ps1 runs in it phase by
-// phase to sysprep. The build succeeds, and the disk it captured holds
-// the manifest's Administrator password nowhere in plain text.
+// TestBuildWindowsOnWindowsModel checks the build with its guest side run
+// (provision.ps1, phase by phase to sysprep, in a model of Windows Server
+// 2022, internal/testing/pssim, whose CD files are read-only): it succeeds,
+// and the disk it captured holds the manifest's Administrator password
+// nowhere in plain text.
 func TestBuildWindowsOnWindowsModel(t *testing.T) {
 	fx := newWindowsFixture(t)
 	inst := &fakeInstaller{t: t, windows: pssim.NewServer2022()}
@@ -552,9 +552,9 @@ func TestBuildWindowsOnWindowsModel(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsStalls: an install phase that outlives its budget
-// stops the build with the phase, the last progress line and where to
-// look, instead of waiting forever.
+// TestBuildWindowsStalls checks that an install phase that outlives its
+// budget stops the build with the phase, the last progress line and where
+// to look, instead of waiting forever.
 func TestBuildWindowsStalls(t *testing.T) {
 	fx := newWindowsFixture(t)
 	opts := fx.opts
@@ -572,10 +572,10 @@ func TestBuildWindowsStalls(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsLanguage: the answer file takes the edition's language
-// from the ISO's image list, not en-US (Setup asks when the answer file
-// names a language the media lacks), and the manifest keeps it for the
-// clones' answer files.
+// TestBuildWindowsLanguage checks that the answer file takes the edition's
+// language from the ISO's image list, not en-US (Setup asks when the
+// answer file names a language the media lacks), and that the manifest
+// keeps it for the clones' answer files.
 func TestBuildWindowsLanguage(t *testing.T) {
 	fx := newWindowsFixture(t)
 	opts := fx.opts
@@ -597,9 +597,9 @@ func TestBuildWindowsLanguage(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsRetryAfterFailure: a build that failed and is run
-// again (same inputs, same directory) is judged by its own console, not
-// the failed attempt's, whose log is kept as install-console.log.prev.
+// TestBuildWindowsRetryAfterFailure checks that a build that failed and is
+// run again (same inputs, same directory) is judged by its own console,
+// not the failed attempt's, whose log is kept as install-console.log.prev.
 func TestBuildWindowsRetryAfterFailure(t *testing.T) {
 	fx := newWindowsFixture(t)
 	opts := fx.opts

@@ -24,9 +24,9 @@ func updatesDir(t *testing.T, names ...string) string {
 	return dir
 }
 
-// TestProvisionFacts: the revision and the updates installed are read
-// from provision.ps1's console lines, each update once however often the
-// phase ran.
+// TestProvisionFacts checks that the revision and the updates installed
+// are read from provision.ps1's console lines, each update once however
+// often the phase ran.
 func TestProvisionFacts(t *testing.T) {
 	console := filepath.Join(t.TempDir(), "console.log")
 	lines := strings.Join([]string{
@@ -46,11 +46,11 @@ func TestProvisionFacts(t *testing.T) {
 	}
 }
 
-// TestBuildWindowsUpdates (review 4, D5): --updates' packages go onto
-// the build disk and into the model Windows; the manifest records the
-// revision Windows reported after them and the updates that went in
-// (not the one that did not apply); and the updates are part of the
-// image's key: other update contents are another image.
+// TestBuildWindowsUpdates checks that --updates' packages go onto the
+// build disk and into the model Windows, that the manifest records the
+// revision Windows reported after them and the updates that went in (not
+// the one that did not apply), and that other update contents are another
+// image (review 4, D5).
 func TestBuildWindowsUpdates(t *testing.T) {
 	fx := newWindowsFixture(t)
 	build := func(dir string) *nodeimage.Manifest {

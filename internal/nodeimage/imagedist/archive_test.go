@@ -79,9 +79,9 @@ func assertNothingCached(t *testing.T, cache string) {
 	}
 }
 
-// TestSaveLoad: a saved archive loads into another cache as the same
-// image (manifest and files byte for byte, the docker format back in the
-// engine), with no registry at all.
+// TestSaveLoad checks that a saved archive loads into another cache as the
+// same image (manifest and files byte for byte, the docker format back in
+// the engine), with no registry at all.
 func TestSaveLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds disks with qemu-img and uses the Docker engine")
@@ -121,9 +121,9 @@ func TestSaveLoad(t *testing.T) {
 	}
 }
 
-// TestLoadCorruptArchive: a flipped byte in a layer is a digest error and
-// nothing enters the cache; a compressed archive is refused with what to
-// do.
+// TestLoadCorruptArchive checks that a flipped byte in a layer is a digest
+// error and nothing enters the cache, and that a compressed archive is
+// refused with what to do.
 func TestLoadCorruptArchive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds disks with qemu-img")
@@ -164,8 +164,8 @@ func TestLoadCorruptArchive(t *testing.T) {
 	}
 }
 
-// TestPackRefusesChangedFile: a cached file that is not what the image
-// was built with is never packed.
+// TestPackRefusesChangedFile checks that a cached file that is not what
+// the image was built with is never packed.
 func TestPackRefusesChangedFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds disks with qemu-img")

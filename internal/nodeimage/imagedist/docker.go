@@ -252,7 +252,7 @@ func (u *unpacker) docker(ctx context.Context) (nodeimage.Artifact, error) {
 		}
 		return func(n int64) { p(base + n) }
 	}
-	// Every layer but the last is downloaded first; the last streams into
+	// Every layer except the last is downloaded first; the last streams into
 	// the engine as it downloads, so that the load overlaps the download
 	// (a node image has one layer). Each try of that download is a load
 	// of its own: a broken one ends its load unfinished, and the next

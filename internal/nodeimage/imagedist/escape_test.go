@@ -85,7 +85,7 @@ func putImage(t *testing.T, src *memSource, m *nodeimage.Manifest, layers map[no
 	return src.add(ocispec.MediaTypeImageIndex, index)
 }
 
-// memImage is putImage's image read back as a pull reads it.
+// memImage returns putImage's image, read back as a pull reads it.
 func memImage(t *testing.T, src *memSource, m *nodeimage.Manifest, layers map[nodeimage.Format][]byte) *Image {
 	t.Helper()
 	im, err := readImage(context.Background(), src, putImage(t, src, m, layers), "registry.example.com/hwk/node:v1")
@@ -143,11 +143,11 @@ func (s *sandbox) untouched(t *testing.T, extra ...string) {
 	}
 }
 
-// TestLoadRefusesEntriesOutsideTheArchive: `hwk node-image load` reads the
-// archive in place (nothing of it is extracted: blobs are read from the
-// tar by name and copied into the cache under names of hwk's making), and
-// an archive with an entry that leads outside it, or a link, is refused
-// before it is read as a layout, naming the entry.
+// TestLoadRefusesEntriesOutsideTheArchive checks that `hwk node-image
+// load` reads the archive in place (blobs are read from the tar by name and
+// copied into the cache under names of hwk's making), and that an archive
+// with an entry that leads outside it, or a link, is refused before it is
+// read as a layout, naming the entry.
 func TestLoadRefusesEntriesOutsideTheArchive(t *testing.T) {
 	saved := savedSmall(t)
 	blob := ""

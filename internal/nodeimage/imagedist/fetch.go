@@ -13,7 +13,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// Progress is told how each transfer goes: name is what (a format, a
+// Progress receives how each transfer goes: name is what (a format, a
 // blob), done and total are bytes. A resumed download starts at the bytes
 // it already had.
 type Progress func(name string, done, total int64)

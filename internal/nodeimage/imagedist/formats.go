@@ -43,8 +43,8 @@ func PackFormats(ctx context.Context, m *nodeimage.Manifest, list string, docker
 	return out, nil
 }
 
-// rebuildCommand is the command that makes m's format f (any with f "")
-// again.
+// rebuildCommand returns the command that makes m's format f (any with f
+// "") again.
 func rebuildCommand(m *nodeimage.Manifest, f nodeimage.Format) string {
 	if m.OS == string(config.Windows) {
 		return "hwk node-image build windows --iso PATH"

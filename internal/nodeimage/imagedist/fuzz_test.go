@@ -27,7 +27,7 @@ import (
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
 
-// smallImage is a node image in a fresh cache with two small file
+// smallImage returns a node image in a fresh cache with two small file
 // formats: a "disk" of random bytes as qcow2 (packing does not look
 // inside a disk) and a rootfs tarball. No tool or engine is needed.
 func smallImage(t testing.TB) *nodeimage.Manifest {
@@ -82,7 +82,7 @@ func packSmall(t testing.TB) *Packed {
 	return p
 }
 
-// savedSmall is the archive `hwk node-image save` writes of smallImage.
+// savedSmall returns the archive `hwk node-image save` writes of smallImage.
 func savedSmall(t testing.TB) []byte {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "node.tar")
@@ -105,7 +105,7 @@ const listingMagic = "hwk-layout-listing\n" // Why a listing: checksums and dige
 
 func fuzzLayout(data []byte) []byte { return imagearchivetest.FromListing(listingMagic, data) }
 
-// layoutListing is the listing of the tar archive b.
+// layoutListing returns the listing of the tar archive b.
 func layoutListing(t testing.TB, b []byte) []byte {
 	out, err := imagearchivetest.Listing(listingMagic, b, func(name string) bool {
 		return strings.HasPrefix(name, "blobs/sha256/")
@@ -116,7 +116,7 @@ func layoutListing(t testing.TB, b []byte) []byte {
 	return out
 }
 
-// files lists the regular files under dir, relative to it.
+// files returns the regular files under dir, relative to it.
 func files(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
@@ -249,7 +249,7 @@ func slicesSubset(got []string, want ...string) bool {
 	return true
 }
 
-// hostileLayouts are saved with an entry added that leads out of the
+// hostileLayouts returns saved with an entry added that leads out of the
 // archive or is a link, as raw archives and listings.
 func hostileLayouts(t testing.TB, saved []byte) [][]byte {
 	var out [][]byte
@@ -449,8 +449,8 @@ func FuzzParseRef(f *testing.F) {
 	})
 }
 
-// TestZstdWindowIsBounded: a layer whose zstd header asks for a 256 MiB
-// window had the decompressor allocate it before any data arrived.
+// TestZstdWindowIsBounded checks that a layer whose zstd header asks for a
+// 256 MiB window is refused, not allocated before any data arrives.
 func TestZstdWindowIsBounded(t *testing.T) {
 	m := smallImage(t)
 	// A frame: magic, a header asking for a 2^28-byte window, one raw
@@ -465,9 +465,11 @@ func TestZstdWindowIsBounded(t *testing.T) {
 	}
 }
 
-// TestSetPinWithoutADigestKey: a version listed without a digest key made
-// SetPin dereference the missing key's node.
+// TestSetPinWithoutADigestKey checks that SetPin pins a version listed
+// without a digest key, keeping its comment.
 func TestSetPinWithoutADigestKey(t *testing.T) {
+	// Why: such a version once made SetPin dereference the missing key's
+	// node.
 	data := []byte("registry: ghcr.io/hwk-dev\nrepository: node\nimages:\n  # no digest yet\n  - kubernetesVersion: v1.35.4\n")
 	out, err := SetPin(data, "v1.35.4", testDigest)
 	if err != nil {
@@ -479,10 +481,10 @@ func TestSetPinWithoutADigestKey(t *testing.T) {
 	}
 }
 
-// TestSetPinThroughAliases: SetPin reads the file as the decoder does,
-// aliases followed. Pinning a version whose digest is an alias of
-// another's leaves the other as it was; pinning the one whose digest is
-// the anchor would leave the alias dangling, and is refused.
+// TestSetPinThroughAliases checks that SetPin reads the file as the
+// decoder does, aliases followed: pinning a version whose digest is an
+// alias of another's leaves the other as it was, and pinning the anchor,
+// which would leave the alias dangling, is refused.
 func TestSetPinThroughAliases(t *testing.T) {
 	data := []byte("registry: ghcr.io/hwk-dev\nrepository: node\nimages:\n  - kubernetesVersion: v1.36.0\n    digest: &d \"\"\n  - kubernetesVersion: v1.35.4\n    digest: *d\n")
 	out, err := SetPin(data, "v1.35.4", testDigest)

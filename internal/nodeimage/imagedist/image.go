@@ -151,7 +151,7 @@ func (r *Registry) Resolve(ctx context.Context, refStr string) (*Image, error) {
 	return im, nil
 }
 
-// tagOf is the tag of a reference string, if it has one.
+// tagOf returns the tag of a reference string, or "" if it has none.
 func tagOf(ref string) string {
 	ref, _, _ = strings.Cut(ref, "@")
 	slash := strings.LastIndex(ref, "/")

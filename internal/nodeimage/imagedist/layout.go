@@ -119,7 +119,8 @@ func imageAnnotations(m *nodeimage.Manifest) map[string]string {
 	}
 }
 
-// fileAnnotations describe the file a layer unpacks to.
+// fileAnnotations returns the annotations that describe the file a layer
+// unpacks to.
 func fileAnnotations(a nodeimage.Artifact) map[string]string {
 	return map[string]string{
 		ocispec.AnnotationTitle: a.Path,
@@ -138,7 +139,7 @@ func merge(maps ...map[string]string) map[string]string {
 	return out
 }
 
-// artifactManifest is an OCI 1.1 artifact manifest: the node image's
+// artifactManifest returns an OCI 1.1 artifact manifest: the node image's
 // manifest as config, one layer.
 func artifactManifest(artifact string, config, layer ocispec.Descriptor, ann map[string]string) ([]byte, error) {
 	return json.Marshal(ocispec.Manifest{
@@ -151,7 +152,7 @@ func artifactManifest(artifact string, config, layer ocispec.Descriptor, ann map
 	})
 }
 
-// describe is the descriptor of data.
+// describe returns the descriptor of data.
 func describe(mediaType string, data []byte) ocispec.Descriptor {
 	return ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(data), Size: int64(len(data))}
 }

@@ -71,7 +71,7 @@ func (e *NotPublishedError) Error() string {
 	return fmt.Sprintf("this hwk build pins no published node image for Kubernetes %s (it pins %s)", e.Version, strings.Join(e.Pinned, ", "))
 }
 
-// Ref is the reference of version's pinned image, tag and digest, from
+// Ref returns the reference of version's pinned image, tag and digest, from
 // registryHost when it is not empty (a mirror, which keeps digests) or
 // else from where it was published.
 func (p *Pins) Ref(version, registryHost string) (string, error) {
@@ -168,9 +168,7 @@ func SetRepository(data []byte, repository string) ([]byte, error) {
 
 // rewrite decodes a pin file as a YAML tree, lets change edit it, writes
 // it back and checks that it still parses and that done holds (the file
-// now does what): the YAML library does not write every document back
-// as it read it (an anchor whose name ends in a colon comes back as a
-// mapping key). fix is what the user can do instead.
+// now does what); fix is what the user can do instead.
 func rewrite(data []byte, change func(*yaml.Node) error, done func(*Pins) bool, what, fix string) ([]byte, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -192,6 +190,9 @@ func rewrite(data []byte, change func(*yaml.Node) error, done func(*Pins) bool, 
 		return nil, err
 	}
 	written := []byte(out.String())
+	// Why check: the YAML library does not write every document back as it
+	// read it (an anchor whose name ends in a colon comes back as a
+	// mapping key).
 	got, err := ParsePins(written)
 	if err != nil {
 		return nil, fmt.Errorf("the pin file, rewritten, would not parse; %s: %w", fix, err)
@@ -202,7 +203,7 @@ func rewrite(data []byte, change func(*yaml.Node) error, done func(*Pins) bool, 
 	return written, nil
 }
 
-// mapValue is key's value in the mapping m, aliases followed as a
+// mapValue returns key's value in the mapping m, aliases followed as a
 // decoder follows them.
 func mapValue(m *yaml.Node, key string) *yaml.Node {
 	m = resolve(m)
@@ -233,7 +234,7 @@ func setValue(m *yaml.Node, key, s string) {
 	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, n)
 }
 
-// resolve is the node an alias stands for (n itself when not an alias).
+// resolve returns the node an alias stands for (n itself when not an alias).
 func resolve(n *yaml.Node) *yaml.Node {
 	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias

@@ -10,8 +10,9 @@ import (
 
 const testDigest = "sha256:dd3d3637cd11522a839fa6e89a8dde86f5aec19c96aba007a2492da8a9f94e53"
 
-// TestPublishedPinsParse: the pin file this build carries is well formed
-// and pins every Kubernetes minor hwk supports (with or without a digest).
+// TestPublishedPinsParse checks that the pin file this build carries is
+// well formed and pins every Kubernetes minor hwk supports (with or
+// without a digest).
 func TestPublishedPinsParse(t *testing.T) {
 	p, err := Published()
 	if err != nil {
@@ -70,8 +71,8 @@ func TestPinRef(t *testing.T) {
 	}
 }
 
-// TestSetPinKeepsComments: the workflow's rewrite changes the digest and
-// nothing else, or adds a version at the end.
+// TestSetPinKeepsComments checks that the workflow's rewrite changes the
+// digest and nothing else, or adds a version at the end.
 func TestSetPinKeepsComments(t *testing.T) {
 	orig := string(mustPublished(t))
 	out, err := SetPin([]byte(orig), "v1.35.4", testDigest)
@@ -107,7 +108,7 @@ func TestCheckRegistry(t *testing.T) {
 	}
 }
 
-// mustPublished is the pin file this build carries.
+// mustPublished returns the pin file this build carries.
 func mustPublished(t *testing.T) []byte {
 	t.Helper()
 	if _, err := Published(); err != nil {

@@ -65,7 +65,8 @@ func pushTestImage(t *testing.T, diskMiB int, docker bool, formats ...nodeimage.
 	return x
 }
 
-// blobGets are the registry's blob GETs, by digest, from request from on.
+// blobGets returns the registry's blob GETs, by digest, from request from
+// on.
 func blobGets(t *testing.T, r *registrytest.Registry, from int) []registrytest.Request {
 	t.Helper()
 	var out []registrytest.Request
@@ -81,7 +82,7 @@ func digestOf(q registrytest.Request) digest.Digest {
 	return digest.Digest(q.Path[strings.LastIndex(q.Path, "/")+1:])
 }
 
-// layerOf is the packed layer of format f.
+// layerOf returns the packed layer of format f.
 func layerOf(p *Packed, f nodeimage.Format) blob {
 	for _, b := range p.blobs {
 		if b.format == f {
@@ -91,10 +92,10 @@ func layerOf(p *Packed, f nodeimage.Format) blob {
 	return blob{}
 }
 
-// TestPushPull: a pushed image pulls into an empty cache as the same
-// image, byte for byte (the docker format back in the engine, which had
-// lost it); pushing again sends no blob; `docker pull` of the same
-// reference gets the docker format as an ordinary image.
+// TestPushPull checks that a pushed image pulls into an empty cache as the
+// same image, byte for byte (the docker format back in the engine, which
+// had lost it), that pushing again sends no blob, and that `docker pull`
+// of the same reference gets the docker format as an ordinary image.
 func TestPushPull(t *testing.T) {
 	x := pushTestImage(t, 8, true)
 	ti, r, reg, ref, dg := x.ti, x.r, x.reg, x.ref, x.p.Index.Digest
@@ -149,8 +150,8 @@ func TestPushPull(t *testing.T) {
 	}
 }
 
-// TestPullOneFormat: a pull of one format fetches that layer and the
-// image's small config, no other blob.
+// TestPullOneFormat checks that a pull of one format fetches that layer
+// and the image's small config, no other blob.
 func TestPullOneFormat(t *testing.T) {
 	x := pushTestImage(t, 4, false)
 	r, reg, ref, p := x.r, x.reg, x.ref, x.p
@@ -183,8 +184,9 @@ func TestPullOneFormat(t *testing.T) {
 	}
 }
 
-// TestRegistryRefusals: wrong or missing credentials, an unknown tag and
-// a registry that is not there each say which registry and what to do.
+// TestRegistryRefusals checks that wrong or missing credentials, an
+// unknown tag and a registry that is not there each fail with an error
+// naming the registry and what to do.
 func TestRegistryRefusals(t *testing.T) {
 	r, _ := startRegistry(t)
 	ctx := context.Background()
@@ -227,8 +229,8 @@ func TestRegistryRefusals(t *testing.T) {
 	}
 }
 
-// TestCorruptBlobInRegistry: a layer whose bytes changed in the
-// registry's storage fails its digest, and nothing of it is kept.
+// TestCorruptBlobInRegistry checks that a layer whose bytes changed in the
+// registry's storage fails its digest, and that nothing of it is kept.
 func TestCorruptBlobInRegistry(t *testing.T) {
 	x := pushTestImage(t, 4, false, nodeimage.FormatQCOW2)
 	r, reg, ref := x.r, x.reg, x.ref
@@ -412,8 +414,7 @@ func TestResumeAfterCut(t *testing.T) {
 }
 
 // assertResumed checks that, on the connections px opened since its last
-// set, the registry sent the
-// layer's rest and nothing more of it.
+// set, the registry sent the layer's rest and nothing more of it.
 func assertResumed(t *testing.T, r *registrytest.Registry, px *proxy, layer ocispec.Descriptor, have int64) int64 {
 	t.Helper()
 	var sent int64
@@ -441,8 +442,9 @@ func checkFile(t *testing.T, cache string, want *nodeimage.Manifest, f nodeimage
 	}
 }
 
-// TestResumeAfterKill: hwk is killed in the middle of a layer (SIGKILL,
-// no chance to clean up); the next pull fetches only the rest.
+// TestResumeAfterKill checks that when hwk is killed in the middle of a
+// layer (SIGKILL, no chance to clean up), the next pull fetches only the
+// rest.
 func TestResumeAfterKill(t *testing.T) {
 	x := pushTestImage(t, 24, false, nodeimage.FormatQCOW2)
 	ti, r := x.ti, x.r
@@ -495,8 +497,8 @@ func TestResumeAfterKill(t *testing.T) {
 	t.Logf("layer %d bytes: the killed pull kept %d; the registry's log shows the second pull sent %d", layer.Size, have, sent)
 }
 
-// TestPullProcess is the pull TestResumeAfterKill kills: it runs only in
-// that child process.
+// TestPullProcess runs the pull TestResumeAfterKill kills, only in that
+// child process.
 func TestPullProcess(t *testing.T) {
 	ref := os.Getenv("HWK_TEST_PULL_REF")
 	if ref == "" {
@@ -517,10 +519,10 @@ func TestPullProcess(t *testing.T) {
 	fmt.Println("pull ended:", err)
 }
 
-// TestCredentialHelper: credentials can come from a Docker credential
-// helper (a docker-credential-NAME program, as `docker login` sets up with
-// credHelpers), here a script on PATH that answers the helper protocol's
-// get: the server URL on stdin, a JSON credential on stdout.
+// TestCredentialHelper checks that credentials can come from a Docker
+// credential helper (a docker-credential-NAME program, as `docker login`
+// sets up with credHelpers), here a script on PATH that answers the helper
+// protocol's get: the server URL on stdin, a JSON credential on stdout.
 func TestCredentialHelper(t *testing.T) {
 	x := pushTestImage(t, 1, false, nodeimage.FormatVDI)
 	r, ref := x.r, x.ref
@@ -552,10 +554,10 @@ printf '{"ServerURL":"%%s","Username":"%%s","Secret":"%%s"}\n' "$server" %q %q
 	}
 }
 
-// TestDockerLayerBrokenOrCut: the docker format's layer streams into the
-// engine as it downloads, so the engine must never keep an image from a
-// layer that is corrupt, and a cut download must start its load again
-// and still fetch only the rest.
+// TestDockerLayerBrokenOrCut checks that, while the docker format's layer
+// streams into the engine as it downloads, the engine never keeps an image
+// from a corrupt layer, and that a cut download starts its load again and
+// still fetches only the rest.
 func TestDockerLayerBrokenOrCut(t *testing.T) {
 	x := pushTestImage(t, 1, true, nodeimage.FormatDocker)
 	ctx := context.Background()

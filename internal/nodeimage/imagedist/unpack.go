@@ -35,7 +35,7 @@ type UnpackOptions struct {
 	Progress Progress
 }
 
-// BlobsDir is where downloads in progress are kept between runs.
+// BlobsDir returns where downloads in progress are kept between runs.
 func BlobsDir(cacheDir string) string { return filepath.Join(cacheDir, "blobs", "sha256") }
 
 // Unpack fetches the formats asked for that the cache lacks and puts the

@@ -24,13 +24,11 @@ const (
 	WSL    = "wsl2"
 )
 
-// Choose sets where the Debian roots' second stage runs (opts.Kernel or
-// opts.VM, or neither for the Docker engine), as where (--configure-in)
-// says: Auto, Docker, WSL or the name of a driver of r that boots
-// kernels. Auto takes the Docker engine when it answers with Linux
-// containers, else WSL 2 on an amd64 Windows, else the first driver that
-// boots kernels and passes its preflight; with none, the error names each
-// and what to start.
+// Choose sets where the Debian roots' second stage runs (opts.Kernel,
+// opts.VM, or neither for the Docker engine) from where (--configure-in):
+// Auto, Docker, WSL or a kernel-booting driver of r. Auto takes a Docker
+// engine with Linux containers, else WSL 2 on amd64 Windows, else the first
+// such driver passing its preflight; else the error names each and its fix.
 func Choose(ctx context.Context, opts *nodeimage.Options, where string, r *drivers.Registry) error {
 	// Asked once: the engine matters to the docker format, to
 	// --configure-in docker and to auto.
@@ -103,7 +101,7 @@ func Choose(ctx context.Context, opts *nodeimage.Options, where string, r *drive
 	return fmt.Errorf("no Linux kernel to configure the node's Debian root in; start one of these and build again:\n  %s", strings.Join(why, "\n  "))
 }
 
-// reason is a driver's refusal on one line: its reason and fix.
+// reason returns a driver's refusal on one line: its reason and fix.
 func reason(err error) string {
 	if u, ok := errors.AsType[*drivers.UnavailableError](err); ok {
 		if u.Fix != "" {
@@ -133,7 +131,7 @@ func DockerAnswers(ctx context.Context, docker func() (client.APIClient, error))
 	return nil
 }
 
-// kernelBooters lists the drivers that can boot a kernel for stage 2.
+// kernelBooters returns the drivers that can boot a kernel for stage 2.
 func kernelBooters(r *drivers.Registry) []string {
 	var out []string
 	for _, n := range r.Names() {

@@ -21,13 +21,13 @@ func (booter) BootKernel(context.Context, drivers.KernelBootSpec, func(drivers.O
 }
 func (booter) RemoveBoot(context.Context, string) error { return nil }
 
-// TestChoose: where --configure-in sends stage 2 with no Docker
-// engine answering, and what it says when nothing can take it.
+// TestChoose checks where --configure-in sends stage 2 with no Docker
+// engine answering, and the error when nothing can take it.
 func TestChoose(t *testing.T) {
 	noDocker := func() (client.APIClient, error) {
 		return client.New(client.WithHost("unix:///nonexistent/docker.sock"))
 	}
-	// What auto says of WSL 2 when nothing can take stage 2. On Windows
+	// What auto reports of WSL 2 when nothing can take stage 2. On Windows
 	// the real check runs, on a host made one without WSL: no wsl.exe in
 	// System32 or on PATH.
 	noWSL := "\n  WSL 2: only on Windows"

@@ -56,7 +56,7 @@ type buildUpdate struct {
 // 40-digit hash) are longer.
 const jolietMax = 64
 
-// UpdateFile is update i's file name on the build disk: its own name
+// UpdateFile returns update i's file name on the build disk: its own name
 // when Joliet holds it, else its start with the number i, so that no two
 // are the same.
 func UpdateFile(i int, name string) string {

@@ -48,8 +48,9 @@ func inputs(t *testing.T) BuildInputs {
 	}
 }
 
-// TestBuildDiskLayout writes the build disk and reads it back: every file
-// where provision.ps1 looks for it, build.json with the fields it reads.
+// TestBuildDiskLayout checks that the build disk, written and read back,
+// has every file where provision.ps1 looks for it, and build.json with the
+// fields it reads.
 func TestBuildDiskLayout(t *testing.T) {
 	image := filepath.Join(t.TempDir(), "build.iso")
 	if err := BuildDisk(image, inputs(t)); err != nil {

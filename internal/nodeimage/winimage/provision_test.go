@@ -19,7 +19,7 @@ func provisioned(t *testing.T, in BuildInputs, change func(*pssim.Machine)) (*ps
 	return provisionedOn(t, pssim.NewServer2022(), in, change)
 }
 
-// provisionedOn is provisioned on the model machine m.
+// provisionedOn provisions as provisioned does, on the model machine m.
 func provisionedOn(t *testing.T, m *pssim.Machine, in BuildInputs, change func(*pssim.Machine)) (*pssim.Machine, error) {
 	t.Helper()
 	image := filepath.Join(t.TempDir(), "build.iso")
@@ -38,9 +38,9 @@ func provisionedOn(t *testing.T, m *pssim.Machine, in BuildInputs, change func(*
 	return m, err
 }
 
-// TestProvisionOnWindowsModel runs the whole image build's guest side
-// against the model: it ends with sysprep powering the machine off, and
-// "done:" on the console only then.
+// TestProvisionOnWindowsModel checks that the whole image build's guest
+// side, run against the model, ends with sysprep powering the machine off,
+// and "done:" on the console only then.
 func TestProvisionOnWindowsModel(t *testing.T) {
 	m, err := provisioned(t, inputs(t), nil)
 	if err != nil {
@@ -51,12 +51,13 @@ func TestProvisionOnWindowsModel(t *testing.T) {
 	}
 }
 
-// TestProvisionClearsReadOnly: every file of the build disk is read-only
-// on Windows (CDFS), and copies keep the attribute; the build must not
-// trip on it (OpenSSH's installer rewrites openssh-events.man, sshd's
-// first start copies sshd_config_default) and leaves no installed file
-// read-only, so later replacements and config edits work.
+// TestProvisionClearsReadOnly checks that the build does not trip on the
+// build disk's read-only files and leaves no installed file read-only, so
+// later replacements and config edits work.
 func TestProvisionClearsReadOnly(t *testing.T) {
+	// Why: every file of the build disk is read-only on Windows (CDFS),
+	// and copies keep the attribute, while OpenSSH's installer rewrites
+	// openssh-events.man and sshd's first start copies sshd_config_default.
 	m, err := provisioned(t, inputs(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -77,10 +78,11 @@ func TestProvisionClearsReadOnly(t *testing.T) {
 	}
 }
 
-// TestProvisionWaitsForSysprep: a sysprep that fails is seen: the build
-// says FAILED with Sysprep's own error log, powers off, and never says
-// done. (sysprep.exe is a GUI program, which & does not wait for.)
+// TestProvisionWaitsForSysprep checks that a sysprep that fails is seen:
+// the build prints FAILED with Sysprep's own error log, powers off, and
+// never prints done.
 func TestProvisionWaitsForSysprep(t *testing.T) {
+	// Why: sysprep.exe is a GUI program, which & does not wait for.
 	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.SysprepFails, m.SysprepExit = true, 1 })
 	if err != nil {
 		t.Fatalf("the machine did not power off: %v", err)
@@ -99,9 +101,10 @@ func TestProvisionWaitsForSysprep(t *testing.T) {
 	}
 }
 
-// TestProvisionOpenSSHWarning: install-sshd.ps1 failing at its last
-// step (wevtutil's warning on stderr under its own 'Stop') after it made
-// the services does not end the build; failing before it made them does.
+// TestProvisionOpenSSHWarning checks that install-sshd.ps1 failing at its
+// last step (wevtutil's warning on stderr under its own 'Stop') after it
+// made the services does not end the build, and that failing before it
+// made them does.
 func TestProvisionOpenSSHWarning(t *testing.T) {
 	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.WevtutilWarns = true })
 	if err != nil || !m.Generalized || !strings.Contains(strings.Join(m.Console, "\n"), "install-sshd.ps1 exited with status 1, but the sshd service is there") {
@@ -117,9 +120,9 @@ func TestProvisionOpenSSHWarning(t *testing.T) {
 	}
 }
 
-// TestProvisionOnBattery: a laptop on battery passes a battery to its
-// Hyper-V guests; both startup tasks must still start (and not stop), and
-// wait for nothing else.
+// TestProvisionOnBattery checks that on a laptop on battery, which passes
+// a battery to its Hyper-V guests, both startup tasks still start, do not
+// stop, and wait for nothing else.
 func TestProvisionOnBattery(t *testing.T) {
 	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.OnBattery = true })
 	if err != nil {
@@ -131,12 +134,13 @@ func TestProvisionOnBattery(t *testing.T) {
 	}
 }
 
-// TestProvisionLeavesNoPassword: no file and no registry value of the
-// captured disk holds the build's Administrator password, in plain text
-// or hidden as an answer file hides it, and no answer file is left where
-// a clone's Setup would read it before its seed's (Panther had sysprep's
-// copy, with the hidden password, before; review 4, D8's residual).
+// TestProvisionLeavesNoPassword checks that no file and no registry value
+// of the captured disk holds the build's Administrator password, in plain
+// text or hidden as an answer file hides it, and that no answer file is
+// left where a clone's Setup would read it before its seed's.
 func TestProvisionLeavesNoPassword(t *testing.T) {
+	// Why: Panther had sysprep's copy, with the hidden password, before
+	// (review 4, D8's residual).
 	in := inputs(t)
 	m, err := provisioned(t, in, nil)
 	if err != nil {
@@ -153,10 +157,10 @@ func TestProvisionLeavesNoPassword(t *testing.T) {
 	}
 }
 
-// TestProvisionKeepsRegistryKeys: keys that exist before the build (the
-// feature overrides Microsoft's Known Issue Rollbacks use, a Windows
-// Update policy, OpenSSH's) keep their values: New-Item -Force would
-// delete them.
+// TestProvisionKeepsRegistryKeys checks that keys that exist before the
+// build (the feature overrides Microsoft's Known Issue Rollbacks use, a
+// Windows Update policy, OpenSSH's) keep their values, which New-Item
+// -Force would delete.
 func TestProvisionKeepsRegistryKeys(t *testing.T) {
 	const overrides, au, ssh = `HKLM:\SYSTEM\CurrentControlSet\Policies\Microsoft\FeatureManagement\Overrides`,
 		`HKLM:\SOFTWARE\Policies\Microsoft\Windows\WindowsUpdate\AU`, `HKLM:\SOFTWARE\OpenSSH`
@@ -178,9 +182,9 @@ func TestProvisionKeepsRegistryKeys(t *testing.T) {
 	}
 }
 
-// TestProvisionPhase2Again: a restart in the middle of phase 2 runs it
-// again from the top at the next boot; what it made the first time
-// (services, firewall rules) does not stop it.
+// TestProvisionPhase2Again checks that a restart in the middle of phase 2
+// runs it again from the top at the next boot, and that what it made the
+// first time (services, firewall rules) does not stop it.
 func TestProvisionPhase2Again(t *testing.T) {
 	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.RestartAt = "phase 2: Microsoft Defender exclusions" })
 	if err != nil || !m.Generalized {
@@ -194,9 +198,9 @@ func TestProvisionPhase2Again(t *testing.T) {
 	}
 }
 
-// TestProvisionDefenderLate: Defender's cmdlets fail until its service
-// runs; the exclusions are tried again, and a Defender that never
-// answers leaves the build going without them.
+// TestProvisionDefenderLate checks that the exclusions are tried again
+// while Defender's cmdlets fail (until its service runs), and that a
+// Defender that never answers leaves the build going without them.
 func TestProvisionDefenderLate(t *testing.T) {
 	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.DefenderStarting = 2 })
 	console := strings.Join(m.Console, "\n")
@@ -210,8 +214,8 @@ func TestProvisionDefenderLate(t *testing.T) {
 	}
 }
 
-// TestProvisionFailureOneLine: the console's FAILED line is one line
-// with the script's line number, however long the error.
+// TestProvisionFailureOneLine checks that the console's FAILED line is one
+// line with the script's line number, however long the error.
 func TestProvisionFailureOneLine(t *testing.T) {
 	in := inputs(t)
 	if err := os.Remove(filepath.Join(in.OpenSSHDir, "sshd.exe")); err != nil {
@@ -229,11 +233,12 @@ func TestProvisionFailureOneLine(t *testing.T) {
 	}
 }
 
-// TestProvisionHypervisorOffLast: the node gets Hyper-V's switch and its
-// PowerShell module without the hypervisor, which is turned off after
-// every other Hyper-V feature change, so that no -All (which enables a
-// feature's parents) can turn it on again (review 4, D7).
+// TestProvisionHypervisorOffLast checks that the node gets Hyper-V's
+// switch and its PowerShell module without the hypervisor, which is turned
+// off after every other Hyper-V feature change.
 func TestProvisionHypervisorOffLast(t *testing.T) {
+	// Why last: so that no -All (which enables a feature's parents) can
+	// turn it on again (review 4, D7).
 	m, err := provisioned(t, inputs(t), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -257,12 +262,13 @@ func TestProvisionHypervisorOffLast(t *testing.T) {
 	}
 }
 
-// TestCloneStartsSeed: a clone's first boot takes the Administrator
-// password its seed's answer file gives it, and starts hwk-seed once
-// whether or not its AtStartup trigger fires at that boot (Setup's OOBE
-// boot, which nobody has seen run it yet): SetupComplete.cmd starts it
-// too, and Task Scheduler ignores the second start (review 4, D8).
+// TestCloneStartsSeed checks that a clone's first boot takes the
+// Administrator password its seed's answer file gives it, and starts
+// hwk-seed once whether or not its AtStartup trigger fires at that boot.
 func TestCloneStartsSeed(t *testing.T) {
+	// Why: that boot is Setup's OOBE boot, which nobody has seen run the
+	// trigger yet; SetupComplete.cmd starts hwk-seed too, and Task
+	// Scheduler ignores the second start (review 4, D8).
 	for _, atStartup := range []bool{false, true} {
 		m, err := provisioned(t, inputs(t), nil)
 		if err != nil {
@@ -289,13 +295,14 @@ func TestCloneStartsSeed(t *testing.T) {
 	}
 }
 
-// TestProvisionOpensPorts: on Windows Server 2022 and 2025 alike the node
-// takes SSH, the kubelet and Calico's VXLAN on its network, which is
-// Public (a static address, no domain). 2025 comes with sshd and its
-// rule OpenSSH-Server-In-TCP for Domain and Private only, and the build
-// must open that rule to every profile and start a service that may be
-// Disabled (review 4, D4).
+// TestProvisionOpensPorts checks that on Windows Server 2022 and 2025
+// alike the node takes SSH, the kubelet and Calico's VXLAN on its network,
+// which is Public (a static address, no domain).
 func TestProvisionOpensPorts(t *testing.T) {
+	// Why 2025 too: it comes with sshd and its rule OpenSSH-Server-In-TCP
+	// for Domain and Private only, and the build must open that rule to
+	// every profile and start a service that may be Disabled (review 4,
+	// D4).
 	for name, m := range map[string]*pssim.Machine{"2022": pssim.NewServer2022(), "2025": pssim.NewServer2025()} {
 		t.Run(name, func(t *testing.T) {
 			m, err := provisionedOn(t, m, inputs(t), nil)
@@ -323,12 +330,13 @@ func TestProvisionOpensPorts(t *testing.T) {
 	}
 }
 
-// TestProvisionContainerdConfig: the config the build writes is
+// TestProvisionContainerdConfig checks that the config the build writes is
 // containerd's own default (the real windows/amd64 output the model
 // answers with) with Calico's CNI directories and the pinned sandbox
-// image, each line edited in place; a config read as one string of Go's
-// slice format once passed every other test.
+// image, each line edited in place.
 func TestProvisionContainerdConfig(t *testing.T) {
+	// Why: a config read as one string of Go's slice format once passed
+	// every other test.
 	in := inputs(t)
 	m, err := provisioned(t, in, nil)
 	if err != nil {
@@ -355,10 +363,10 @@ func TestProvisionContainerdConfig(t *testing.T) {
 	}
 }
 
-// TestProvisionRefusesCachedAnswerFile: an answer file sysprep left in
-// Panther (had its generalize pass cached the build disc's, with the
-// build's password) would outrank every clone's seed: the build fails
-// instead of capturing it (review 6, A2).
+// TestProvisionRefusesCachedAnswerFile checks that the build fails rather
+// than capture an answer file sysprep left in Panther (had its generalize
+// pass cached the build disc's, with the build's password), which would
+// outrank every clone's seed (review 6, A2).
 func TestProvisionRefusesCachedAnswerFile(t *testing.T) {
 	m, err := provisioned(t, inputs(t), func(m *pssim.Machine) { m.SysprepCachesDisc = true })
 	if err != nil {

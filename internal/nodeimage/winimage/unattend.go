@@ -52,10 +52,11 @@ type UnattendOptions struct {
 
 var (
 	productKeyRE = regexp.MustCompile(`^[0-9A-Z]{5}(-[0-9A-Z]{5}){4}$`)
-	// A NetBIOS name: at most 15 letters, digits and hyphens, not all
-	// digits, not starting with a hyphen.
+	// computerNameRE matches a NetBIOS name: at most 15 letters, digits
+	// and hyphens, not all digits, not starting with a hyphen.
 	computerNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,14}$`)
-	// A language tag as Windows names its languages: en-US, sr-Latn-RS.
+	// localeRE matches a language tag as Windows names its languages:
+	// en-US, sr-Latn-RS.
 	localeRE = regexp.MustCompile(`^[a-z]{2,3}(-[A-Z][a-z]{3})?-[A-Z]{2}$`)
 )
 
@@ -91,20 +92,20 @@ func (o *UnattendOptions) check() error {
 	return nil
 }
 
-// FirstLogonCommand is what the first (automatic) logon runs: the
+// FirstLogonCommand returns what the first (automatic) logon runs: the
 // provisioning script from the seed ISO, found by its label.
 func FirstLogonCommand() string {
 	return `powershell.exe -NoLogo -NoProfile -ExecutionPolicy Bypass -Command "` + firstLogonScript() + `"`
 }
 
-// Scripts is every PowerShell script this package makes, by the
+// Scripts returns every PowerShell script this package makes, by the
 // declaration that makes it: for the check of every script hwk sends to
 // Windows (internal/testing/pscatalog).
 func Scripts() map[string]string {
 	return map[string]string{"firstLogonScript": firstLogonScript()}
 }
 
-// firstLogonScript is the PowerShell inside FirstLogonCommand; it has no
+// firstLogonScript returns the PowerShell inside FirstLogonCommand; it has no
 // double quotes, so the command line needs no escaping. Its output goes
 // to a file of its own: provision.ps1 keeps its transcript in
 // ProvisionLog, which a redirect to the same file would hold open.
@@ -168,6 +169,8 @@ func CloneUnattend(o CloneOptions) ([]byte, error) {
 	return out.Bytes(), err
 }
 
+// cloneTemplate holds clone-unattend.xml.tmpl, CloneUnattend's template.
+//
 //go:embed clone-unattend.xml.tmpl
 var cloneTemplate embed.FS
 
@@ -202,7 +205,7 @@ func render(name string, o UnattendOptions) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// HiddenPassword is a password as an answer file holds it with
+// HiddenPassword returns password as an answer file holds it with
 // <PlainText>false</PlainText>: Base64 of the UTF-16LE of the password
 // followed by the element's name (AdministratorPassword, or Password for
 // AutoLogon), as Windows SIM's "Hide Sensitive Data" writes it. It keeps
@@ -252,9 +255,9 @@ func NewPassword() (string, error) {
 	}
 }
 
-// CheckPassword is hwk's rule for Administrator passwords, stricter than
-// Windows' (three of four character classes): at least 14 characters, all
-// four classes, nothing that needs quoting.
+// CheckPassword checks p against hwk's rule for Administrator passwords,
+// stricter than Windows' (three of four character classes): at least 14
+// characters, all four classes, nothing that needs quoting.
 func CheckPassword(p string) error {
 	classes := 0
 	for _, set := range []string{lower + "l", upper + "IO", digits + "01", symbols} {

@@ -104,8 +104,8 @@ func TestUnattendGolden(t *testing.T) {
 	golden(t, "clone-unattend.xml", got)
 }
 
-// TestCloneUnattendFields: a clone's first boot asks nothing, sets the
-// clone's own password and leaves its name to hwk-seed.
+// TestCloneUnattendFields checks that a clone's first boot asks nothing,
+// sets the clone's own password and leaves its name to hwk-seed.
 func TestCloneUnattendFields(t *testing.T) {
 	raw, err := CloneUnattend(CloneOptions{Locale: testOptions.Locale, AdminPassword: testOptions.AdminPassword})
 	if err != nil {
@@ -143,9 +143,7 @@ func TestCloneUnattendFields(t *testing.T) {
 	}
 }
 
-// TestProvisionScript checks what the provisioning script and the rest of
-// hwk must agree on.
-// provisionScript is the recipe's provision.ps1.
+// provisionScript returns the recipe's provision.ps1.
 func provisionScript(t *testing.T) string {
 	t.Helper()
 	raw, err := windows.Recipe.ReadFile("provision.ps1")
@@ -165,6 +163,8 @@ func lacks(t *testing.T, s string, wants ...string) {
 	}
 }
 
+// TestProvisionScript checks what the provisioning script and the rest of
+// hwk must agree on.
 func TestProvisionScript(t *testing.T) {
 	s := provisionScript(t)
 	lacks(t, s,
@@ -185,11 +185,12 @@ func TestProvisionScript(t *testing.T) {
 	)
 }
 
-// TestProvisionToleratesRestartPending: DISM ends a feature change that
-// waits for a restart with 3010 (ERROR_SUCCESS_REBOOT_REQUIRED) or 1641,
-// and phase 1 restarts anyway: every dism.exe call must take those for
-// success, or the image build stops at its first feature (issue 26).
+// TestProvisionToleratesRestartPending checks that every dism.exe call
+// takes 3010 (ERROR_SUCCESS_REBOOT_REQUIRED) and 1641 for success.
 func TestProvisionToleratesRestartPending(t *testing.T) {
+	// Why: DISM ends a feature change that waits for a restart with those,
+	// and phase 1 restarts anyway; otherwise the image build stops at its
+	// first feature (issue 26).
 	s := provisionScript(t)
 	lacks(t, s,
 		"function Invoke-Native([string]$what, [scriptblock]$command, [int[]]$ok = @(0))",
@@ -217,9 +218,9 @@ func TestProvisionToleratesRestartPending(t *testing.T) {
 	}
 }
 
-// TestProvisionKubeletRecovers: the recovery actions of the kubelet
-// service apply to hwk-kubelet's stop with a non-zero exit code only with
-// the failure-actions flag set (SERVICE_FAILURE_ACTIONS_FLAG).
+// TestProvisionKubeletRecovers checks that the kubelet service has the
+// failure-actions flag set (SERVICE_FAILURE_ACTIONS_FLAG), without which
+// its recovery actions do not apply to hwk-kubelet's non-zero exit.
 func TestProvisionKubeletRecovers(t *testing.T) {
 	s := provisionScript(t)
 	failure := strings.Index(s, "sc.exe failure kubelet reset= 0 actions= restart/")
@@ -368,10 +369,11 @@ func TestNewPassword(t *testing.T) {
 	}
 }
 
-// TestLogsApart: the first logon's redirect and provision.ps1's transcript
-// are different files; with one file the transcript could not be opened
-// and phase 1 would leave no log (issue 26).
+// TestLogsApart checks that the first logon's redirect and provision.ps1's
+// transcript are different files.
 func TestLogsApart(t *testing.T) {
+	// Why: with one file the transcript could not be opened and phase 1
+	// would leave no log (issue 26).
 	if !strings.Contains(provisionScript(t), "Start-Transcript -Append -Path '"+ProvisionLog+"'") {
 		t.Errorf("provision.ps1's transcript is not %s", ProvisionLog)
 	}
@@ -381,9 +383,9 @@ func TestLogsApart(t *testing.T) {
 	}
 }
 
-// TestProvisionDefenderExclusions: containerd's and the kubelet's files
-// are out of Defender's real-time scans, when Defender is there, before
-// the image's containers are imported (issue 26).
+// TestProvisionDefenderExclusions checks that containerd's and the
+// kubelet's files are out of Defender's real-time scans, when Defender is
+// there, before the image's containers are imported (issue 26).
 func TestProvisionDefenderExclusions(t *testing.T) {
 	s := provisionScript(t)
 	guard := strings.Index(s, `Microsoft.PowerShell.Core\Get-Command -Name Add-MpPreference -ErrorAction SilentlyContinue`)
@@ -397,16 +399,14 @@ func TestProvisionDefenderExclusions(t *testing.T) {
 		`-ExclusionPath @('C:\ProgramData\containerd', 'C:\var\lib\kubelet'`)
 }
 
-// cloneSettings are the settings the clone's answer file may use, by
-// pass and component, each valid in that pass per Microsoft's Unattended
-// Windows Setup Reference (learn.microsoft.com/windows-hardware/customize/
-// desktop/unattend/): Shell-Setup's ComputerName and TimeZone in
-// specialize, its OOBE and UserAccounts in oobeSystem; ServerManager-
-// SvrMgrNc's DoNotOpenServerManagerAtLogon in specialize;
-// International-Core's locales in oobeSystem. Setup stops on a setting it
-// does not know or in a pass that does not take it, and no model here
-// would notice (review 6, A3).
+// cloneSettings are the settings the clone's answer file may use, by pass
+// and component, each valid in that pass per Microsoft's Unattended
+// Windows Setup Reference.
 var cloneSettings = map[string][]string{
+	// Why: Setup stops on a setting it does not know or in a pass that
+	// does not take it, and no model here would notice (review 6, A3).
+	// Each is checked against the reference
+	// (learn.microsoft.com/windows-hardware/customize/desktop/unattend/).
 	"specialize/Microsoft-Windows-Shell-Setup":              {"ComputerName", "TimeZone"},
 	"specialize/Microsoft-Windows-ServerManager-SvrMgrNc":   {"DoNotOpenServerManagerAtLogon"},
 	"oobeSystem/Microsoft-Windows-International-Core":       {"InputLocale", "SystemLocale", "UILanguage", "UserLocale"},
@@ -415,9 +415,9 @@ var cloneSettings = map[string][]string{
 	"oobeSystem/Microsoft-Windows-Shell-Setup/UserAccounts": {"AdministratorPassword"},
 }
 
-// TestCloneUnattendSettings: every setting of the clone's answer file is
-// one its pass and component take, and every component is amd64's with
-// Microsoft's public key token.
+// TestCloneUnattendSettings checks that every setting of the clone's
+// answer file is one its pass and component take, and that every
+// component is amd64's with Microsoft's public key token.
 func TestCloneUnattendSettings(t *testing.T) {
 	raw, err := CloneUnattend(CloneOptions{AdminPassword: testOptions.AdminPassword})
 	if err != nil {

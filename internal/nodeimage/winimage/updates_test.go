@@ -11,7 +11,7 @@ import (
 	"github.com/hwk-dev/hwk/internal/testing/pssim"
 )
 
-// withUpdates is inputs with update packages of these names, in this
+// withUpdates returns inputs with update packages of these names, in this
 // order.
 func withUpdates(t *testing.T, names ...string) BuildInputs {
 	t.Helper()
@@ -27,7 +27,7 @@ func withUpdates(t *testing.T, names ...string) BuildInputs {
 	return in
 }
 
-// dismCalls are the packages DISM was asked to add, in order.
+// dismCalls returns the packages DISM was asked to add, in order.
 func dismCalls(m *pssim.Machine) []string {
 	var out []string
 	for _, l := range m.Log {
@@ -39,11 +39,11 @@ func dismCalls(m *pssim.Machine) []string {
 	return out
 }
 
-// TestProvisionInstallsUpdates (review 4, D5): the updates on the build
-// disk go in with DISM in build.json's order, each once; after a 3010
-// the machine restarts and phase 1 goes on with the next; a package that
-// does not apply is reported and passed; and phase 2 reports the
-// revision Windows has after the restarts.
+// TestProvisionInstallsUpdates checks that the updates on the build disk
+// go in with DISM in build.json's order, each once; that after a 3010 the
+// machine restarts and phase 1 goes on with the next; that a package that
+// does not apply is reported and passed; and that phase 2 reports the
+// revision Windows has after the restarts (review 4, D5).
 func TestProvisionInstallsUpdates(t *testing.T) {
 	in := withUpdates(t, "1-ssu.msu", "2-lcu.msu", "3-other-release.msu")
 	m, err := provisioned(t, in, func(m *pssim.Machine) {
@@ -87,8 +87,8 @@ func TestProvisionInstallsUpdates(t *testing.T) {
 	}
 }
 
-// TestProvisionUnpatched: with no updates DISM adds nothing, and phase 2
-// reports the ISO's own revision.
+// TestProvisionUnpatched checks that with no updates DISM adds nothing,
+// and that phase 2 reports the ISO's own revision.
 func TestProvisionUnpatched(t *testing.T) {
 	m, err := provisioned(t, inputs(t), nil)
 	if err != nil || !m.Generalized {
@@ -102,9 +102,9 @@ func TestProvisionUnpatched(t *testing.T) {
 	}
 }
 
-// TestProvisionUpdateFails: a DISM failure other than "not applicable"
-// ends the build, saying the status and DISM's log; a missing servicing
-// stack says which update to add.
+// TestProvisionUpdateFails checks that a DISM failure other than "not
+// applicable" ends the build, printing the status and DISM's log, and that
+// a missing servicing stack names the update to add.
 func TestProvisionUpdateFails(t *testing.T) {
 	for name, c := range map[string]struct {
 		update pssim.Update
@@ -132,9 +132,9 @@ func TestProvisionUpdateFails(t *testing.T) {
 	}
 }
 
-// TestBuildDiskUpdates: the updates go under updates\ with build.json
-// naming them in order; a Catalog name longer than Joliet keeps is
-// shortened on the disk, its own name kept in build.json.
+// TestBuildDiskUpdates checks that the updates go under updates\ with
+// build.json naming them in order, and that a Catalog name longer than
+// Joliet keeps is shortened on the disk, its own name kept in build.json.
 func TestBuildDiskUpdates(t *testing.T) {
 	long := "windows10.0-kb5044281-x64_3e6e7ab5d8b1b2b2c4b0c8b9d8e7a6b5c4d3e2f1.msu"
 	in := withUpdates(t, "a.msu", long)

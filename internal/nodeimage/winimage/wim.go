@@ -40,7 +40,7 @@ type Edition struct {
 
 // ServerCore reports whether the edition installs Server Core, which
 // hwk's nodes use (no desktop: smaller and faster to boot). The image
-// says so in INSTALLATIONTYPE; an image list without it is read by its
+// records it in INSTALLATIONTYPE; an image list without it is read by its
 // names.
 func (e Edition) ServerCore() bool {
 	if e.InstallationType != "" {
@@ -64,7 +64,7 @@ func (e Edition) Is(name string) bool {
 	return strings.EqualFold(e.Name, name) || (e.DisplayName != "" && strings.EqualFold(e.DisplayName, name))
 }
 
-// String is the edition as a list shows it.
+// String returns the edition as a list shows it.
 func (e Edition) String() string {
 	if e.DisplayName != "" && e.DisplayName != e.Name {
 		return fmt.Sprintf("%q (%s, build %d)", e.Name, e.DisplayName, e.Build)
@@ -179,8 +179,8 @@ func parseWIMXML(raw []byte) ([]Edition, error) {
 
 // ChooseEdition picks the edition to install for Windows Server version:
 // the one named want (by its NAME or the display name DISM shows), else
-// the Datacenter Server Core edition. It fails
-// when the ISO is of another Windows build, naming what it holds.
+// the Datacenter Server Core edition. It fails when the ISO is of another
+// Windows build, naming what it holds.
 func ChooseEdition(editions []Edition, version, want string) (Edition, error) {
 	build := map[string]int{"2022": buildOf2022, "2025": buildOf2025}[version]
 	if build == 0 {

@@ -51,8 +51,8 @@ func TestEditions(t *testing.T) {
 	}
 }
 
-// TestEditionsWithoutInstallationType: an image list that names its
-// images only (no INSTALLATIONTYPE or EDITIONID) is read by the names:
+// TestEditionsWithoutInstallationType checks that an image list that names
+// its images only (no INSTALLATIONTYPE or EDITIONID) is read by the names:
 // Microsoft's SERVER...CORE names, or display-style names.
 func TestEditionsWithoutInstallationType(t *testing.T) {
 	for name, c := range map[string]struct {
