@@ -52,14 +52,16 @@ ACTION_CACHE_DEPS := action/cache/node_modules/esbuild
 # over real I/O: streams and SSH sessions (node), resumable downloads and
 # pulls (download, imagedist), load-image's fan-out (load), the spinner
 # (ui), locks (state), the docker driver's exec streams, the disk
-# writers' pipes (diskimage) and the Windows kubelet wrapper. Only these
+# writers' pipes (diskimage), the Windows kubelet wrapper and the host
+# programs' stderr tee (hostexec). Only these
 # run under -race: their dependencies are about 560 packages, the
 # module's about 1,130, and each package under -race is compiled a
 # second time. pkg/cluster's fan-out over nodes is left out: its race
 # build is client-go and Kubernetes' API types again, about 400 more
 # packages.
 RACE_PKGS := ./pkg/node ./internal/download ./internal/nodeimage/imagedist ./internal/load ./internal/ui \
-	./internal/state ./internal/drivers/docker ./internal/format/diskimage ./cmd/hwk-kubelet
+	./internal/state ./internal/drivers/docker ./internal/format/diskimage ./cmd/hwk-kubelet \
+	./internal/hostexec
 
 # The packages left out of RACE_PKGS whose tests run goroutines, under
 # -race: .ci/run's "race" stage, when time allows.

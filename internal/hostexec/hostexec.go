@@ -11,6 +11,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -96,8 +98,10 @@ func (e *Error) Command() string {
 // StderrText returns the kept stderr as one string.
 func (e *Error) StderrText() string { return strings.Join(e.Stderr, "\n") }
 
-// Run runs cmd to its end. Its stderr also goes to a Tail; a failure is
-// an *Error with the tail's last lines.
+// Run runs cmd to its end. Its stderr also goes to a Tail, except when
+// cmd.Stderr is an *os.File, which the program gets as its own handle; a
+// failure is an *Error with the tail's last lines. A cmd whose Stdout and
+// Stderr are one writer still writes both through one pipe.
 func Run(cmd *exec.Cmd) error {
 	t := keepStderr(cmd)
 	return wrap(cmd, cmd.Run(), t)
@@ -127,12 +131,36 @@ func Start(cmd *exec.Cmd) (wait func() error, err error) {
 
 func keepStderr(cmd *exec.Cmd) *Tail {
 	t := NewTail(stderrKeep)
-	if cmd.Stderr == nil {
+	switch stderr := cmd.Stderr; stderr.(type) {
+	case nil:
 		cmd.Stderr = t
-	} else {
-		cmd.Stderr = teeWriter{cmd.Stderr, t}
+	case *os.File:
+		// Why: a file (a console, a log, a pipe's end) is handed to the
+		// program as is; a tee would put a pipe in its place, which a
+		// StderrPipe's end does not survive and a grandchild holding it
+		// would keep Wait waiting for.
+	default:
+		tee := &teeWriter{stderr, t}
+		if sameWriter(cmd.Stdout, stderr) {
+			// Why: os/exec gives equal writers one pipe, so one goroutine
+			// writes them in order; a writer that is not safe for two
+			// goroutines must keep that.
+			cmd.Stdout = tee
+		}
+		cmd.Stderr = tee
 	}
 	return t
+}
+
+// sameWriter reports whether a and b are the same writer, as os/exec
+// compares Stdout and Stderr (an uncomparable writer is not the same).
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a == b
 }
 
 func wrap(cmd *exec.Cmd, err error, t *Tail) error {

@@ -104,3 +104,38 @@ func TestTail(t *testing.T) {
 		t.Errorf("Clip = %q, want it whole", got)
 	}
 }
+
+// TestRunOneWriter checks that stdout and stderr given as one writer stay
+// one pipe (run under -race: a bytes.Buffer is not safe for two writers),
+// and that an *os.File stderr reaches the program as is.
+func TestRunOneWriter(t *testing.T) {
+	t.Setenv("HOSTEXEC_HELPER", "1")
+	var both bytes.Buffer
+	cmd := Command(context.Background(), os.Args[0])
+	cmd.Stdout, cmd.Stderr = &both, &both
+	err := Run(cmd)
+	if e, ok := errors.AsType[*Error](err); !ok || e.Code != 1 || len(e.Stderr) != errorLines {
+		t.Errorf("err = %v, want an *Error with code 1 and the last lines", err)
+	}
+	if !strings.Contains(both.String(), "line 15") || !strings.Contains(both.String(), "out") {
+		t.Errorf("the writer got %q, want stdout and stderr", both.String())
+	}
+
+	f, err := os.Create(t.TempDir() + "/stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd = Command(context.Background(), os.Args[0])
+	cmd.Stderr = f
+	err = Run(cmd)
+	if cmd.Stderr != f {
+		t.Errorf("Stderr is %T, want the file itself", cmd.Stderr)
+	}
+	if e, ok := errors.AsType[*Error](err); !ok || e.Code != 1 || len(e.Stderr) != 0 {
+		t.Errorf("err = %v, want an *Error with no stderr kept", err)
+	}
+	if b, _ := os.ReadFile(f.Name()); !strings.Contains(string(b), "line 1") {
+		t.Errorf("the file got %q", b)
+	}
+}

@@ -84,7 +84,7 @@ type teeWriter struct {
 	t *Tail
 }
 
-func (tw teeWriter) Write(p []byte) (int, error) {
+func (tw *teeWriter) Write(p []byte) (int, error) {
 	tw.t.Write(p)
 	return tw.w.Write(p)
 }
