@@ -43,10 +43,14 @@ func (t *Tail) Bytes() []byte {
 	return append([]byte(nil), t.b...)
 }
 
-// Lines returns up to the last n lines the tail holds, without line ends
-// (carriage returns dropped) and without a last empty line.
-func (t *Tail) Lines(n int) []string {
-	s := strings.TrimRight(strings.ReplaceAll(t.String(), "\r", ""), "\n")
+// Lines returns up to the last n lines the tail holds, as the package's
+// Lines does.
+func (t *Tail) Lines(n int) []string { return Lines(t.String(), n) }
+
+// Lines returns up to the last n lines of s, without line ends (carriage
+// returns dropped) and without a last empty line.
+func Lines(s string, n int) []string {
+	s = strings.TrimRight(strings.ReplaceAll(s, "\r", ""), "\n")
 	if s == "" {
 		return nil
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hwk-dev/hwk/internal/testing/winimagetest"
 )
 
 // TestUpdateFiles checks that --updates takes the .msu and .cab files of a
@@ -13,7 +15,7 @@ import (
 // and refuses, naming the flag and the fix, a directory that is not
 // there or holds no package, and names DISM could not be given.
 func TestUpdateFiles(t *testing.T) {
-	dir := updatesDir(t, "windows10.0-kb5044281-x64_3e6e7ab5d8b1.msu", "A-ssu.CAB", "README.txt")
+	dir := winimagetest.UpdatesDir(t, "windows10.0-kb5044281-x64_3e6e7ab5d8b1.msu", "A-ssu.CAB", "README.txt")
 	if err := os.Mkdir(filepath.Join(dir, "old.msu"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -33,8 +35,8 @@ func TestUpdateFiles(t *testing.T) {
 	for name, c := range map[string]struct{ dir, want string }{
 		"missing":    {filepath.Join(dir, "nope"), "--updates " + filepath.Join(dir, "nope") + ": "},
 		"a file":     {file, "--updates " + file + ": "},
-		"no package": {updatesDir(t, "notes.txt"), "holds no .msu or .cab file: download the latest cumulative update"},
-		"a space":    {updatesDir(t, "my update.msu"), `--updates: "my update.msu" is not a name hwk can pass to DISM: rename it`},
+		"no package": {winimagetest.UpdatesDir(t, "notes.txt"), "holds no .msu or .cab file: download the latest cumulative update"},
+		"a space":    {winimagetest.UpdatesDir(t, "my update.msu"), `--updates: "my update.msu" is not a name hwk can pass to DISM: rename it`},
 	} {
 		if _, err := UpdateFiles(c.dir); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", name, err, c.want)
@@ -42,7 +44,7 @@ func TestUpdateFiles(t *testing.T) {
 	}
 	// Names that differ only in case are two files on Linux, and one on
 	// Windows (NTFS ignores case), where there is nothing to refuse.
-	twins := updatesDir(t, "lcu.msu", "LCU.msu")
+	twins := winimagetest.UpdatesDir(t, "lcu.msu", "LCU.msu")
 	entries, err := os.ReadDir(twins)
 	if err != nil {
 		t.Fatal(err)
@@ -70,16 +72,4 @@ func TestWindowsBuildString(t *testing.T) {
 	if s := (&Windows{Build: 20348}).BuildString(); s != "20348" {
 		t.Errorf("%q", s)
 	}
-}
-
-// updatesDir makes a directory with these files, each holding its name.
-func updatesDir(t *testing.T, names ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, n := range names {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte("MSCF "+n), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }

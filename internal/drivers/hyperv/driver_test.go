@@ -387,7 +387,7 @@ func TestCreateAgainKeepsHealthyVM(t *testing.T) {
 // made puts the files Create makes for spec where it makes them.
 func made(t *testing.T, d *Driver, spec drivers.MachineSpec) {
 	t.Helper()
-	mkdir(t, d.machineDir(spec.Ref))
+	mkdir(t, d.files().Machine(spec.Ref))
 	for _, p := range []string{d.diskPath(spec.Ref), d.seedPath(spec.Ref)} {
 		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)

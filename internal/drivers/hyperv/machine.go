@@ -168,7 +168,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err := d.CheckImage(ctx, spec.Image); err != nil {
 		return err
 	}
-	dir := d.machineDir(spec.Ref)
+	dir := d.files().Machine(spec.Ref)
 	var facts struct {
 		Exists bool     `json:"exists"`
 		VM     string   `json:"vm"`
@@ -230,7 +230,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
-	seed, err := vmnode.AddIdentity(spec, d.paths(spec.Ref), &d.mu)
+	seed, err := vmnode.AddIdentity(spec, d.files().Paths(spec.Ref), &d.mu)
 	if err != nil {
 		return err
 	}
@@ -362,10 +362,10 @@ func (d *Driver) Delete(ctx context.Context, r drivers.Ref) error {
 			name = r.Name
 		}
 	}
-	if err := d.run(ctx, deleteScript(name, d.machineDir(r)), nil); err != nil {
+	if err := d.run(ctx, deleteScript(name, d.files().Machine(r)), nil); err != nil {
 		return fmt.Errorf("delete VM %s: %w", r.Name, err)
 	}
-	if err := os.RemoveAll(d.machineDir(r)); err != nil {
+	if err := os.RemoveAll(d.files().Machine(r)); err != nil {
 		return fmt.Errorf("delete node %s's files: %w", r.Name, err)
 	}
 	return nil

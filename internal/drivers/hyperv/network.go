@@ -151,7 +151,7 @@ func (d *Driver) EnsureNetwork(ctx context.Context, n drivers.Network) error {
 			return fmt.Errorf("make hwk's Hyper-V network for %s: %w", subnet, err)
 		}
 	}
-	if err := os.MkdirAll(d.clusterFiles(n.Cluster), 0o700); err != nil {
+	if err := os.MkdirAll(d.files().Cluster(n.Cluster), 0o700); err != nil {
 		return err
 	}
 	return state.WriteFileAtomic(d.subnetFile(n.Cluster), []byte(subnet.String()+"\n"), 0o644)
@@ -249,7 +249,7 @@ func (d *Driver) DeleteNetwork(ctx context.Context, cluster string) error {
 			d.warn(fmt.Sprintf("kept hwk's Hyper-V %s: removing it needs an elevated PowerShell (`hwk down` as administrator removes it; it is harmless to keep)", strings.Join(out.Kept, " and ")))
 		}
 	}
-	if err := os.RemoveAll(d.clusterFiles(cluster)); err != nil {
+	if err := os.RemoveAll(d.files().Cluster(cluster)); err != nil {
 		return fmt.Errorf("remove the hyperv driver's files of cluster %s: %w", cluster, err)
 	}
 	return nil

@@ -41,7 +41,7 @@ func (d *Driver) Node(ctx context.Context, r drivers.Ref) (*node.Node, error) {
 	if d.handle != nil {
 		n, err = d.handle(r.Name, m.OS, m.IP)
 	} else {
-		n, err = vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
+		n, err = vmnode.Handle(r.Name, m.OS, m.IP, d.files().Paths(r))
 	}
 	switch {
 	case err != nil && unconfirmed != nil:

@@ -248,7 +248,7 @@ func waitSSH(t *testing.T, d *Driver, ref drivers.Ref, timeout time.Duration) *n
 // is refused, so the handle really checks the node's identity.
 func checkPinned(t *testing.T, d *Driver, ref drivers.Ref, ip netip.Addr) {
 	t.Helper()
-	key, err := sshkey.Load(d.clusterKeyPath(ref.Cluster))
+	key, err := sshkey.Load(d.files().Paths(ref).ClusterKey)
 	if err != nil {
 		t.Fatal(err)
 	}

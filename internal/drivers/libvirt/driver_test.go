@@ -549,7 +549,7 @@ func TestCreateNeedsTheNetwork(t *testing.T) {
 	if ms, _ := d.List(ctx, "nonet"); len(ms) != 0 {
 		t.Errorf("a refused create made %v", ms)
 	}
-	if _, err := os.Stat(d.clusterFiles("nonet")); !os.IsNotExist(err) {
+	if _, err := os.Stat(d.files().Cluster("nonet")); !os.IsNotExist(err) {
 		t.Errorf("a refused create wrote files (%v)", err)
 	}
 }
@@ -574,7 +574,7 @@ func TestNodeNeedsPinnedKeys(t *testing.T) {
 	if err := d.Start(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Node(ctx, ref); err == nil || !strings.HasPrefix(err.Error(), "SSH key: open "+d.clusterKeyPath("pin")) {
+	if _, err := d.Node(ctx, ref); err == nil || !strings.HasPrefix(err.Error(), "SSH key: open "+d.files().Paths(ref).ClusterKey) {
 		t.Errorf("no cluster key: %v", err)
 	}
 	spec2, err := d.seed(s.MachineSpec)
@@ -587,13 +587,13 @@ func TestNodeNeedsPinnedKeys(t *testing.T) {
 	if h, err := d.Node(ctx, ref); err != nil || h.Name() != ref.Name || h.OS() != config.Windows {
 		t.Errorf("with both keys: %v %v", h, err)
 	}
-	pinned, _ := os.ReadFile(d.knownHostsPath(ref))
-	os.WriteFile(d.knownHostsPath(ref), []byte(strings.Replace(string(pinned), "172.31.250.11 ", "172.31.250.99 ", 1)), 0o644)
-	want := "node pin-win: " + d.knownHostsPath(ref) + " pins no host key for 172.31.250.11 (<nil>)"
+	pinned, _ := os.ReadFile(d.files().Paths(ref).KnownHosts)
+	os.WriteFile(d.files().Paths(ref).KnownHosts, []byte(strings.Replace(string(pinned), "172.31.250.11 ", "172.31.250.99 ", 1)), 0o644)
+	want := "node pin-win: " + d.files().Paths(ref).KnownHosts + " pins no host key for 172.31.250.11 (<nil>)"
 	if _, err := d.Node(ctx, ref); err == nil || err.Error() != want {
 		t.Errorf("a pin for another address: %v", err)
 	}
-	os.Remove(d.knownHostsPath(ref))
+	os.Remove(d.files().Paths(ref).KnownHosts)
 	if _, err := d.Node(ctx, ref); err == nil || !strings.HasPrefix(err.Error(), "node pin-win: its pinned host key: open ") {
 		t.Errorf("no pin: %v", err)
 	}
@@ -614,7 +614,7 @@ func TestCreateRefusesSeedFiles(t *testing.T) {
 	if err := d.Create(ctx, s); err == nil || err.Error() != "node files-cp: a VM node's seed cannot place /etc/motd (only the SSH host key)" {
 		t.Errorf("got %v", err)
 	}
-	if _, err := os.Stat(d.clusterFiles("files")); !os.IsNotExist(err) {
+	if _, err := os.Stat(d.files().Cluster("files")); !os.IsNotExist(err) {
 		t.Errorf("a refused create wrote files (%v)", err)
 	}
 }

@@ -139,17 +139,17 @@ func (d *Driver) validate(spec drivers.MachineSpec) error {
 // seed returns spec's seed plus the node's identity (vmnode.AddIdentity),
 // kept in the node's 0700 directory.
 func (d *Driver) seed(spec drivers.MachineSpec) (drivers.MachineSpec, error) {
-	if err := os.MkdirAll(d.machineFiles(spec.Ref), 0o700); err != nil {
+	if err := os.MkdirAll(d.files().Machine(spec.Ref), 0o700); err != nil {
 		return spec, fmt.Errorf("node %s: %w", spec.Name, err)
 	}
-	return vmnode.AddIdentity(spec, d.paths(spec.Ref), &d.mu)
+	return vmnode.AddIdentity(spec, d.files().Paths(spec.Ref), &d.mu)
 }
 
 // uploadSeed writes the node's seed ISO and streams it into the pool. The
 // local copy holds the node's private host key, so it lives only as long
 // as the upload, in the node's 0700 directory.
 func (d *Driver) uploadSeed(l *golibvirt.Libvirt, pool golibvirt.StoragePool, r drivers.Ref, files map[string][]byte) (string, error) {
-	iso := filepath.Join(d.machineFiles(r), ".cidata.iso")
+	iso := filepath.Join(d.files().Machine(r), ".cidata.iso")
 	defer os.Remove(iso)
 	if err := vmnode.WriteSeedISO(iso, files); err != nil {
 		return "", err
@@ -218,7 +218,7 @@ func (d *Driver) Delete(_ context.Context, r drivers.Ref) error {
 		if err := setDHCPHost(l, NetworkName(r.Cluster), dhcpHost{Name: r.Name}, false); err != nil {
 			return err
 		}
-		if err := os.RemoveAll(d.machineFiles(r)); err != nil {
+		if err := os.RemoveAll(d.files().Machine(r)); err != nil {
 			return fmt.Errorf("remove the files of node %s: %w", r.Name, err)
 		}
 		left, err := listMachines(l, r.Cluster)

@@ -99,7 +99,7 @@ func (d *Driver) deleteNetwork(l *golibvirt.Libvirt, cluster string) error {
 	if err := removeNetwork(l, NetworkName(cluster)); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(d.clusterFiles(cluster)); err != nil {
+	if err := os.RemoveAll(d.files().Cluster(cluster)); err != nil {
 		return fmt.Errorf("remove the libvirt driver's files of cluster %s: %w", cluster, err)
 	}
 	return nil

@@ -40,6 +40,6 @@ func (d *Driver) Node(_ context.Context, r drivers.Ref) (*node.Node, error) {
 				return nil, err
 			}
 		}
-		return vmnode.Handle(r.Name, m.OS, m.IP, d.paths(r))
+		return vmnode.Handle(r.Name, m.OS, m.IP, d.files().Paths(r))
 	})
 }

@@ -5,29 +5,16 @@ import (
 
 	"github.com/hwk-dev/hwk/drivers"
 	"github.com/hwk-dev/hwk/internal/drivers/vmnode"
-	"github.com/hwk-dev/hwk/internal/state"
 )
 
-// clusterFiles returns the directory of the driver's files for cluster
-// and its nodes.
-func (d *Driver) clusterFiles(cluster string) string {
-	return state.NewStore(d.dirs).DriverDir(cluster, "virtualbox")
+func (d *Driver) seedISO(r drivers.Ref) string {
+	return filepath.Join(d.files().Machine(r), "cidata.iso")
 }
-
-func (d *Driver) machineDir(r drivers.Ref) string {
-	return filepath.Join(d.clusterFiles(r.Cluster), r.Name)
-}
-
-func (d *Driver) seedISO(r drivers.Ref) string { return filepath.Join(d.machineDir(r), "cidata.iso") }
 
 // ConsoleLog returns the file a node's serial console (COM1) is logged to.
 func (d *Driver) ConsoleLog(r drivers.Ref) string {
-	return filepath.Join(d.machineDir(r), "console.log")
+	return filepath.Join(d.files().Machine(r), "console.log")
 }
 
-func (d *Driver) paths(r drivers.Ref) vmnode.Paths {
-	return vmnode.Paths{
-		ClusterKey: filepath.Join(d.clusterFiles(r.Cluster), "id_ed25519"),
-		KnownHosts: filepath.Join(d.machineDir(r), "known_hosts"),
-	}
-}
+// files returns where the driver keeps a cluster's and its nodes' files.
+func (d *Driver) files() vmnode.Files { return vmnode.Files{Dirs: d.dirs, Driver: "virtualbox"} }

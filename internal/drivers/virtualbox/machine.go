@@ -103,7 +103,7 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 		if err := d.delete(ctx, spec.Ref, v); err != nil {
 			return fmt.Errorf("node %s: remove an earlier attempt: %w", spec.Name, err)
 		}
-	} else if _, err := os.Stat(d.machineDir(spec.Ref)); err == nil {
+	} else if _, err := os.Stat(d.files().Machine(spec.Ref)); err == nil {
 		// The media and forwards of an attempt that never made its VM.
 		if err := d.delete(ctx, spec.Ref, nil); err != nil {
 			return fmt.Errorf("node %s: remove an earlier attempt: %w", spec.Name, err)
@@ -121,14 +121,14 @@ func (d *Driver) Create(ctx context.Context, spec drivers.MachineSpec) error {
 	if !nat.Subnet.Contains(spec.IP) || spec.IP == nat.Subnet.Addr() || spec.IP == gw {
 		return fmt.Errorf("node %s: address %s is not a node address of the cluster's subnet %s", spec.Name, spec.IP, nat.Subnet)
 	}
-	if err := os.MkdirAll(d.machineDir(spec.Ref), 0o700); err != nil {
+	if err := os.MkdirAll(d.files().Machine(spec.Ref), 0o700); err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
 	ports, err := drivers.FreeLoopbackPorts(append([]uint16{22}, spec.Ports...))
 	if err != nil {
 		return fmt.Errorf("node %s: %w", spec.Name, err)
 	}
-	seed, err := vmnode.AddIdentity(spec, d.paths(spec.Ref), &d.mu)
+	seed, err := vmnode.AddIdentity(spec, d.files().Paths(spec.Ref), &d.mu)
 	if err != nil {
 		return err
 	}
@@ -183,7 +183,7 @@ func (d *Driver) createVM(ctx context.Context, spec drivers.MachineSpec, base *m
 	partial.Partial = true
 	g := guestFor(spec.OS)
 	if _, err := d.run(ctx, "createvm", "--name", spec.Name, "--groups", group+"/"+spec.Cluster, "--ostype", g.osType,
-		"--basefolder", d.machineDir(spec.Ref), "--register"); err != nil {
+		"--basefolder", d.files().Machine(spec.Ref), "--register"); err != nil {
 		return err
 	}
 	args := []string{"modifyvm", spec.Name,
@@ -249,7 +249,7 @@ func (d *Driver) unfit(spec drivers.MachineSpec, m metadata) string {
 			return fmt.Sprintf("which forwards no host port to its port %d", p)
 		}
 	}
-	for _, f := range []string{d.seedISO(spec.Ref), d.paths(spec.Ref).KnownHosts} {
+	for _, f := range []string{d.seedISO(spec.Ref), d.files().Paths(spec.Ref).KnownHosts} {
 		if _, err := os.Stat(f); err != nil {
 			return fmt.Sprintf("whose file %s is gone", f)
 		}
@@ -480,13 +480,13 @@ func (d *Driver) delete(ctx context.Context, r drivers.Ref, v *vm) error {
 			return fmt.Errorf("delete VM %s: %w", r.Name, err)
 		}
 	}
-	if err := d.closeMedia(ctx, d.machineDir(r)); err != nil {
+	if err := d.closeMedia(ctx, d.files().Machine(r)); err != nil {
 		return fmt.Errorf("delete node %s: %w", r.Name, err)
 	}
 	if err := d.removeForwards(ctx, r); err != nil {
 		return fmt.Errorf("delete node %s: %w", r.Name, err)
 	}
-	if err := os.RemoveAll(d.machineDir(r)); err != nil {
+	if err := os.RemoveAll(d.files().Machine(r)); err != nil {
 		return fmt.Errorf("delete node %s's files: %w", r.Name, err)
 	}
 	return nil

@@ -50,5 +50,5 @@ func (d *Driver) Node(ctx context.Context, r drivers.Ref) (*node.Node, error) {
 	if !ok {
 		return nil, fmt.Errorf("node %s has no host port forwarded to its SSH port", r.Name)
 	}
-	return vmnode.HandleAt(r.Name, v.Meta.OS, v.Meta.IP, netip.AddrPortFrom(loopback, ssh), d.paths(r))
+	return vmnode.HandleAt(r.Name, v.Meta.OS, v.Meta.IP, netip.AddrPortFrom(loopback, ssh), d.files().Paths(r))
 }

@@ -166,9 +166,7 @@ func fileTail(p string, n int) string {
 	if err != nil || len(b) == 0 {
 		return ""
 	}
-	t := hostexec.NewTail(len(b))
-	_, _ = t.Write(b)
-	return strings.Join(t.Lines(n), "\n")
+	return strings.Join(hostexec.Lines(string(b), n), "\n")
 }
 
 // vmLinuz returns the kernel the configure VM boots: the node lock's Debian

@@ -9,20 +9,9 @@ import (
 	"testing"
 
 	"github.com/hwk-dev/hwk/internal/testing/pssim"
+	"github.com/hwk-dev/hwk/internal/testing/winimagetest"
 	"github.com/hwk-dev/hwk/pkg/nodeimage"
 )
-
-// updatesDir makes a directory with these files, each holding its name.
-func updatesDir(t *testing.T, names ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for _, n := range names {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte("MSCF "+n), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
 
 // TestProvisionFacts checks that the revision and the updates installed
 // are read from provision.ps1's console lines, each update once however
@@ -67,7 +56,7 @@ func TestBuildWindowsUpdates(t *testing.T) {
 		}
 		return man
 	}
-	dir := updatesDir(t, "lcu.msu", "other.msu")
+	dir := winimagetest.UpdatesDir(t, "lcu.msu", "other.msu")
 	m := build(dir)
 	if m.Windows.UBR != 2762 || !slices.Equal(m.Windows.Updates, []string{"lcu.msu"}) || !strings.Contains(m.Components["windows"], "(build 20348.2762)") {
 		t.Errorf("manifest windows %+v, components %v", m.Windows, m.Components)

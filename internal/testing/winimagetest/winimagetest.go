@@ -125,3 +125,16 @@ func iso(t testing.TB, files map[string][]byte, script string) string {
 	}
 	return out
 }
+
+// UpdatesDir returns a new directory holding the named files, each an
+// update package's stand-in (its name after "MSCF ", a cabinet's magic).
+func UpdatesDir(t testing.TB, names ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, n := range names {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("MSCF "+n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
