@@ -15,7 +15,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
+	"weak"
 )
 
 // ErrNotFound is the error a command whose program is not installed
@@ -28,11 +32,31 @@ const stderrKeep = 16 << 10
 // errorLines is how many of stderr's last lines an Error shows.
 const errorLines = 10
 
-// Command returns the command that runs name with args, stopped when ctx
-// ends. Set its Dir, Env, Stdin, Stdout and Stderr as for exec.Cmd before
-// Run, Output or Start.
+// Command returns the command that runs name with args, killed when ctx
+// ends; Run, Output and Start then return ctx's error (errors.Is) with
+// Code -1. Set its Dir, Env, Stdin, Stdout and Stderr as for exec.Cmd
+// before Run, Output or Start.
 func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
-	return exec.CommandContext(ctx, name, args...)
+	cmd := exec.CommandContext(ctx, name, args...)
+	s := &stop{ctx: ctx}
+	cmd.Cancel = func() error {
+		s.killed.Store(true)
+		return cmd.Process.Kill()
+	}
+	key := weak.Make(cmd)
+	stops.Store(key, s)
+	runtime.AddCleanup(cmd, func(k weak.Pointer[exec.Cmd]) { stops.Delete(k) }, key)
+	return cmd
+}
+
+// stops holds, for each Command, whether its context killed it. Why:
+// Wait reports the killed program's exit first, and on Windows Kill
+// (TerminateProcess with 1) looks like the program's own "exit status 1".
+var stops sync.Map // weak.Pointer[exec.Cmd] → *stop
+
+type stop struct {
+	ctx    context.Context
+	killed atomic.Bool
 }
 
 // LookPath returns where name is installed, or an error wrapping
@@ -49,8 +73,8 @@ func LookPath(name, fix string) (string, error) {
 type Error struct {
 	// Argv is the command line, the program first.
 	Argv []string
-	// Code is the exit code, or -1 when the program did not start or a
-	// signal ended it.
+	// Code is the exit code, or -1 when the program did not start, a
+	// signal ended it or its context did.
 	Code int
 	// Stderr is the last lines of its stderr, without line ends.
 	Stderr []string
@@ -168,7 +192,9 @@ func wrap(cmd *exec.Cmd, err error, t *Tail) error {
 		return nil
 	}
 	code := -1
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
+	if v, ok := stops.Load(weak.Make(cmd)); ok && v.(*stop).killed.Load() {
+		err = fmt.Errorf("%w (%w)", v.(*stop).ctx.Err(), err)
+	} else if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 		code = ee.ExitCode()
 	}
 	return &Error{Argv: cmd.Args, Code: code, Stderr: t.Lines(errorLines), Err: err}

@@ -8,13 +8,17 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMain makes the test binary also the program the tests run: with
 // HOSTEXEC_HELPER set it writes lines to stderr, "out" to stdout and
-// exits with the code given.
+// exits with the code given; "wait" has it wait a minute first.
 func TestMain(m *testing.M) {
-	if code := os.Getenv("HOSTEXEC_HELPER"); code != "" {
+	if code := os.Getenv("HOSTEXEC_HELPER"); code == "wait" {
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	} else if code != "" {
 		for i := 1; i <= 15; i++ {
 			fmt.Fprintf(os.Stderr, "line %d\r\n", i)
 		}
@@ -74,6 +78,35 @@ func TestStart(t *testing.T) {
 	}
 	if e, ok := errors.AsType[*Error](wait()); !ok || e.Code != 2 || len(e.Stderr) != errorLines {
 		t.Errorf("wait() = %v, want an *Error with code 2 and the last lines", e)
+	}
+}
+
+// A program its context kills fails with the context's error and Code
+// -1, not with the exit Kill gave it (on Windows, exit status 1).
+func TestRunContextEnds(t *testing.T) {
+	t.Setenv("HOSTEXEC_HELPER", "wait")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := Run(Command(ctx, os.Args[0]))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want context.DeadlineExceeded", err)
+	}
+	if e, ok := errors.AsType[*Error](err); !ok || e.Code != -1 {
+		t.Errorf("err = %#v, want an *Error with Code -1", err)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("Run took %s: the program was not killed", took)
+	}
+
+	ctx, cancel = context.WithCancel(context.Background())
+	wait, err := Start(Command(ctx, os.Args[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := wait(); !errors.Is(err, context.Canceled) {
+		t.Errorf("wait() = %v, want context.Canceled", err)
 	}
 }
 
