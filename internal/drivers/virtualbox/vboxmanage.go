@@ -91,23 +91,32 @@ func (c *CLI) Run(ctx context.Context, args ...string) (string, error) {
 	}
 }
 
-func (c *CLI) call(ctx context.Context, path string, args []string) (string, error) {
+func (c *CLI) call(parent context.Context, path string, args []string) (string, error) {
 	callMu.Lock()
 	defer callMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	ctx, cancel := context.WithTimeout(parent, CallTimeout)
 	defer cancel()
 	cmd := hostexec.Command(ctx, path, args...)
 	console.Hide(cmd)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if ctx.Err() == context.DeadlineExceeded {
-		return "", fmt.Errorf("VBoxManage %s did not answer within %s (is VBoxSVC hung? see VirtualBox's VBoxSVC.log)", summary(args), CallTimeout)
+	if err != nil && ctx.Err() != nil {
+		// Why: killed, it exits 1 on Windows (TerminateProcess), which
+		// parseError would take for VBoxManage's own failure.
+		if parent.Err() != nil {
+			return "", fmt.Errorf("VBoxManage %s: %w", summary(args), parent.Err())
+		}
+		return "", fmt.Errorf("VBoxManage %s did not answer within %s (is VBoxSVC hung? see VirtualBox's VBoxSVC.log): %w", summary(args), CallTimeout, ctx.Err())
 	}
-	if ve := parseError(args, stderr.String(), err); ve != nil {
-		return stdout.String(), ve
+	// Why: to a pipe, VBoxManage writes in the ANSI code page
+	// (IPRT's r3/stream.cpp, RTStrUtf8ToCurrentCP), so a path under a
+	// user's non-ASCII name would match none of hwk's.
+	out := hostexec.FromANSI(stdout.Bytes())
+	if ve := parseError(args, hostexec.FromANSI(stderr.Bytes()), err); ve != nil {
+		return out, ve
 	}
-	return stdout.String(), nil
+	return out, nil
 }
 
 // Error is VBoxManage failing: it exited non-zero, or wrote an error line

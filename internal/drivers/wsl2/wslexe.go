@@ -79,6 +79,11 @@ func (CLI) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, a
 	cmd := command(hostexec.Command(ctx, p, args...))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
 	err = cmd.Run()
+	if err != nil && ctx.Err() != nil {
+		// Why: killed, it exits 1 on Windows (TerminateProcess), which
+		// is not wsl.exe's answer.
+		return -1, fmt.Errorf("wsl.exe %s: %w", strings.Join(args[:min(len(args), 2)], " "), ctx.Err())
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		return ee.ExitCode(), nil
