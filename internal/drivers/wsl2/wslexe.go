@@ -91,16 +91,25 @@ func (CLI) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, a
 	return 0, err
 }
 
-// Spawn implements Runner. The session has no window and no console of
-// hwk's, so closing hwk's terminal or Ctrl-C there does not end it; it
-// ends with its distribution.
+// Spawn implements Runner. The session has no window, no console of
+// hwk's and, where the job hwk runs in allows it, no job of hwk's, so
+// closing hwk's terminal, Ctrl-C there or the end of an SSH session does
+// not end it; it ends with its distribution.
 func (CLI) Spawn(args ...string) error {
 	p, err := wslPath()
 	if err != nil {
 		return err
 	}
 	cmd := command(hostexec.Command(context.Background(), p, args...))
-	if err := cmd.Start(); err != nil {
+	console.Detach(cmd)
+	err = cmd.Start()
+	if console.Refused(err) {
+		// A job that allows no breakaway: the session then lives as long
+		// as the job does.
+		cmd = command(hostexec.Command(context.Background(), p, args...))
+		err = cmd.Start()
+	}
+	if err != nil {
 		return fmt.Errorf("start wsl.exe %s: %w", strings.Join(args, " "), err)
 	}
 	// Reaped if it ends while hwk runs; never waited for.
