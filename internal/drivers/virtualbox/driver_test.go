@@ -24,11 +24,12 @@ const (
 )
 
 // testDriver returns a driver on a fake VBoxManage answering from transcript,
-// with hwk's directories in a temporary home, and the node images in its
-// cache.
+// with hwk's directories in a temporary home under a user name that is
+// not ASCII (VBoxManage writes its paths back in the ANSI code page), and
+// the node images in its cache.
 func testDriver(t *testing.T, transcript string, vars ...string) (*Driver, *vboxtest.Fake, state.Dirs, *[]string) {
 	t.Helper()
-	home := t.TempDir()
+	home := filepath.Join(t.TempDir(), "José")
 	dirs := state.Dirs{Data: filepath.Join(home, "data"), Cache: filepath.Join(home, "cache"), Config: filepath.Join(home, "config")}
 	vboxtest.WriteVDI(t, filepath.Join(dirs.Cache, "images", "linux", "disk.vdi"), linuxUUID, 20<<30)
 	vboxtest.WriteVDI(t, filepath.Join(dirs.Cache, "images", "windows", "disk.vdi"), windowsUUID, 64<<30)

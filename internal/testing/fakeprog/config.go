@@ -41,6 +41,10 @@ type Config struct {
 	// commands of -Command - and prints nothing: wine
 	// programs/powershell/main.c).
 	Silent bool `json:"silent"`
+	// ANSI has replies other than UTF-16LE ones written in the ANSI code
+	// page on Windows, as VBoxManage writes to a pipe (VirtualBox's IPRT,
+	// r3/stream.cpp: RTStrUtf8ToCurrentCP); elsewhere they stay UTF-8.
+	ANSI bool `json:"ansi"`
 }
 
 // The files of the fake's directory.

@@ -90,7 +90,7 @@ func (p *program) call(args []string) int {
 		// called once answers with its output and exit status.
 		return p.refuse(args, fmt.Sprintf("%s: an error record (!) answers only a session", e.Where))
 	}
-	os.Stderr.Write(rep.Encode(e.Stderr))
+	os.Stderr.Write(p.encode(rep, e.Stderr))
 	if e.StdoutFile != "" {
 		data, err := os.ReadFile(Expand(e.StdoutFile, p.cfg.Vars))
 		if err != nil {
@@ -98,14 +98,14 @@ func (p *program) call(args []string) int {
 		}
 		os.Stdout.Write(data)
 	}
-	out := rep.Encode(rep.Stdout)
+	out := p.encode(rep, rep.Stdout)
 	if e.Crash {
 		// The program dies in the middle of its answer.
 		os.Stdout.Write(out[:len(out)/2])
 		return 1
 	}
 	os.Stdout.Write(out)
-	os.Stderr.Write(rep.Encode(rep.Stderr))
+	os.Stderr.Write(p.encode(rep, rep.Stderr))
 	return rep.Exit
 }
 
@@ -142,6 +142,14 @@ func (p *program) answer(req Request) (*Exchange, Reply, error) {
 	return e, rep, err
 }
 
+// encode is s as the program writes it for reply r.
+func (p *program) encode(r Reply, s string) []byte {
+	if p.cfg.ANSI && !r.UTF16 {
+		return toANSI(s)
+	}
+	return r.Encode(s)
+}
+
 // refuse records a call the fake could not answer and answers it as the
 // real program answers a failure.
 func (p *program) refuse(args []string, why string) int {
@@ -150,8 +158,8 @@ func (p *program) refuse(args []string, why string) int {
 	if r == (Reply{}) {
 		r = Reply{Stderr: "fake " + p.cfg.Program + ": {why}\n", Exit: 1}
 	}
-	os.Stdout.Write(r.Encode(strings.ReplaceAll(r.Stdout, "{why}", why)))
-	os.Stderr.Write(r.Encode(strings.ReplaceAll(r.Stderr, "{why}", why)))
+	os.Stdout.Write(p.encode(r, strings.ReplaceAll(r.Stdout, "{why}", why)))
+	os.Stderr.Write(p.encode(r, strings.ReplaceAll(r.Stderr, "{why}", why)))
 	return r.Exit
 }
 

@@ -40,6 +40,7 @@ func New(t testing.TB, transcript string, vars map[string]string) *Fake {
 		Program: "VBoxManage", Transcript: tr, Replies: filepath.Join(testdata(), "replies"), Vars: vars,
 		// As VBoxManage fails: an error line on stderr, exit status 1.
 		Refusal: fakeprog.Reply{Stderr: "VBoxManage: error: fake VBoxManage: {why}\n", Exit: 1},
+		ANSI:    true,
 	})
 	t.Setenv("VBOX_MSI_INSTALL_PATH", "")
 	t.Setenv("VBOX_INSTALL_PATH", "")
