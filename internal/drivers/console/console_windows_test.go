@@ -54,7 +54,7 @@ func TestDetach(t *testing.T) {
 		t.Fatalf("start with breakaway allowed: %v", err)
 	}
 	defer cmd.Process.Kill()
-	h, err := windows.OpenProcess(windows.PROCESS_QUERY_LIMITED_INFORMATION, false, uint32(cmd.Process.Pid))
+	h, err := windows.OpenProcess(windows.PROCESS_QUERY_INFORMATION, false, uint32(cmd.Process.Pid))
 	if err != nil {
 		t.Fatal(err)
 	}
