@@ -18,7 +18,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"weak"
 )
 
@@ -38,26 +37,16 @@ const errorLines = 10
 // before Run, Output or Start.
 func Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
-	s := &stop{ctx: ctx}
-	cmd.Cancel = func() error {
-		s.killed.Store(true)
-		return cmd.Process.Kill()
-	}
 	key := weak.Make(cmd)
-	stops.Store(key, s)
-	runtime.AddCleanup(cmd, func(k weak.Pointer[exec.Cmd]) { stops.Delete(k) }, key)
+	contexts.Store(key, ctx)
+	runtime.AddCleanup(cmd, func(k weak.Pointer[exec.Cmd]) { contexts.Delete(k) }, key)
 	return cmd
 }
 
-// stops holds, for each Command, whether its context killed it. Why:
-// Wait reports the killed program's exit first, and on Windows Kill
+// contexts holds each Command's context, for wrap. Why: Wait reports a
+// killed program's exit before the context's error, and on Windows Kill
 // (TerminateProcess with 1) looks like the program's own "exit status 1".
-var stops sync.Map // weak.Pointer[exec.Cmd] → *stop
-
-type stop struct {
-	ctx    context.Context
-	killed atomic.Bool
-}
+var contexts sync.Map // weak.Pointer[exec.Cmd] → context.Context
 
 // LookPath returns where name is installed, or an error wrapping
 // ErrNotFound that names the missing program and how to install it (fix).
@@ -192,8 +181,12 @@ func wrap(cmd *exec.Cmd, err error, t *Tail) error {
 		return nil
 	}
 	code := -1
-	if v, ok := stops.Load(weak.Make(cmd)); ok && v.(*stop).killed.Load() {
-		err = fmt.Errorf("%w (%w)", v.(*stop).ctx.Err(), err)
+	var ended error
+	if ctx, ok := contexts.Load(weak.Make(cmd)); ok {
+		ended = ctx.(context.Context).Err()
+	}
+	if ended != nil && !errors.Is(err, ended) {
+		err = fmt.Errorf("%w (%w)", ended, err)
 	} else if ee, ok := errors.AsType[*exec.ExitError](err); ok {
 		code = ee.ExitCode()
 	}

@@ -100,14 +100,18 @@ func (CLI) Spawn(args ...string) error {
 	if err != nil {
 		return err
 	}
-	cmd := command(hostexec.Command(context.Background(), p, args...))
-	console.Detach(cmd)
-	err = cmd.Start()
+	start := func(detach bool) (*exec.Cmd, error) {
+		cmd := command(hostexec.Command(context.Background(), p, args...))
+		if detach {
+			console.Detach(cmd)
+		}
+		return cmd, cmd.Start()
+	}
+	cmd, err := start(true)
 	if console.Refused(err) {
 		// A job that allows no breakaway: the session then lives as long
 		// as the job does.
-		cmd = command(hostexec.Command(context.Background(), p, args...))
-		err = cmd.Start()
+		cmd, err = start(false)
 	}
 	if err != nil {
 		return fmt.Errorf("start wsl.exe %s: %w", strings.Join(args, " "), err)

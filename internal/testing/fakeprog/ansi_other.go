@@ -2,6 +2,6 @@
 
 package fakeprog
 
-// toANSI is s as a program writes it where there is no ANSI code page:
+// ToANSI is s as a program writes it where there is no ANSI code page:
 // UTF-8.
-func toANSI(s string) []byte { return []byte(s) }
+func ToANSI(s string) []byte { return []byte(s) }

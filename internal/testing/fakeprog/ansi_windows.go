@@ -7,10 +7,10 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// toANSI is s in the ANSI code page (WideCharToMultiByte with CP_ACP,
+// ToANSI is s in the ANSI code page (WideCharToMultiByte with CP_ACP,
 // which x/sys/windows does not wrap); a letter the code page lacks
 // becomes "?", as Windows writes it.
-func toANSI(s string) []byte {
+func ToANSI(s string) []byte {
 	if s == "" {
 		return nil
 	}

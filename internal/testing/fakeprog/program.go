@@ -145,7 +145,7 @@ func (p *program) answer(req Request) (*Exchange, Reply, error) {
 // encode is s as the program writes it for reply r.
 func (p *program) encode(r Reply, s string) []byte {
 	if p.cfg.ANSI && !r.UTF16 {
-		return toANSI(s)
+		return ToANSI(s)
 	}
 	return r.Encode(s)
 }
